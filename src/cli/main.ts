@@ -1,0 +1,105 @@
+#!/usr/bin/env node
+/** The `rill` command. */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { pino } from 'pino';
+import { createRillServer } from '../http/server.js';
+import { DEFAULT_SETTINGS, type ServerSettings } from '../http/settings.js';
+
+const UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Durations: a number with a unit (ms, s, m, h, d); a bare number is milliseconds. */
+export function parseDurationMs(value: string): number {
+  const match = /^(\d+)(ms|s|m|h|d)?$/.exec(value.trim());
+  if (!match) throw new InvalidArgumentError('expected a duration such as 500ms, 30s, 1h or 7d');
+  return Number(match[1]) * UNITS_MS[match[2] ?? 'ms']!;
+}
+
+function parseCount(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+function parsePort(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('expected a port number from 0 to 65535');
+  return n;
+}
+
+interface ServeFlags {
+  host: string;
+  port: number;
+  data: string;
+  store: 'sqlite' | 'memory';
+  longPollTimeout: number;
+  sseLifetime: number;
+  maxBody: number;
+  maxProducers: number;
+  producerIdleEvict: number;
+  producerTtl: number;
+  maxLiveConnections: number;
+}
+
+function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
+  return {
+    host: flags.host,
+    port: flags.port,
+    dataDir: flags.data,
+    store: flags.store,
+    longPollTimeoutMs: flags.longPollTimeout,
+    sseLifetimeMs: flags.sseLifetime,
+    maxBodyBytes: flags.maxBody,
+    maxLiveConnections: flags.maxLiveConnections,
+    producers: { maxProducers: flags.maxProducers, idleEvictMs: flags.producerIdleEvict, forgetAfterMs: flags.producerTtl },
+  };
+}
+
+async function serve(flags: ServeFlags): Promise<void> {
+  const log = pino({ level: process.env.RILL_LOG_LEVEL ?? 'info' });
+  const rill = createRillServer({ settings: settingsFrom(flags), logger: log });
+  await rill.listen();
+  log.info({ url: rill.url(), store: flags.store, data: flags.store === 'sqlite' ? flags.data : null }, `rill listening on ${rill.url()}`);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'draining');
+    rill.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+}
+
+export function buildProgram(): Command {
+  const d = DEFAULT_SETTINGS;
+  const program = new Command('rill').description('Durable streams server and toolkit').showHelpAfterError();
+  program
+    .command('serve')
+    .description('run the rill server')
+    .option('--host <host>', 'address to listen on', d.host)
+    .option('--port <port>', 'port to listen on', parsePort, d.port)
+    .option('--data <dir>', 'data directory (sqlite store)', d.dataDir)
+    .addOption(new Option('--store <engine>', 'storage engine').choices(['sqlite', 'memory']).default(d.store))
+    .option('--long-poll-timeout <duration>', 'how long a long-poll waits for data', parseDurationMs, d.longPollTimeoutMs)
+    .option('--sse-lifetime <duration>', 'how long an SSE connection stays open', parseDurationMs, d.sseLifetimeMs)
+    .option('--max-body <bytes>', 'largest append or create body in bytes', parseCount, d.maxBodyBytes)
+    .option('--max-live-connections <n>', 'long-poll and SSE readers held at once', parseCount, d.maxLiveConnections)
+    .option('--max-producers <n>', 'producers remembered per stream', parseCount, d.producers.maxProducers)
+    .option('--producer-idle-evict <duration>', 'idle time after which a producer may be replaced', parseDurationMs, d.producers.idleEvictMs)
+    .option('--producer-ttl <duration>', 'idle time after which a producer is forgotten', parseDurationMs, d.producers.forgetAfterMs)
+    .action((flags: ServeFlags) => serve(flags));
+  return program;
+}
+
+buildProgram()
+  .parseAsync(process.argv)
+  .catch((error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exit(1);
+  });

@@ -1,0 +1,221 @@
+/**
+ * Stream creation (PUT): idempotent on an equal configuration, 409 on a different one,
+ * with optional initial bytes, closure, Stream-Seq and a fork of another stream.
+ */
+import { isJsonContentType, DEFAULT_CONTENT_TYPE } from '../protocol/content-type.js';
+import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { absenceError, incarnationError, notFound, visibility } from './stream.js';
+import type { Decision, ForkLink, StreamConfig, StreamState } from './types.js';
+
+export interface ForkRequest {
+  sourceName: string;
+  /** Null: fork at the source's tail. */
+  offset: number | null;
+  subOffset: number;
+}
+
+export interface CreateRequest {
+  name: string;
+  bucket: string | null;
+  /** Normalised; null when the request has none (default, or the fork source's). */
+  contentType: string | null;
+  ttlSeconds: number | null;
+  expiresAtMs: number | null;
+  close: boolean;
+  /** Initial bytes, already framed for the content type. */
+  data: Buffer;
+  streamSeq: string | null;
+  incarnation: string | null;
+  fork: ForkRequest | null;
+}
+
+/** The append of the fork source that starts at or contains the fork offset. */
+export interface ChunkView {
+  start: number;
+  data: Buffer;
+}
+
+export interface CreateInput {
+  existing: StreamState | undefined;
+  request: CreateRequest;
+  /** False when the request names a bucket that does not exist. */
+  bucketExists: boolean;
+  /** The fork source, when the request forks. */
+  forkSource: StreamState | undefined;
+  /** The source's append containing the fork offset (null at the tail or when empty). */
+  forkAnchor: ChunkView | null;
+  /** Id and incarnation token for a new stream, chosen by the engine. */
+  newId: number;
+  newIncarnation: string;
+  nowMs: number;
+}
+
+export type CreateOutcome =
+  | { kind: 'created'; stream: StreamState }
+  | { kind: 'exists'; stream: StreamState }
+  | { kind: 'rejected'; error: ProtocolError };
+
+export interface CreateChanges {
+  /** An expired stream at the name, collected before the new one takes it. */
+  collect: StreamState | null;
+  stream: StreamState;
+  chunks: Array<{ start: number; data: Buffer }>;
+  /** The fork source with its reference count raised. */
+  source: StreamState | null;
+}
+
+type CreateDecision = Decision<CreateOutcome, CreateChanges>;
+
+const reject = (error: ProtocolError): CreateDecision => ({ outcome: { kind: 'rejected', error }, changes: null });
+
+export function decideCreate(input: CreateInput): CreateDecision {
+  const { existing, request, nowMs } = input;
+  const seen = visibility(existing, nowMs);
+  if (seen === 'gone') {
+    return reject(protocolError('STREAM_NAME_RESERVED', 'a deleted stream whose history forks still read holds this name'));
+  }
+  if (seen === 'live') return decideExisting(existing!, input);
+  if (!input.bucketExists) return reject(notFound('bucket'));
+  if (request.incarnation !== null) {
+    return reject(protocolError('INCARNATION_MISMATCH', 'Stream-Incarnation names a stream that does not exist; nothing was created'));
+  }
+  const planned = planNewStream(input);
+  if ('error' in planned) return reject(planned.error);
+  return {
+    outcome: { kind: 'created', stream: planned.stream },
+    changes: { collect: existing ?? null, stream: planned.stream, chunks: planned.chunks, source: planned.source },
+  };
+}
+
+function decideExisting(existing: StreamState, input: CreateInput): CreateDecision {
+  const stale = incarnationError(existing, input.request.incarnation);
+  if (stale) return reject(stale);
+  const conflict = configConflict(existing, input);
+  if (conflict) return reject(protocolError('STREAM_CONFIG_CONFLICT', `the stream exists with a different ${conflict}`));
+  return { outcome: { kind: 'exists', stream: existing }, changes: null };
+}
+
+/** Names the first difference between an existing stream and a create request. */
+function configConflict(existing: StreamState, input: CreateInput): string | null {
+  const { request } = input;
+  const wanted = requestedConfig(request, input.forkSource);
+  if (wanted.contentType !== existing.config.contentType) return 'content type';
+  if (wanted.ttlSeconds !== existing.config.ttlSeconds) return 'TTL';
+  if (wanted.expiresAtMs !== existing.config.expiresAtMs) return 'expiry';
+  if (request.close && !existing.closed) return 'closure (the stream is open)';
+  const fork = request.fork;
+  if ((fork === null) !== (existing.fork === null)) return 'fork source';
+  if (fork && existing.fork) {
+    if (input.forkSource?.id !== existing.fork.sourceId) return 'fork source';
+    if (fork.offset !== null && fork.offset !== existing.fork.offset) return 'fork offset';
+    if (fork.subOffset !== existing.fork.subOffset) return 'fork sub-offset';
+  }
+  return null;
+}
+
+/** The configuration a request asks for; a fork inherits what the request leaves out. */
+function requestedConfig(request: CreateRequest, source: StreamState | undefined): StreamConfig {
+  const inheritExpiry = request.fork !== null && source && request.ttlSeconds === null && request.expiresAtMs === null;
+  return {
+    contentType: request.contentType ?? source?.config.contentType ?? DEFAULT_CONTENT_TYPE,
+    ttlSeconds: inheritExpiry ? source!.config.ttlSeconds : request.ttlSeconds,
+    expiresAtMs: inheritExpiry ? source!.config.expiresAtMs : request.expiresAtMs,
+  };
+}
+
+type Planned =
+  | { stream: StreamState; chunks: Array<{ start: number; data: Buffer }>; source: StreamState | null }
+  | { error: ProtocolError };
+
+function planNewStream(input: CreateInput): Planned {
+  const { request, nowMs } = input;
+  let link: ForkLink | null = null;
+  let prefix: Buffer | null = null;
+  let earliestOffset = 0;
+  if (request.fork) {
+    const fork = planFork(input);
+    if ('error' in fork) return fork;
+    ({ link, prefix } = fork);
+    earliestOffset = Math.min(input.forkSource!.earliestOffset, link.offset);
+  }
+  const config = requestedConfig(request, input.forkSource);
+  const chunks: Array<{ start: number; data: Buffer }> = [];
+  let tail = link?.offset ?? 0;
+  for (const data of [prefix, request.data]) {
+    if (data && data.length > 0) {
+      chunks.push({ start: tail, data });
+      tail += data.length;
+    }
+  }
+  const stream: StreamState = {
+    id: input.newId,
+    name: request.name,
+    bucket: request.bucket,
+    incarnation: input.newIncarnation,
+    config,
+    createdAtMs: nowMs,
+    lastAccessMs: nowMs,
+    tail,
+    closed: request.close,
+    lastStreamSeq: request.streamSeq,
+    epochFloor: null,
+    fork: link,
+    earliestOffset,
+    deleted: false,
+    forkRefs: 0,
+  };
+  const source = link ? { ...input.forkSource!, forkRefs: input.forkSource!.forkRefs + 1 } : null;
+  return { stream, chunks, source };
+}
+
+const forkError = (message: string): { error: ProtocolError } => ({ error: protocolError('INVALID_FORK', message) });
+
+function planFork(input: CreateInput): { link: ForkLink; prefix: Buffer | null } | { error: ProtocolError } {
+  const fork = input.request.fork!;
+  const source = input.forkSource;
+  const absent = absenceError(source, input.nowMs);
+  if (absent) {
+    return absent.code === 'STREAM_GONE'
+      ? { error: protocolError('FORK_SOURCE_GONE', 'the fork source was deleted') }
+      : { error: protocolError('STREAM_NOT_FOUND', 'the fork source does not exist') };
+  }
+  const src = source!;
+  if (input.request.contentType !== null && input.request.contentType !== src.config.contentType) {
+    return { error: protocolError('CONTENT_TYPE_MISMATCH', `a fork keeps its source's content type ${src.config.contentType}`) };
+  }
+  const offset = fork.offset ?? src.tail;
+  if (offset > src.tail) return forkError('Stream-Fork-Offset is beyond the source tail');
+  if (offset < src.earliestOffset) {
+    return { error: protocolError('OFFSET_TRIMMED', 'the fork offset is before the earliest retained offset', { nextOffset: src.earliestOffset }) };
+  }
+  const json = isJsonContentType(src.config.contentType);
+  const anchor = input.forkAnchor;
+  if (fork.subOffset === 0) {
+    if (json && !isMessageBoundary(anchor, offset)) return forkError('Stream-Fork-Offset is inside a JSON message');
+    return { link: { sourceId: src.id, offset, subOffset: 0 }, prefix: null };
+  }
+  if (anchor === null || anchor.start !== offset) return forkError('Stream-Fork-Sub-Offset needs an append that starts at Stream-Fork-Offset');
+  const prefix = json ? jsonPrefix(anchor.data, fork.subOffset) : binaryPrefix(anchor.data, fork.subOffset);
+  if (prefix === null) return forkError('Stream-Fork-Sub-Offset is beyond the append at Stream-Fork-Offset');
+  return { link: { sourceId: src.id, offset, subOffset: fork.subOffset }, prefix };
+}
+
+function isMessageBoundary(anchor: ChunkView | null, offset: number): boolean {
+  if (anchor === null || anchor.start === offset) return true;
+  return anchor.data[offset - anchor.start - 1] === 0x0a;
+}
+
+function binaryPrefix(data: Buffer, length: number): Buffer | null {
+  return length <= data.length ? data.subarray(0, length) : null;
+}
+
+/** The first `count` messages of a stored JSON append. */
+function jsonPrefix(data: Buffer, count: number): Buffer | null {
+  let end = 0;
+  for (let i = 0; i < count; i++) {
+    const nl = data.indexOf(0x0a, end);
+    if (nl < 0) return null;
+    end = nl + 1;
+  }
+  return data.subarray(0, end);
+}

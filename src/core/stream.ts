@@ -1,0 +1,102 @@
+/**
+ * Stream lifecycle rules: visibility, expiry, the incarnation check, deletion and the
+ * release of fork sources. Pure functions of state and time.
+ */
+import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import type { StreamState } from './types.js';
+
+export type Visibility = 'live' | 'gone' | 'missing';
+
+/** When the stream expires, or null when it never does. */
+export function expiryMs(state: StreamState): number | null {
+  const { ttlSeconds, expiresAtMs } = state.config;
+  const slidingMs = ttlSeconds === null ? null : state.lastAccessMs + ttlSeconds * 1000;
+  if (slidingMs === null) return expiresAtMs;
+  if (expiresAtMs === null) return slidingMs;
+  return Math.min(slidingMs, expiresAtMs);
+}
+
+export function isExpired(state: StreamState, nowMs: number): boolean {
+  const at = expiryMs(state);
+  return at !== null && nowMs >= at;
+}
+
+/**
+ * A deleted or expired stream that forks still read from is `gone` (410) and keeps its
+ * name; one nothing depends on is `missing` (404) and may be collected.
+ */
+export function visibility(state: StreamState | undefined, nowMs: number): Visibility {
+  if (state === undefined) return 'missing';
+  if (state.deleted) return 'gone';
+  if (isExpired(state, nowMs)) return state.forkRefs > 0 ? 'gone' : 'missing';
+  return 'live';
+}
+
+export function notFound(kind: 'stream' | 'bucket' = 'stream'): ProtocolError {
+  return kind === 'stream'
+    ? protocolError('STREAM_NOT_FOUND', 'stream not found')
+    : protocolError('BUCKET_NOT_FOUND', 'bucket not found');
+}
+
+export function goneError(): ProtocolError {
+  return protocolError('STREAM_GONE', 'stream was deleted; forks still read its history');
+}
+
+/** The 404/410 answer for a stream that is not live, or null when it is. */
+export function absenceError(state: StreamState | undefined, nowMs: number): ProtocolError | null {
+  const seen = visibility(state, nowMs);
+  if (seen === 'missing') return notFound();
+  if (seen === 'gone') return goneError();
+  return null;
+}
+
+/** Stream-Incarnation: a request that names another incarnation is refused with 412. */
+export function incarnationError(state: StreamState, requested: string | null): ProtocolError | null {
+  if (requested === null || requested === state.incarnation) return null;
+  return protocolError('INCARNATION_MISMATCH', 'the stream was recreated: Stream-Incarnation names an earlier incarnation', {
+    incarnation: state.incarnation,
+  });
+}
+
+export type DeleteDecision =
+  | { kind: 'rejected'; error: ProtocolError }
+  /** Forks still read it: keep the history, answer 410 from now on. */
+  | { kind: 'soft-deleted'; next: StreamState }
+  | { kind: 'dropped'; dropped: StreamState };
+
+export function decideDelete(state: StreamState | undefined, incarnation: string | null, nowMs: number): DeleteDecision {
+  const absent = absenceError(state, nowMs);
+  if (absent) return { kind: 'rejected', error: absent };
+  const stale = incarnationError(state!, incarnation);
+  if (stale) return { kind: 'rejected', error: stale };
+  if (state!.forkRefs > 0) return { kind: 'soft-deleted', next: { ...state!, deleted: true } };
+  return { kind: 'dropped', dropped: state! };
+}
+
+export type ReleaseDecision = { kind: 'kept'; next: StreamState } | { kind: 'dropped'; dropped: StreamState };
+
+/**
+ * A fork of `source` was dropped. The source is collected when nothing reads it any
+ * more and it is itself deleted or expired.
+ */
+export function decideRelease(source: StreamState, nowMs: number): ReleaseDecision {
+  if (source.forkRefs <= 0) throw new Error(`invariant: stream ${source.id} released with no fork references`);
+  const next = { ...source, forkRefs: source.forkRefs - 1 };
+  if (next.forkRefs === 0 && (next.deleted || isExpired(next, nowMs))) return { kind: 'dropped', dropped: next };
+  return { kind: 'kept', next };
+}
+
+export type ExpireDecision = { kind: 'none' } | { kind: 'soft-deleted'; next: StreamState } | { kind: 'dropped'; dropped: StreamState };
+
+/** What the expiry sweep does with a stream. */
+export function decideExpire(state: StreamState, nowMs: number): ExpireDecision {
+  if (state.deleted || !isExpired(state, nowMs)) return { kind: 'none' };
+  if (state.forkRefs > 0) return { kind: 'soft-deleted', next: { ...state, deleted: true } };
+  return { kind: 'dropped', dropped: state };
+}
+
+/** Reads and writes renew a sliding TTL; HEAD does not. */
+export function touched(state: StreamState, nowMs: number): StreamState {
+  if (state.config.ttlSeconds === null || nowMs <= state.lastAccessMs) return state;
+  return { ...state, lastAccessMs: nowMs };
+}

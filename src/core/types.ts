@@ -1,0 +1,154 @@
+/**
+ * The state the protocol rules read and write. Everything here is plain data: engines
+ * load it, `core/` decides, engines store what core returns.
+ */
+import type { ProtocolError } from '../protocol/errors.js';
+import type { ProducerHeaders } from '../protocol/parse.js';
+
+export interface StreamConfig {
+  /** Normalised content type. */
+  contentType: string;
+  /** Sliding time-to-live: the stream expires this long after its last read or write. */
+  ttlSeconds: number | null;
+  /** Absolute expiry. */
+  expiresAtMs: number | null;
+}
+
+/** A fork inherits `[0, offset)` of its source and appends after it. */
+export interface ForkLink {
+  sourceId: number;
+  offset: number;
+  /** Bytes (or JSON messages) of the source's append at `offset` copied into the fork. */
+  subOffset: number;
+}
+
+export interface StreamState {
+  /** Internal id, unique across incarnations; never reused. */
+  id: number;
+  /** Storage key: `v1/{name}` or `b/{bucket}/{stream}`. */
+  name: string;
+  bucket: string | null;
+  /** Opaque token, new for every creation of a stream at a name. */
+  incarnation: string;
+  config: StreamConfig;
+  createdAtMs: number;
+  /** Anchor of the sliding TTL: the last read or write. */
+  lastAccessMs: number;
+  /** Position after the last byte. */
+  tail: number;
+  closed: boolean;
+  lastStreamSeq: string | null;
+  /** Highest epoch of a producer this stream forgot; null when it forgot none. */
+  epochFloor: number | null;
+  fork: ForkLink | null;
+  /** First readable position; retention raises it. */
+  earliestOffset: number;
+  /** Deleted (or expired) while forks still read its history: answers 410. */
+  deleted: boolean;
+  /** Number of streams whose fork link points at this one. */
+  forkRefs: number;
+}
+
+/** Where a write's bytes landed. */
+export interface Receipt {
+  start: number;
+  next: number;
+  /** The write closed the stream. */
+  closed: boolean;
+}
+
+export interface ProducerClaim {
+  /** Epoch this claim closed, and the last seq of it that applied; null for a first claim. */
+  closedEpoch: number | null;
+  closedSeq: number | null;
+  digest: string | null;
+}
+
+export interface ProducerRecord {
+  id: string;
+  epoch: number;
+  /** Highest applied seq of `epoch`. */
+  lastSeq: number;
+  /** Receipt of the newest write. */
+  receipt: Receipt;
+  /** Digest of the newest write, when it carried one. */
+  digest: string | null;
+  /** The current epoch's seq-0 write. */
+  claim: ProducerClaim;
+  lastSeenMs: number;
+}
+
+export interface ProducerSettings {
+  /** At most this many producers per stream. */
+  maxProducers: number;
+  /** A new producer may replace one idle at least this long. */
+  idleEvictMs: number;
+  /** A producer idle this long is forgotten. */
+  forgetAfterMs: number;
+}
+
+export const DEFAULT_PRODUCER_SETTINGS: ProducerSettings = {
+  maxProducers: 4096,
+  idleEvictMs: 60 * 60 * 1000,
+  forgetAfterMs: 7 * 24 * 60 * 60 * 1000,
+};
+
+/** What an engine loads about a stream's producers for one producer write. */
+export interface ProducerView {
+  /** The record of the writing producer, if stored (it may be past the forget cutoff). */
+  record: ProducerRecord | null;
+  /**
+   * The rest is needed only when the writer is new to the stream (no record, or a
+   * forgotten one): producers above the forget cutoff, the highest epoch among those at
+   * or below it, and the least recently seen producer above it.
+   */
+  others?: {
+    liveCount: number;
+    expiredMaxEpoch: number | null;
+    leastRecentLive: { id: string; epoch: number; lastSeenMs: number } | null;
+  };
+}
+
+export interface AppendRequest {
+  /** Normalised Content-Type of the request; null when absent. */
+  contentType: string | null;
+  /** The append's bytes, already framed (JSON: one compact message per line). */
+  data: Buffer;
+  close: boolean;
+  streamSeq: string | null;
+  producer: ProducerHeaders | null;
+  /** BLAKE3-256 of the body, computed when the request carries Producer-Digest. */
+  bodyDigest: string | null;
+  incarnation: string | null;
+}
+
+export interface ProducerAck {
+  epoch: number;
+  seq: number;
+  closedEpoch?: number;
+  closedSeq?: number;
+  outcome?: string;
+}
+
+/** Successful outcomes carry the stream's incarnation token for the response. */
+export type AppendOutcome =
+  | { kind: 'appended'; incarnation: string; receipt: Receipt; producer: ProducerAck | null; closeOnly: boolean }
+  | { kind: 'duplicate'; incarnation: string; receipt: Receipt | null; producer: ProducerAck }
+  | { kind: 'already-closed'; incarnation: string; tail: number }
+  | { kind: 'rejected'; error: ProtocolError };
+
+/** The state changes of one decision, applied by the engine in the same transaction. */
+export interface AppendChanges {
+  stream: StreamState;
+  chunk: { start: number; data: Buffer } | null;
+  producer: ProducerRecord | null;
+  /** Forget every producer of the stream last seen at or before this time. */
+  forgetProducersSeenAtOrBeforeMs: number | null;
+  /** Producers replaced to make room for a new one. */
+  evictProducerIds: string[];
+}
+
+export interface Decision<O, C> {
+  outcome: O;
+  changes: C | null;
+}

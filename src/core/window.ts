@@ -1,0 +1,32 @@
+/**
+ * Where a read response may end. A JSON stream's response never ends inside a message;
+ * other streams may end anywhere, except that text sent over SSE ends on a UTF-8
+ * character boundary.
+ */
+
+const NEWLINE = 0x0a;
+
+/** Bytes of `window` a response may carry; 0 means "read further to finish a message". */
+export function usableLength(window: Uint8Array, json: boolean, reachesTail: boolean): number {
+  if (!json || reachesTail) return window.length;
+  for (let i = window.length - 1; i >= 0; i--) if (window[i] === NEWLINE) return i + 1;
+  return 0;
+}
+
+/** Length of the longest prefix of `window` that does not split a UTF-8 sequence. */
+export function utf8SafeLength(window: Uint8Array): number {
+  const n = window.length;
+  // Walk back over at most three continuation bytes to the lead byte of the last character.
+  for (let back = 1; back <= Math.min(4, n); back++) {
+    const byte = window[n - back]!;
+    if ((byte & 0xc0) === 0x80) continue;
+    const needed = byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc0 ? 2 : 1;
+    return needed > back ? n - back : n;
+  }
+  return n;
+}
+
+/** A JSON read may start only where a message starts. */
+export function startsOnMessage(previousByte: number | undefined): boolean {
+  return previousByte === undefined || previousByte === NEWLINE;
+}

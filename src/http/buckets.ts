@@ -1,0 +1,47 @@
+/** Bucket routes: create, inspect, delete, and list a bucket's streams. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { protocolError } from '../protocol/errors.js';
+import { parseCanonicalUint } from '../protocol/parse.js';
+import type { HandlerContext } from './context.js';
+import { parseQuery } from './request.js';
+import { send, sendError, sendJson } from './response.js';
+
+export const MAX_LIST_LIMIT = 1000;
+const DEFAULT_LIST_LIMIT = 100;
+
+export async function handleBucket(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, bucket: string): Promise<void> {
+  switch (req.method) {
+    case 'PUT': {
+      const outcome = await ctx.store.run('createBucket', { id: bucket });
+      return sendJson(res, outcome.kind === 'created' ? 201 : 200, { id: bucket, createdAt: new Date(outcome.bucket.createdAtMs).toISOString() });
+    }
+    case 'GET':
+    case 'HEAD': {
+      const info = await ctx.store.getBucket(bucket);
+      if (!info) return sendError(res, protocolError('BUCKET_NOT_FOUND', 'bucket not found'));
+      return sendJson(res, 200, { id: info.id, streamCount: info.streamCount, createdAt: new Date(info.createdAtMs).toISOString() });
+    }
+    case 'DELETE': {
+      const outcome = await ctx.store.run('deleteBucket', { id: bucket });
+      if (outcome.kind === 'rejected') return sendError(res, outcome.error);
+      return send(res, 204, { 'cache-control': 'no-store' });
+    }
+    default:
+      return sendError(res, protocolError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on a bucket`), { allow: 'GET, HEAD, PUT, DELETE, OPTIONS' });
+  }
+}
+
+export async function handleListStreams(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, bucket: string, search: string): Promise<void> {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    return sendError(res, protocolError('METHOD_NOT_ALLOWED', 'the stream listing is read-only'), { allow: 'GET, HEAD, OPTIONS' });
+  }
+  const parsed = parseQuery(search);
+  if (!parsed.ok) return sendError(res, parsed.error);
+  const q = parsed.params;
+  const rawLimit = q.get('limit');
+  const limit = rawLimit === undefined ? DEFAULT_LIST_LIMIT : parseCanonicalUint(rawLimit, MAX_LIST_LIMIT);
+  if (limit === undefined || limit < 1) return sendError(res, protocolError('INVALID_QUERY', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}`));
+  if (!(await ctx.store.getBucket(bucket))) return sendError(res, protocolError('BUCKET_NOT_FOUND', 'bucket not found'));
+  const listing = await ctx.store.listStreams(bucket, q.get('prefix') ?? '', q.get('after') ?? null, limit);
+  sendJson(res, 200, { bucket, streams: listing.names, next: listing.nextAfter });
+}

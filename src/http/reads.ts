@@ -1,0 +1,196 @@
+/** GET of a stream: catch-up and long-poll reads. SSE lives in `live/sse.ts`. */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { nextCursor } from '../core/cursor.js';
+import { endsStream, planRead, type LiveMode, type ReadRequest } from '../core/read.js';
+import type { StreamState } from '../core/types.js';
+import { startsOnMessage } from '../core/window.js';
+import { isJsonContentType } from '../protocol/content-type.js';
+import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { H } from '../protocol/headers.js';
+import { ndjsonToArray } from '../protocol/json.js';
+import { encodeOffset, parseOffsetToken } from '../protocol/offset.js';
+import { parseCanonicalUint } from '../protocol/parse.js';
+import { serveSse } from '../live/sse.js';
+import { readWindow, type ReadWindow } from '../live/window.js';
+import type { HandlerContext } from './context.js';
+import { header, parseQuery } from './request.js';
+import { baseHeaders, originOf, send, sendError, type HeaderMap } from './response.js';
+import type { StreamAddress } from './router.js';
+
+export interface ReadQuery {
+  request: ReadRequest;
+  cursor: string | null;
+  maxBytes: number;
+  timeoutMs: number;
+}
+
+function queryError(message: string): { ok: false; error: ProtocolError } {
+  return { ok: false, error: protocolError('INVALID_QUERY', message) };
+}
+
+export function parseReadQuery(search: string, req: IncomingMessage, ctx: HandlerContext): { ok: true; query: ReadQuery } | { ok: false; error: ProtocolError } {
+  const parsed = parseQuery(search);
+  if (!parsed.ok) return parsed;
+  const q = parsed.params;
+  const rawOffset = q.get('offset');
+  const offset = rawOffset === undefined ? null : parseOffsetToken(rawOffset);
+  if (offset === undefined) return { ok: false, error: protocolError('INVALID_OFFSET', `"${rawOffset}" is not an offset`) };
+  const liveRaw = q.get('live');
+  if (liveRaw !== undefined && liveRaw !== 'long-poll' && liveRaw !== 'sse') return queryError('live must be long-poll or sse');
+  const live: LiveMode = (liveRaw as LiveMode | undefined) ?? null;
+  const consistency = q.get('consistency');
+  if (consistency !== undefined && consistency !== 'local' && consistency !== 'leader') return queryError('consistency must be local or leader');
+  if (consistency === 'leader' && live !== null) return queryError('consistency=leader applies to catch-up reads only');
+  const s = ctx.settings;
+  let maxBytes = s.readChunkBytes;
+  const rawMax = q.get('max_bytes');
+  if (rawMax !== undefined) {
+    const value = parseCanonicalUint(rawMax, Number.MAX_SAFE_INTEGER);
+    if (value === undefined || value === 0) return queryError('max_bytes must be a positive integer');
+    maxBytes = Math.min(value, s.maxReadBytes);
+  }
+  let timeoutMs = s.longPollTimeoutMs;
+  const rawTimeout = q.get('timeout_ms');
+  if (rawTimeout !== undefined) {
+    const value = parseCanonicalUint(rawTimeout, Number.MAX_SAFE_INTEGER);
+    if (value === undefined) return queryError('timeout_ms must be a non-negative integer');
+    timeoutMs = Math.min(value, s.maxLongPollTimeoutMs);
+  }
+  const request: ReadRequest = { offset, live, incarnation: header(req, H.streamIncarnation) ?? null };
+  return { ok: true, query: { request, cursor: q.get('cursor') ?? null, maxBytes, timeoutMs } };
+}
+
+/** A JSON read must start where a message starts. */
+export async function misalignedError(ctx: HandlerContext, stream: StreamState, position: number): Promise<ProtocolError | null> {
+  if (!isJsonContentType(stream.config.contentType) || position === 0 || position >= stream.tail) return null;
+  if (position <= stream.earliestOffset) return null;
+  const before = await ctx.store.readRange(stream, position - 1, 1);
+  if (startsOnMessage(before[0])) return null;
+  return protocolError('MISALIGNED_OFFSET', 'the offset is inside a JSON message');
+}
+
+function wantsNdjson(req: IncomingMessage): boolean {
+  const accept = header(req, 'accept') ?? '';
+  return /application\/(x-)?ndjson/i.test(accept);
+}
+
+function etagFor(stream: StreamState, from: number, next: number): string {
+  return `"${stream.incarnation}:${from}:${next}${endsStream(stream, next) ? ':c' : ''}"`;
+}
+
+function etagMatches(req: IncomingMessage, etag: string): boolean {
+  const raw = header(req, 'if-none-match');
+  if (raw === undefined) return false;
+  return raw.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag || tag.trim() === '*');
+}
+
+/** Renders data for a JSON or plain stream. */
+function body(req: IncomingMessage, stream: StreamState, data: Buffer): { contentType: string; payload: Buffer } {
+  if (!isJsonContentType(stream.config.contentType)) return { contentType: stream.config.contentType, payload: data };
+  if (wantsNdjson(req)) return { contentType: 'application/x-ndjson', payload: data };
+  return { contentType: stream.config.contentType, payload: ndjsonToArray(data) };
+}
+
+function positionHeaders(stream: StreamState, next: number): HeaderMap {
+  const headers: HeaderMap = { [H.streamNextOffset]: encodeOffset(next), [H.streamIncarnation]: stream.incarnation };
+  if (next >= stream.tail) headers[H.streamUpToDate] = 'true';
+  if (endsStream(stream, next)) headers[H.streamClosed] = 'true';
+  return headers;
+}
+
+function sendData(req: IncomingMessage, res: ServerResponse, stream: StreamState, from: number, window: ReadWindow, extra: HeaderMap): void {
+  const etag = etagFor(stream, from, window.next);
+  const upToDate = window.next >= stream.tail;
+  const cache = upToDate ? 'no-cache' : 'public, max-age=60, stale-while-revalidate=300';
+  const headers = { ...positionHeaders(stream, window.next), etag, 'cache-control': cache, ...extra };
+  if (etagMatches(req, etag)) return send(res, 304, headers);
+  const rendered = body(req, stream, window.data);
+  send(res, 200, { ...headers, 'content-type': rendered.contentType }, rendered.payload);
+}
+
+export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Promise<void> {
+  const parsed = parseReadQuery(search, req, ctx);
+  if (!parsed.ok) return sendError(res, parsed.error);
+  const { query } = parsed;
+  const plan = planRead(await ctx.store.getStream(address.key), query.request, ctx.now());
+  if (!plan.ok) return sendError(res, plan.error);
+  const misaligned = await misalignedError(ctx, plan.stream, plan.position);
+  if (misaligned) return sendError(res, misaligned);
+  ctx.store.touch(plan.stream, ctx.now());
+  if (query.request.live === 'sse') {
+    if (!ctx.hub.acquire()) return sendError(res, tooManyLive());
+    return serveSse(res, {
+      store: ctx.store,
+      hub: ctx.hub,
+      key: address.key,
+      stream: plan.stream,
+      position: plan.position,
+      clientCursor: query.cursor,
+      incarnation: query.request.incarnation,
+      maxBytes: query.maxBytes,
+      lifetimeMs: ctx.settings.sseLifetimeMs,
+      heartbeatMs: ctx.settings.sseHeartbeatMs,
+      maxBufferedBytes: ctx.settings.sseMaxBufferedBytes,
+      now: ctx.now,
+      baseHeaders: baseHeaders(originOf(res)),
+    });
+  }
+  if (query.request.live === 'long-poll') return longPoll(req, res, ctx, address, plan.stream, plan.position, query);
+  if (query.request.offset?.kind === 'now') return sendTail(res, plan.stream);
+  const window = await readWindow(ctx.store, plan.stream, plan.position, query.maxBytes, false);
+  sendData(req, res, plan.stream, plan.position, window, {});
+}
+
+/** `offset=now` without live: no data, the tail position. */
+function sendTail(res: ServerResponse, stream: StreamState): void {
+  const json = isJsonContentType(stream.config.contentType);
+  send(res, 200, { ...positionHeaders(stream, stream.tail), 'content-type': stream.config.contentType, 'cache-control': 'no-store' }, json ? '[]' : '');
+}
+
+function sendNoData(res: ServerResponse, stream: StreamState, cursor: string): void {
+  const headers: HeaderMap = { ...positionHeaders(stream, stream.tail), 'cache-control': 'no-store' };
+  if (!stream.closed) headers[H.streamCursor] = cursor;
+  send(res, 204, headers);
+}
+
+async function longPoll(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: HandlerContext,
+  address: StreamAddress,
+  first: StreamState,
+  position: number,
+  query: ReadQuery,
+): Promise<void> {
+  const cursor = nextCursor(ctx.now(), query.cursor, Math.random());
+  const deadline = ctx.now() + query.timeoutMs;
+  let stream = first;
+  let holding = false;
+  const abort = new AbortController();
+  res.once('close', () => abort.abort());
+  try {
+    for (;;) {
+      if (position < stream.tail) {
+        const window = await readWindow(ctx.store, stream, position, query.maxBytes, false);
+        return sendData(req, res, stream, position, window, { [H.streamCursor]: cursor });
+      }
+      const remaining = deadline - ctx.now();
+      if (stream.closed || remaining <= 0 || ctx.hub.isDraining) return sendNoData(res, stream, cursor);
+      if (!holding) {
+        if (!ctx.hub.acquire()) return sendError(res, tooManyLive());
+        holding = true;
+      }
+      const woke = await ctx.hub.wait(address.key, remaining, abort.signal);
+      if (woke === 'aborted' && abort.signal.aborted) return;
+      const plan = planRead(await ctx.store.getStream(address.key), { offset: { kind: 'at', position }, live: 'long-poll', incarnation: query.request.incarnation }, ctx.now());
+      if (!plan.ok) return sendError(res, plan.error);
+      stream = plan.stream;
+    }
+  } finally {
+    if (holding) ctx.hub.release();
+  }
+}
+
+export function tooManyLive(): ProtocolError {
+  return protocolError('TOO_MANY_CONNECTIONS', 'the server holds too many live readers; retry later', { retryAfterSeconds: 1 });
+}

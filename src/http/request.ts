@@ -1,0 +1,59 @@
+/** Reading requests: headers, query parameters and size-limited bodies. */
+import type { IncomingMessage } from 'node:http';
+import { protocolError, type ProtocolError } from '../protocol/errors.js';
+
+export function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  if (Array.isArray(value)) return value.join(', ');
+  return value;
+}
+
+export type BodyResult = { ok: true; body: Buffer } | { ok: false; error: ProtocolError };
+
+function tooLarge(limit: number): ProtocolError {
+  return protocolError('PAYLOAD_TOO_LARGE', `the body is larger than ${limit} bytes`);
+}
+
+/**
+ * Reads the whole body, refusing it as soon as it passes `limit` bytes. On a refusal
+ * the rest of the upload is not read; the caller answers and closes the connection.
+ */
+export function readBody(req: IncomingMessage, limit: number): Promise<BodyResult> {
+  const declared = header(req, 'content-length');
+  if (declared !== undefined && Number(declared) > limit) return Promise.resolve({ ok: false, error: tooLarge(limit) });
+  return new Promise((resolve) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    const finish = (result: BodyResult) => {
+      if (done) return;
+      done = true;
+      req.off('data', onData);
+      resolve(result);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        finish({ ok: false, error: tooLarge(limit) });
+        return;
+      }
+      parts.push(chunk);
+    };
+    req.on('data', onData);
+    req.once('end', () => finish({ ok: true, body: parts.length === 1 ? parts[0]! : Buffer.concat(parts, size) }));
+    req.once('error', () => finish({ ok: false, error: protocolError('BAD_REQUEST', 'the request body could not be read') }));
+    req.once('aborted', () => finish({ ok: false, error: protocolError('BAD_REQUEST', 'the request was aborted') }));
+  });
+}
+
+export type QueryResult = { ok: true; params: Map<string, string> } | { ok: false; error: ProtocolError };
+
+/** Query parameters; a parameter given twice is refused, since its meaning would be ambiguous. */
+export function parseQuery(search: string): QueryResult {
+  const params = new Map<string, string>();
+  for (const [key, value] of new URLSearchParams(search)) {
+    if (params.has(key)) return { ok: false, error: protocolError('INVALID_QUERY', `query parameter "${key}" is given more than once`) };
+    params.set(key, value);
+  }
+  return { ok: true, params };
+}

@@ -1,0 +1,102 @@
+/**
+ * Writing responses: the headers every response carries, and the one place where a
+ * typed error becomes a status, headers and a JSON body.
+ */
+import type { ServerResponse } from 'node:http';
+import { statusOf, type ErrorFields, type ProtocolError } from '../protocol/errors.js';
+import { H } from '../protocol/headers.js';
+import { encodeOffset } from '../protocol/offset.js';
+
+export type HeaderMap = Record<string, string>;
+
+/** Headers a browser must be allowed to read on cross-origin responses. */
+const EXPOSED_HEADERS = [
+  H.streamNextOffset,
+  H.streamOffset,
+  H.streamUpToDate,
+  H.streamCursor,
+  H.streamClosed,
+  H.streamTtl,
+  H.streamExpiresAt,
+  H.streamLastSeq,
+  H.streamIncarnation,
+  H.streamSseDataEncoding,
+  H.streamEarliestOffset,
+  H.producerEpoch,
+  H.producerSeq,
+  H.producerExpectedSeq,
+  H.producerReceivedSeq,
+  H.producerOutcome,
+  H.producerClosedEpoch,
+  H.producerClosedSeq,
+  H.retryAfter,
+  'etag',
+  'location',
+].join(', ');
+
+/** Security and CORS headers on every response, errors included. */
+export function baseHeaders(origin: string | undefined): HeaderMap {
+  return {
+    'x-content-type-options': 'nosniff',
+    'cross-origin-resource-policy': 'cross-origin',
+    'access-control-allow-origin': origin ?? '*',
+    'access-control-expose-headers': EXPOSED_HEADERS,
+    ...(origin ? { vary: 'Origin' } : {}),
+  };
+}
+
+export const ALLOWED_METHODS = 'GET, HEAD, PUT, POST, DELETE, OPTIONS';
+
+/** Maps each error field to its response header. */
+function fieldHeaders(fields: ErrorFields): HeaderMap {
+  const out: HeaderMap = {};
+  if (fields.nextOffset !== undefined) out[H.streamNextOffset] = encodeOffset(fields.nextOffset);
+  if (fields.lastSeq !== undefined) out[H.streamLastSeq] = fields.lastSeq;
+  if (fields.closed) out[H.streamClosed] = 'true';
+  if (fields.incarnation !== undefined) out[H.streamIncarnation] = fields.incarnation;
+  if (fields.producerEpoch !== undefined) out[H.producerEpoch] = String(fields.producerEpoch);
+  if (fields.producerSeq !== undefined) out[H.producerSeq] = String(fields.producerSeq);
+  if (fields.expectedSeq !== undefined) out[H.producerExpectedSeq] = String(fields.expectedSeq);
+  if (fields.receivedSeq !== undefined) out[H.producerReceivedSeq] = String(fields.receivedSeq);
+  if (fields.producerOutcome !== undefined) out[H.producerOutcome] = fields.producerOutcome;
+  if (fields.closedEpoch !== undefined) out[H.producerClosedEpoch] = String(fields.closedEpoch);
+  if (fields.closedSeq !== undefined) out[H.producerClosedSeq] = String(fields.closedSeq);
+  if (fields.retryAfterSeconds !== undefined) out[H.retryAfter] = String(fields.retryAfterSeconds);
+  return out;
+}
+
+export function send(res: ServerResponse, status: number, headers: HeaderMap, body?: Buffer | string): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const payload = body === undefined ? undefined : typeof body === 'string' ? Buffer.from(body) : body;
+  const all: HeaderMap = { ...baseHeaders(originOf(res)), ...headers };
+  if (status !== 204 && status !== 304) all['content-length'] = String(payload?.length ?? 0);
+  res.writeHead(status, all);
+  if (payload !== undefined && status !== 204 && status !== 304 && res.req.method !== 'HEAD') res.end(payload);
+  else res.end();
+}
+
+export function originOf(res: ServerResponse): string | undefined {
+  const origin = res.req?.headers.origin;
+  return typeof origin === 'string' ? origin : undefined;
+}
+
+export function errorHeaders(error: ProtocolError): HeaderMap {
+  return error.fields ? fieldHeaders(error.fields) : {};
+}
+
+export function sendError(res: ServerResponse, error: ProtocolError, extra: HeaderMap = {}): void {
+  const body = JSON.stringify({ code: error.code, message: error.message });
+  send(
+    res,
+    statusOf(error.code),
+    { 'content-type': 'application/json', 'cache-control': 'no-store', ...extra, ...errorHeaders(error) },
+    body,
+  );
+}
+
+export function sendJson(res: ServerResponse, status: number, value: unknown, headers: HeaderMap = {}): void {
+  send(res, status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers }, JSON.stringify(value));
+}

@@ -1,0 +1,177 @@
+/**
+ * The `node:http` front door: limits, routing, and the mapping of routes to handlers.
+ * A request can never crash the server: every handler failure is answered with a JSON
+ * error and logged.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { pino, type Logger } from 'pino';
+import { LiveHub } from '../live/hub.js';
+import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
+import { CommandFailedError, StorageUnavailableError } from '../storage/batched.js';
+import { MemoryStore } from '../storage/memory/engine.js';
+import { SqliteStore } from '../storage/sqlite/engine.js';
+import type { Store } from '../storage/store.js';
+import { handleBucket, handleListStreams } from './buckets.js';
+import type { HandlerContext } from './context.js';
+import { handleRead } from './reads.js';
+import { ALLOWED_METHODS, baseHeaders, send, sendError, sendJson } from './response.js';
+import { route, type StreamAddress } from './router.js';
+import { DEFAULT_SETTINGS, type ServerSettings } from './settings.js';
+import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
+
+export interface RillServer {
+  readonly server: Server;
+  readonly store: Store;
+  readonly settings: ServerSettings;
+  /** Base URL once listening. */
+  url(): string;
+  listen(): Promise<void>;
+  /** Stops accepting, finishes in-flight requests, ends live readers, closes storage. */
+  close(): Promise<void>;
+}
+
+export interface CreateServerOptions {
+  settings?: Partial<ServerSettings>;
+  logger?: Logger;
+  store?: Store;
+}
+
+function openStore(settings: ServerSettings): Store {
+  const options = { producers: settings.producers };
+  return settings.store === 'memory' ? new MemoryStore(options) : new SqliteStore({ ...options, dataDir: settings.dataDir });
+}
+
+async function dispatchStream(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Promise<void> {
+  switch (req.method) {
+    case 'PUT':
+      return handleCreate(req, res, ctx, address);
+    case 'POST':
+      return handleAppend(req, res, ctx, address);
+    case 'GET':
+      return handleRead(req, res, ctx, address, search);
+    case 'HEAD':
+      return handleHead(req, res, ctx, address);
+    case 'DELETE':
+      return handleDelete(req, res, ctx, address);
+    default:
+      return sendError(res, protocolError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on a stream`), { allow: ALLOWED_METHODS });
+  }
+}
+
+function preflight(req: IncomingMessage, res: ServerResponse): void {
+  const requested = req.headers['access-control-request-headers'];
+  send(res, 204, {
+    'access-control-allow-methods': ALLOWED_METHODS,
+    'access-control-allow-headers': typeof requested === 'string' && requested.length > 0 ? requested : '*',
+    'access-control-max-age': '86400',
+    'cache-control': 'no-store',
+  });
+}
+
+async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext): Promise<void> {
+  const rawUrl = req.url ?? '/';
+  if (Buffer.byteLength(rawUrl) > ctx.settings.maxUrlBytes) {
+    res.setHeader('connection', 'close');
+    return sendError(res, protocolError('URI_TOO_LONG', `the URL is longer than ${ctx.settings.maxUrlBytes} bytes`));
+  }
+  const q = rawUrl.indexOf('?');
+  const pathname = q < 0 ? rawUrl : rawUrl.slice(0, q);
+  const search = q < 0 ? '' : rawUrl.slice(q + 1);
+  if (req.method === 'OPTIONS') return preflight(req, res);
+  const target = route(pathname);
+  switch (target.kind) {
+    case 'error':
+      return sendError(res, target.error);
+    case 'health':
+      return sendJson(res, 200, { status: ctx.hub.isDraining ? 'draining' : 'ok' });
+    case 'bucket':
+      return handleBucket(req, res, ctx, target.bucket);
+    case 'bucket-streams':
+      return handleListStreams(req, res, ctx, target.bucket, search);
+    case 'stream':
+      return dispatchStream(req, res, ctx, target.stream, search);
+  }
+}
+
+function failureOf(error: unknown): ProtocolError {
+  if (error instanceof StorageUnavailableError || error instanceof CommandFailedError) return error.protocol;
+  return protocolError('INTERNAL', 'the server failed to process the request');
+}
+
+/** Answers requests Node's parser refuses (malformed, oversized headers) with our JSON error. */
+function onClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable || (socket as Socket & { _httpMessage?: unknown })._httpMessage) {
+    socket.destroy();
+    return;
+  }
+  const refusal =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? protocolError('HEADERS_TOO_LARGE', 'the request headers are too large')
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? protocolError('BAD_REQUEST', 'the request took too long to arrive')
+        : protocolError('BAD_REQUEST', 'the request is not valid HTTP');
+  const body = JSON.stringify({ code: refusal.code, message: refusal.message });
+  const status = statusOf(refusal.code);
+  const headers = Object.entries({ ...baseHeaders(undefined), 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), connection: 'close' })
+    .map(([k, v]) => `${k}: ${v}`)
+    .join('\r\n');
+  socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n${headers}\r\n\r\n${body}`);
+}
+
+export function createRillServer(options: CreateServerOptions = {}): RillServer {
+  const settings: ServerSettings = { ...DEFAULT_SETTINGS, ...options.settings };
+  const log = options.logger ?? pino({ level: process.env.RILL_LOG_LEVEL ?? 'info' });
+  const store = options.store ?? openStore(settings);
+  const hub = new LiveHub(store, settings.maxLiveConnections);
+  const ctx: HandlerContext = { store, hub, settings, log, now: Date.now };
+  const server = createServer(
+    { maxHeaderSize: settings.maxHeaderBytes, requestTimeout: settings.requestTimeoutMs, headersTimeout: settings.headersTimeoutMs, keepAliveTimeout: 5_000 },
+    (req, res) => {
+      dispatch(req, res, ctx).catch((error: unknown) => {
+        const failure = failureOf(error);
+        if (failure.code === 'INTERNAL') log.error({ err: error, method: req.method, url: req.url }, 'request failed');
+        else log.warn({ err: error }, 'storage refused a write');
+        sendError(res, failure);
+      });
+    },
+  );
+  server.on('clientError', onClientError);
+  const sweep = setInterval(() => {
+    store.run('expireStreams', { limit: 1000 }).catch((error: unknown) => log.warn({ err: error }, 'expiry sweep failed'));
+  }, settings.sweepIntervalMs);
+  sweep.unref();
+
+  let closing: Promise<void> | null = null;
+  return {
+    server,
+    store,
+    settings,
+    url() {
+      const address = server.address();
+      if (address === null || typeof address === 'string') throw new Error('the server is not listening');
+      return `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+    },
+    listen() {
+      return new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(settings.port, settings.host, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      });
+    },
+    close() {
+      closing ??= (async () => {
+        clearInterval(sweep);
+        hub.drain();
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        await closed;
+        hub.close();
+        await store.close();
+      })();
+      return closing;
+    },
+  };
+}

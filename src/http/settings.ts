@@ -1,0 +1,58 @@
+/** Server settings with their defaults. Every limit a client can reach is here. */
+import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings } from '../core/types.js';
+
+export interface ServerSettings {
+  host: string;
+  port: number;
+  dataDir: string;
+  store: 'sqlite' | 'memory';
+  /** How long a long-poll waits for data before answering 204. */
+  longPollTimeoutMs: number;
+  /** Upper bound on the `timeout_ms` a client may ask for. */
+  maxLongPollTimeoutMs: number;
+  /** An SSE connection is closed after this long, so that clients reconnect through caches. */
+  sseLifetimeMs: number;
+  /** Comment lines sent on a quiet SSE connection, so proxies keep it open. */
+  sseHeartbeatMs: number;
+  /** A slow SSE reader is disconnected once this much output waits unsent. */
+  sseMaxBufferedBytes: number;
+  /** Largest append or create body. */
+  maxBodyBytes: number;
+  /** Default size of one read response. */
+  readChunkBytes: number;
+  /** Largest read response a client may ask for with `max_bytes`. */
+  maxReadBytes: number;
+  /** Long-poll and SSE connections held at once. */
+  maxLiveConnections: number;
+  maxHeaderBytes: number;
+  maxUrlBytes: number;
+  /** Time allowed to receive a request's headers (slow-header attacks). */
+  headersTimeoutMs: number;
+  /** Time allowed to receive a whole request. */
+  requestTimeoutMs: number;
+  /** How often expired streams are collected. */
+  sweepIntervalMs: number;
+  producers: ProducerSettings;
+}
+
+export const DEFAULT_SETTINGS: ServerSettings = {
+  host: '127.0.0.1',
+  port: 4437,
+  dataDir: './data',
+  store: 'sqlite',
+  longPollTimeoutMs: 20_000,
+  maxLongPollTimeoutMs: 60_000,
+  sseLifetimeMs: 60_000,
+  sseHeartbeatMs: 15_000,
+  sseMaxBufferedBytes: 4 * 1024 * 1024,
+  maxBodyBytes: 32 * 1024 * 1024,
+  readChunkBytes: 4 * 1024 * 1024,
+  maxReadBytes: 8 * 1024 * 1024,
+  maxLiveConnections: 10_000,
+  maxHeaderBytes: 16 * 1024,
+  maxUrlBytes: 8 * 1024,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 120_000,
+  sweepIntervalMs: 1_000,
+  producers: DEFAULT_PRODUCER_SETTINGS,
+};

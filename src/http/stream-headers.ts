@@ -1,0 +1,45 @@
+/** Response headers that describe a stream or a write's receipt. */
+import type { ProducerAck, Receipt, StreamState } from '../core/types.js';
+import { H } from '../protocol/headers.js';
+import { encodeOffset } from '../protocol/offset.js';
+import type { HeaderMap } from './response.js';
+
+/** Headers of HEAD and create answers. */
+export function describeStream(stream: StreamState): HeaderMap {
+  const headers: HeaderMap = {
+    'content-type': stream.config.contentType,
+    [H.streamNextOffset]: encodeOffset(stream.tail),
+    [H.streamIncarnation]: stream.incarnation,
+  };
+  if (stream.closed) headers[H.streamClosed] = 'true';
+  return headers;
+}
+
+export function metadataHeaders(stream: StreamState): HeaderMap {
+  const headers = describeStream(stream);
+  if (stream.config.ttlSeconds !== null) headers[H.streamTtl] = String(stream.config.ttlSeconds);
+  if (stream.config.expiresAtMs !== null) headers[H.streamExpiresAt] = new Date(stream.config.expiresAtMs).toISOString();
+  if (stream.lastStreamSeq !== null) headers[H.streamLastSeq] = stream.lastStreamSeq;
+  if (stream.earliestOffset > 0) headers[H.streamEarliestOffset] = encodeOffset(stream.earliestOffset);
+  return headers;
+}
+
+export function receiptHeaders(receipt: Receipt): HeaderMap {
+  const headers: HeaderMap = {
+    [H.streamOffset]: encodeOffset(receipt.start),
+    [H.streamNextOffset]: encodeOffset(receipt.next),
+  };
+  if (receipt.closed) headers[H.streamClosed] = 'true';
+  return headers;
+}
+
+export function producerHeaders(ack: ProducerAck): HeaderMap {
+  const headers: HeaderMap = {
+    [H.producerEpoch]: String(ack.epoch),
+    [H.producerSeq]: String(ack.seq),
+  };
+  if (ack.closedEpoch !== undefined) headers[H.producerClosedEpoch] = String(ack.closedEpoch);
+  if (ack.closedSeq !== undefined) headers[H.producerClosedSeq] = String(ack.closedSeq);
+  if (ack.outcome !== undefined) headers[H.producerOutcome] = ack.outcome;
+  return headers;
+}

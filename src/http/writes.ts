@@ -1,0 +1,231 @@
+/**
+ * PUT (create), POST (append, close), DELETE and HEAD of a stream. Each handler parses
+ * the request into a command, runs it, and renders the outcome; the rules are in core.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { blake3 } from '@noble/hashes/blake3.js';
+import { bytesToHex } from '@noble/hashes/utils.js';
+import type { CreateRequest, ForkRequest } from '../core/create.js';
+import { planHead } from '../core/read.js';
+import type { AppendOutcome, AppendRequest } from '../core/types.js';
+import { isJsonContentType, normalizeContentType } from '../protocol/content-type.js';
+import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { H } from '../protocol/headers.js';
+import { frameJsonBody } from '../protocol/json.js';
+import { parsePosition } from '../protocol/offset.js';
+import {
+  parseCanonicalUint,
+  parseClosedFlag,
+  parseExpiresAt,
+  parseProducerHeaders,
+  parseStreamSeq,
+  parseTtl,
+  type Parsed,
+  type ProducerHeaders,
+} from '../protocol/parse.js';
+import type { HandlerContext } from './context.js';
+import { header, readBody } from './request.js';
+import { send, sendError, type HeaderMap } from './response.js';
+import { resolveStreamReference, type StreamAddress } from './router.js';
+import { describeStream, metadataHeaders, producerHeaders, receiptHeaders } from './stream-headers.js';
+
+class RequestError extends Error {
+  constructor(readonly protocol: ProtocolError) {
+    super(protocol.message);
+  }
+}
+
+function unwrap<T>(parsed: Parsed<T>): T {
+  if (!parsed.ok) throw new RequestError(parsed.error);
+  return parsed.value;
+}
+
+function requestContentType(req: IncomingMessage): string | null {
+  const raw = header(req, 'content-type');
+  if (raw === undefined || raw.trim() === '') return null;
+  const normal = normalizeContentType(raw);
+  if (normal === undefined) throw new RequestError(protocolError('INVALID_CONTENT_TYPE', `"${raw}" is not a media type`));
+  return normal;
+}
+
+function incarnationOf(req: IncomingMessage): string | null {
+  return header(req, H.streamIncarnation) ?? null;
+}
+
+function producerOf(req: IncomingMessage): ProducerHeaders | null {
+  const parsed = parseProducerHeaders(
+    header(req, H.producerId),
+    header(req, H.producerEpoch),
+    header(req, H.producerSeq),
+    header(req, H.producerDigest),
+  );
+  return unwrap(parsed) ?? null;
+}
+
+/** Frames a body for a content type: JSON bodies become compact messages, one per line. */
+function frame(body: Buffer, contentType: string | null, flatten: boolean, allowEmptyArray: boolean): Buffer {
+  if (body.length === 0 || contentType === null || !isJsonContentType(contentType)) return body;
+  const framed = frameJsonBody(body, flatten);
+  if (!framed.ok) {
+    if (framed.reason === 'empty-array') {
+      if (allowEmptyArray) return Buffer.alloc(0);
+      throw new RequestError(protocolError('EMPTY_JSON_ARRAY', 'an append of an empty JSON array has no messages'));
+    }
+    throw new RequestError(protocolError('INVALID_JSON', 'the body is not valid JSON'));
+  }
+  return framed.messages.length === 1 ? framed.messages[0]! : Buffer.concat(framed.messages);
+}
+
+async function bodyOf(req: IncomingMessage, ctx: HandlerContext): Promise<Buffer> {
+  const result = await readBody(req, ctx.settings.maxBodyBytes);
+  if (!result.ok) throw new RequestError(result.error);
+  return result.body;
+}
+
+/** Answers a RequestError (a 4xx found while parsing); rethrows anything else. */
+async function guarded(res: ServerResponse, body: () => Promise<void>): Promise<void> {
+  try {
+    await body();
+  } catch (error) {
+    if (error instanceof RequestError) {
+      if (error.protocol.code === 'PAYLOAD_TOO_LARGE') res.setHeader('connection', 'close');
+      sendError(res, error.protocol);
+      return;
+    }
+    throw error;
+  }
+}
+
+function parseFork(req: IncomingMessage): ForkRequest | null {
+  const from = header(req, H.streamForkedFrom);
+  const offsetRaw = header(req, H.streamForkOffset);
+  const subRaw = header(req, H.streamForkSubOffset);
+  const bad = (message: string) => new RequestError(protocolError('INVALID_FORK', message));
+  if (from === undefined) {
+    if (offsetRaw !== undefined || subRaw !== undefined) throw bad('fork offsets need Stream-Forked-From');
+    return null;
+  }
+  const source = resolveStreamReference(from);
+  if ('code' in source) throw new RequestError(source);
+  const offset = offsetRaw === undefined ? null : parsePosition(offsetRaw);
+  if (offset === undefined) throw bad('Stream-Fork-Offset is not a valid offset');
+  const subOffset = subRaw === undefined ? 0 : parseCanonicalUint(subRaw, Number.MAX_SAFE_INTEGER);
+  if (subOffset === undefined) throw bad('Stream-Fork-Sub-Offset must be a non-negative integer without sign or leading zeros');
+  if (subOffset > 0 && offset === null) throw bad('Stream-Fork-Sub-Offset needs Stream-Fork-Offset');
+  return { sourceName: source.key, offset, subOffset };
+}
+
+function parseExpiry(req: IncomingMessage): { ttlSeconds: number | null; expiresAtMs: number | null } {
+  const ttl = header(req, H.streamTtl);
+  const expires = header(req, H.streamExpiresAt);
+  if (ttl !== undefined && expires !== undefined) {
+    throw new RequestError(protocolError('TTL_AND_EXPIRES_AT', 'send Stream-TTL or Stream-Expires-At, not both'));
+  }
+  return {
+    ttlSeconds: ttl === undefined ? null : unwrap(parseTtl(ttl)),
+    expiresAtMs: expires === undefined ? null : unwrap(parseExpiresAt(expires)),
+  };
+}
+
+export async function handleCreate(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
+  await guarded(res, async () => {
+    if (producerOf(req) !== null) {
+      throw new RequestError(protocolError('PRODUCER_HEADERS_ON_CREATE', 'create the stream first, then claim a producer epoch with an append'));
+    }
+    const contentType = requestContentType(req);
+    const fork = parseFork(req);
+    const request: CreateRequest = {
+      name: address.key,
+      bucket: address.bucket,
+      contentType,
+      ...parseExpiry(req),
+      close: unwrap(parseClosedFlag(header(req, H.streamClosed))),
+      data: Buffer.alloc(0),
+      streamSeq: unwrap(parseStreamSeq(header(req, H.streamSeq))) ?? null,
+      incarnation: incarnationOf(req),
+      fork,
+    };
+    const body = await bodyOf(req, ctx);
+    const framingType = contentType ?? (fork ? ((await ctx.store.getStream(fork.sourceName))?.config.contentType ?? null) : null);
+    request.data = frame(body, framingType, true, true);
+    const outcome = await ctx.store.run('createStream', request);
+    if (outcome.kind === 'rejected') return sendError(res, outcome.error);
+    const headers = describeStream(outcome.stream);
+    if (outcome.kind === 'created') headers['location'] = absoluteUrl(req, address.path);
+    send(res, outcome.kind === 'created' ? 201 : 200, { ...headers, 'cache-control': 'no-store' });
+  });
+}
+
+function absoluteUrl(req: IncomingMessage, path: string): string {
+  const host = header(req, 'host') ?? 'localhost';
+  return `http://${host}${path}`;
+}
+
+export async function handleAppend(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
+  await guarded(res, async () => {
+    const close = unwrap(parseClosedFlag(header(req, H.streamClosed)));
+    const producer = producerOf(req);
+    const streamSeq = unwrap(parseStreamSeq(header(req, H.streamSeq))) ?? null;
+    const body = await bodyOf(req, ctx);
+    if (body.length === 0 && !close) throw new RequestError(protocolError('EMPTY_BODY', 'an append needs a body (or Stream-Closed: true to close)'));
+    const contentType = body.length === 0 ? requestContentTypeLenient(req) : requestContentType(req);
+    if (body.length > 0 && contentType === null) {
+      throw new RequestError(protocolError('MISSING_CONTENT_TYPE', 'an append with a body needs a Content-Type'));
+    }
+    const request: AppendRequest = {
+      contentType,
+      data: frame(body, contentType, true, false),
+      close,
+      streamSeq,
+      producer,
+      bodyDigest: producer?.digest !== undefined ? bytesToHex(blake3(body)) : null,
+      incarnation: incarnationOf(req),
+    };
+    renderAppend(res, await ctx.store.run('append', { name: address.key, request }));
+  });
+}
+
+/** A close-only POST ignores its Content-Type, even a malformed one. */
+function requestContentTypeLenient(req: IncomingMessage): string | null {
+  try {
+    return requestContentType(req);
+  } catch {
+    return null;
+  }
+}
+
+function renderAppend(res: ServerResponse, outcome: AppendOutcome): void {
+  const base: HeaderMap = { 'cache-control': 'no-store' };
+  switch (outcome.kind) {
+    case 'rejected':
+      return sendError(res, outcome.error);
+    case 'already-closed':
+      return send(res, 204, {
+        ...base,
+        [H.streamNextOffset]: receiptHeaders({ start: outcome.tail, next: outcome.tail, closed: true })[H.streamNextOffset]!,
+        [H.streamClosed]: 'true',
+        [H.streamIncarnation]: outcome.incarnation,
+      });
+    case 'duplicate': {
+      const range = outcome.receipt ? receiptHeaders(outcome.receipt) : {};
+      return send(res, 204, { ...base, ...range, ...producerHeaders(outcome.producer), [H.streamIncarnation]: outcome.incarnation });
+    }
+    case 'appended': {
+      const status = outcome.producer && !outcome.closeOnly ? 200 : 204;
+      const ack = outcome.producer ? producerHeaders(outcome.producer) : {};
+      return send(res, status, { ...base, ...receiptHeaders(outcome.receipt), ...ack, [H.streamIncarnation]: outcome.incarnation });
+    }
+  }
+}
+
+export async function handleDelete(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
+  const outcome = await ctx.store.run('deleteStream', { name: address.key, incarnation: incarnationOf(req) });
+  if (outcome.kind === 'rejected') return sendError(res, outcome.error);
+  send(res, 204, { 'cache-control': 'no-store' });
+}
+
+export async function handleHead(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
+  const plan = planHead(await ctx.store.getStream(address.key), incarnationOf(req), ctx.now());
+  if (!plan.ok) return sendError(res, plan.error);
+  send(res, 200, { ...metadataHeaders(plan.stream), 'cache-control': 'no-store' });
+}

@@ -1,0 +1,89 @@
+/**
+ * The commit notifier. Long-poll and SSE readers wait here for the stream they follow
+ * to change; each committed batch wakes the readers of the streams it touched. Live
+ * connections are counted against a limit so that readers cannot exhaust the server.
+ */
+import type { CommitEvent, Store } from '../storage/store.js';
+
+export type WaitResult = 'changed' | 'timeout' | 'aborted';
+
+export class LiveHub {
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private connections = 0;
+  private readonly unsubscribe: () => void;
+  private draining = false;
+  private readonly drainListeners = new Set<() => void>();
+
+  constructor(
+    store: Store,
+    readonly maxConnections: number,
+  ) {
+    this.unsubscribe = store.onCommit((events) => this.wake(events));
+  }
+
+  get liveConnections(): number {
+    return this.connections;
+  }
+
+  /** Takes a live-connection slot; false when the server holds too many. */
+  acquire(): boolean {
+    if (this.draining || this.connections >= this.maxConnections) return false;
+    this.connections++;
+    return true;
+  }
+
+  release(): void {
+    if (this.connections <= 0) throw new Error('invariant: live connection released twice');
+    this.connections--;
+  }
+
+  private wake(events: CommitEvent[]): void {
+    for (const event of events) {
+      const set = this.waiters.get(event.name);
+      if (!set) continue;
+      for (const wakeUp of [...set]) wakeUp();
+    }
+  }
+
+  /** Resolves when the stream `name` changes, the timeout passes, or `signal` aborts. */
+  wait(name: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitResult> {
+    return new Promise((resolve) => {
+      let set = this.waiters.get(name);
+      if (!set) {
+        set = new Set();
+        this.waiters.set(name, set);
+      }
+      const waiters = set;
+      const finish = (result: WaitResult) => {
+        clearTimeout(timer);
+        waiters.delete(onChange);
+        if (waiters.size === 0 && this.waiters.get(name) === waiters) this.waiters.delete(name);
+        signal?.removeEventListener('abort', onAbort);
+        this.drainListeners.delete(onAbort);
+        resolve(result);
+      };
+      const onChange = () => finish('changed');
+      const onAbort = () => finish('aborted');
+      const timer = setTimeout(() => finish('timeout'), Math.max(0, timeoutMs));
+      waiters.add(onChange);
+      this.drainListeners.add(onAbort);
+      if (signal?.aborted || this.draining) onAbort();
+      else signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** Ends every wait (live readers answer and close) and refuses new live readers. */
+  drain(): void {
+    this.draining = true;
+    for (const listener of [...this.drainListeners]) listener();
+  }
+
+  get isDraining(): boolean {
+    return this.draining;
+  }
+
+  close(): void {
+    this.drain();
+    this.unsubscribe();
+  }
+}

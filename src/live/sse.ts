@@ -1,0 +1,138 @@
+/**
+ * Server-Sent Events. Every `data` event is followed by a `control` event carrying the
+ * position after it; text streams are sent as text (one `data:` line per line, so no
+ * payload can forge an event), JSON streams as one JSON array per event, and every
+ * other type base64-encoded. The connection ends when the stream ends, after its
+ * lifetime, when the server drains, or when the reader falls too far behind.
+ */
+import type { ServerResponse } from 'node:http';
+import { nextCursor } from '../core/cursor.js';
+import { endsStream, planRead } from '../core/read.js';
+import type { StreamState } from '../core/types.js';
+import { isJsonContentType, isTextualContentType } from '../protocol/content-type.js';
+import { H } from '../protocol/headers.js';
+import { ndjsonToArray } from '../protocol/json.js';
+import { encodeOffset } from '../protocol/offset.js';
+import type { Store } from '../storage/store.js';
+import type { LiveHub } from './hub.js';
+import { readWindow } from './window.js';
+
+export interface SseOptions {
+  store: Store;
+  hub: LiveHub;
+  key: string;
+  stream: StreamState;
+  position: number;
+  clientCursor: string | null;
+  incarnation: string | null;
+  maxBytes: number;
+  lifetimeMs: number;
+  heartbeatMs: number;
+  maxBufferedBytes: number;
+  now: () => number;
+  /** Headers every response carries (security, CORS). */
+  baseHeaders: Record<string, string>;
+}
+
+type Encoding = 'text' | 'json' | 'base64';
+
+function encodingOf(stream: StreamState): Encoding {
+  if (isJsonContentType(stream.config.contentType)) return 'json';
+  return isTextualContentType(stream.config.contentType) ? 'text' : 'base64';
+}
+
+function dataEvent(data: Buffer, encoding: Encoding): string {
+  if (encoding === 'base64') return `event: data\ndata:${data.toString('base64')}\n\n`;
+  if (encoding === 'json') return `event: data\ndata:${ndjsonToArray(data).toString('utf8')}\n\n`;
+  const lines = data.toString('utf8').split(/\r\n|\r|\n/);
+  return `event: data\n${lines.map((line) => `data:${line}\n`).join('')}\n`;
+}
+
+interface ControlState {
+  position: number;
+  stream: StreamState;
+  cursor: string;
+}
+
+function controlEvent({ position, stream, cursor }: ControlState): string {
+  const ended = endsStream(stream, position);
+  const control: Record<string, unknown> = { streamNextOffset: encodeOffset(position) };
+  if (!ended) control.streamCursor = cursor;
+  if (position >= stream.tail) control.upToDate = true;
+  if (ended) control.streamClosed = true;
+  return `event: control\ndata:${JSON.stringify(control)}\n\n`;
+}
+
+export async function serveSse(res: ServerResponse, options: SseOptions): Promise<void> {
+  const { store, hub, stream: first } = options;
+  const encoding = encodingOf(first);
+  res.writeHead(200, {
+    ...options.baseHeaders,
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+    [H.streamIncarnation]: first.incarnation,
+    ...(encoding === 'base64' ? { [H.streamSseDataEncoding]: 'base64' } : {}),
+  });
+  res.flushHeaders();
+  const abort = new AbortController();
+  res.once('close', () => abort.abort());
+  try {
+    await pump(res, options, encoding, abort.signal);
+  } finally {
+    hub.release();
+    if (!res.writableEnded) res.end();
+  }
+}
+
+async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding, signal: AbortSignal): Promise<void> {
+  const { store, hub, key, now } = options;
+  const state: ControlState = { position: options.position, stream: options.stream, cursor: nextCursor(now(), options.clientCursor, Math.random()) };
+  const endAt = now() + options.lifetimeMs;
+  let announced = false;
+  for (;;) {
+    while (state.position < state.stream.tail) {
+      const window = await readWindow(store, state.stream, state.position, options.maxBytes, encoding === 'text');
+      state.position = window.next;
+      const ok = res.write(dataEvent(window.data, encoding) + controlEvent(state));
+      announced = true;
+      if (res.writableLength > options.maxBufferedBytes) return void res.destroy();
+      if (!ok && !(await drained(res, signal))) return;
+    }
+    if (endsStream(state.stream, state.position)) {
+      if (!announced) res.write(controlEvent(state));
+      return;
+    }
+    if (!announced) {
+      res.write(controlEvent(state));
+      announced = true;
+    }
+    const remaining = endAt - now();
+    if (remaining <= 0 || signal.aborted || hub.isDraining) return;
+    const woke = await hub.wait(key, Math.min(remaining, options.heartbeatMs), signal);
+    if (woke === 'aborted') return;
+    if (woke === 'timeout') {
+      if (now() < endAt) res.write(': keep-alive\n\n');
+      continue;
+    }
+    const plan = planRead(await store.getStream(key), { offset: { kind: 'at', position: state.position }, live: 'sse', incarnation: options.incarnation }, now());
+    if (!plan.ok) return;
+    state.stream = plan.stream;
+  }
+}
+
+function drained(res: ServerResponse, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const done = (value: boolean) => {
+      res.off('drain', onDrain);
+      signal.removeEventListener('abort', onAbort);
+      resolve(value);
+    };
+    const onDrain = () => done(true);
+    const onAbort = () => done(false);
+    res.once('drain', onDrain);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,129 @@
+/**
+ * Error vocabulary shared by server and client.
+ *
+ * Every refusal rill sends has a stable SCREAMING_SNAKE code. The code, never the
+ * message text, is what programs match on. `ERROR_STATUS` is the one table that maps a
+ * code to its HTTP status; nothing else in the code base decides a status for an error.
+ */
+
+export const ERROR_STATUS = {
+  // 400: the request itself is malformed.
+  BAD_REQUEST: 400,
+  INVALID_OFFSET: 400,
+  INVALID_HEADER: 400,
+  INVALID_QUERY: 400,
+  INVALID_ID: 400,
+  INVALID_JSON: 400,
+  EMPTY_BODY: 400,
+  EMPTY_JSON_ARRAY: 400,
+  MISSING_CONTENT_TYPE: 400,
+  INVALID_CONTENT_TYPE: 400,
+  INVALID_TTL: 400,
+  INVALID_EXPIRES_AT: 400,
+  TTL_AND_EXPIRES_AT: 400,
+  INVALID_PRODUCER_HEADERS: 400,
+  PRODUCER_HEADERS_ON_CREATE: 400,
+  PRODUCER_SEQ_NOT_ZERO: 400,
+  DIGEST_MISMATCH: 400,
+  STREAM_SEQ_TOO_LONG: 400,
+  INVALID_FORK: 400,
+  LIVE_NOT_ALLOWED: 400,
+  SSE_NOT_SUPPORTED: 400,
+  MISALIGNED_OFFSET: 400,
+  INVALID_BATCH: 400,
+  // 403: the producer has been replaced or its key reused.
+  PRODUCER_FENCED: 403,
+  PRODUCER_KEY_CONFLICT: 403,
+  PRODUCER_EXPIRED: 403,
+  // 404
+  NOT_FOUND: 404,
+  STREAM_NOT_FOUND: 404,
+  BUCKET_NOT_FOUND: 404,
+  SNAPSHOT_NOT_FOUND: 404,
+  // 405
+  METHOD_NOT_ALLOWED: 405,
+  // 409: the request conflicts with the stream's state.
+  STREAM_CONFIG_CONFLICT: 409,
+  STREAM_CLOSED: 409,
+  CONTENT_TYPE_MISMATCH: 409,
+  STREAM_SEQ_CONFLICT: 409,
+  PRODUCER_SEQ_GAP: 409,
+  BUCKET_NOT_EMPTY: 409,
+  STREAM_NAME_RESERVED: 409,
+  FORK_SOURCE_GONE: 409,
+  SNAPSHOT_CONFLICT: 409,
+  OFFSET_BEYOND_TAIL_CONFLICT: 409,
+  // 410: the data or the stream is gone.
+  STREAM_GONE: 410,
+  OFFSET_TRIMMED: 410,
+  // 412
+  INCARNATION_MISMATCH: 412,
+  // 413, 414, 416, 429, 431
+  PAYLOAD_TOO_LARGE: 413,
+  URI_TOO_LONG: 414,
+  OFFSET_BEYOND_TAIL: 416,
+  PRODUCER_LIMIT: 429,
+  HEADERS_TOO_LARGE: 431,
+  // 5xx
+  INTERNAL: 500,
+  UNAVAILABLE: 503,
+  TOO_MANY_CONNECTIONS: 503,
+  STORAGE_UNAVAILABLE: 503,
+} as const satisfies Record<string, number>;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export function statusOf(code: ErrorCode): number {
+  return ERROR_STATUS[code];
+}
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(ERROR_STATUS, value);
+}
+
+/**
+ * Facts an error carries besides its code. Each field travels as one response header
+ * (see `ERROR_FIELD_HEADERS`), so a client can act on it without parsing prose.
+ */
+export interface ErrorFields {
+  /** Stream-Next-Offset: the tail, or the earliest readable offset on a 410. */
+  nextOffset?: number;
+  /** Stream-Last-Seq: the last accepted Stream-Seq (only on a Stream-Seq 409). */
+  lastSeq?: string;
+  /** Stream-Closed: true. */
+  closed?: boolean;
+  /** Stream-Incarnation: the current token (on a 412). */
+  incarnation?: string;
+  /** Producer-Epoch: the current epoch (403) or the floor (producer-expired). */
+  producerEpoch?: number;
+  /** Producer-Seq */
+  producerSeq?: number;
+  /** Producer-Expected-Seq */
+  expectedSeq?: number;
+  /** Producer-Received-Seq */
+  receivedSeq?: number;
+  /** Producer-Outcome */
+  producerOutcome?: string;
+  /** Producer-Closed-Epoch */
+  closedEpoch?: number;
+  /** Producer-Closed-Seq */
+  closedSeq?: number;
+  /** Retry-After, in seconds. */
+  retryAfterSeconds?: number;
+}
+
+export interface ProtocolError {
+  code: ErrorCode;
+  message: string;
+  fields?: ErrorFields;
+}
+
+export function protocolError(code: ErrorCode, message: string, fields?: ErrorFields): ProtocolError {
+  return fields ? { code, message, fields } : { code, message };
+}
+
+/** The JSON body of every refusal. */
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+}

@@ -1,0 +1,47 @@
+/**
+ * Header names of the Durable Streams protocol and rill's extensions, in the lower case
+ * that Node's HTTP layer and the Fetch API both use for lookups.
+ */
+export const H = {
+  contentType: 'content-type',
+  streamNextOffset: 'stream-next-offset',
+  streamOffset: 'stream-offset',
+  streamUpToDate: 'stream-up-to-date',
+  streamCursor: 'stream-cursor',
+  streamClosed: 'stream-closed',
+  streamTtl: 'stream-ttl',
+  streamExpiresAt: 'stream-expires-at',
+  streamSeq: 'stream-seq',
+  streamLastSeq: 'stream-last-seq',
+  streamIncarnation: 'stream-incarnation',
+  streamForkedFrom: 'stream-forked-from',
+  streamForkOffset: 'stream-fork-offset',
+  streamForkSubOffset: 'stream-fork-sub-offset',
+  streamSseDataEncoding: 'stream-sse-data-encoding',
+  streamEarliestOffset: 'stream-earliest-offset',
+  producerId: 'producer-id',
+  producerEpoch: 'producer-epoch',
+  producerSeq: 'producer-seq',
+  producerDigest: 'producer-digest',
+  producerExpectedSeq: 'producer-expected-seq',
+  producerReceivedSeq: 'producer-received-seq',
+  producerOutcome: 'producer-outcome',
+  producerClosedEpoch: 'producer-closed-epoch',
+  producerClosedSeq: 'producer-closed-seq',
+  retryAfter: 'retry-after',
+} as const;
+
+/** Values of the Producer-Outcome header. */
+export const PRODUCER_OUTCOME = {
+  receiptEvicted: 'receipt-evicted',
+  epochClosedByClaim: 'epoch-closed;by=claim',
+  staleEpoch: 'stale-epoch',
+  keyConflict: 'key-conflict',
+  producerExpired: 'producer-expired',
+} as const;
+
+/** Largest integer that survives a round trip through JSON: the cap on epochs and seqs. */
+export const MAX_SAFE_PRODUCER_NUMBER = Number.MAX_SAFE_INTEGER;
+
+/** A Stream-Seq value is at most this many bytes. */
+export const MAX_STREAM_SEQ_BYTES = 256;

@@ -1,0 +1,189 @@
+/**
+ * The load-decide-apply step every engine runs inside its transaction. It holds no
+ * protocol rule: it loads what `core/` needs, calls the decision, and writes back
+ * exactly the changes the decision returned. Engines implement `Txn`.
+ */
+import { randomBytes } from 'node:crypto';
+import { decideAppend } from '../core/append.js';
+import { decideCreateBucket, decideDeleteBucket, type BucketState } from '../core/bucket.js';
+import { decideCreate, type ChunkView } from '../core/create.js';
+import { forgetCutoffMs } from '../core/producer.js';
+import { decideDelete, decideExpire, decideRelease } from '../core/stream.js';
+import type { AppendChanges, ProducerRecord, ProducerSettings, ProducerView, StreamState } from '../core/types.js';
+import type { CommandName, CommitEvent, StoreCommands } from './store.js';
+
+/** Synchronous access to one engine's state inside an open transaction. */
+export interface Txn {
+  getStream(name: string): StreamState | undefined;
+  getStreamById(id: number): StreamState | undefined;
+  getBucket(id: string): BucketState | undefined;
+  /** Stream rows in the bucket, including deleted ones kept for forks. */
+  countBucketRows(bucket: string): number;
+  getProducer(streamId: number, producerId: string): ProducerRecord | undefined;
+  producerSummary(streamId: number, cutoffMs: number, excludeId: string): NonNullable<ProducerView['others']>;
+  chunkAt(stream: StreamState, position: number): ChunkView | null;
+  nextStreamId(): number;
+  /** Streams past their expiry that are not yet deleted. */
+  expiredStreams(nowMs: number, limit: number): StreamState[];
+
+  putBucket(bucket: BucketState): void;
+  dropBucket(id: string): void;
+  insertStream(stream: StreamState): void;
+  updateStream(stream: StreamState): void;
+  /** Removes the stream row with its data and producers. */
+  dropStream(stream: StreamState): void;
+  appendChunk(streamId: number, start: number, data: Buffer): void;
+  putProducer(streamId: number, record: ProducerRecord): void;
+  deleteProducers(streamId: number, ids: string[]): void;
+  forgetProducers(streamId: number, seenAtOrBeforeMs: number): void;
+}
+
+export function newIncarnation(): string {
+  return randomBytes(12).toString('base64url');
+}
+
+/** Runs commands against one transaction and collects what changed. */
+export class Executor {
+  readonly events = new Map<string, CommitEvent>();
+
+  constructor(
+    private readonly txn: Txn,
+    private readonly settings: ProducerSettings,
+    private readonly nowMs: number,
+  ) {}
+
+  run<K extends CommandName>(kind: K, input: StoreCommands[K]['input']): StoreCommands[K]['output'] {
+    const handlers: { [N in CommandName]: (i: StoreCommands[N]['input']) => StoreCommands[N]['output'] } = {
+      createBucket: (i) => this.createBucket(i.id),
+      deleteBucket: (i) => this.deleteBucket(i.id),
+      createStream: (i) => this.createStream(i),
+      append: (i) => this.append(i.name, i.request),
+      deleteStream: (i) => this.deleteStream(i.name, i.incarnation),
+      expireStreams: (i) => this.expireStreams(i.limit),
+    };
+    return handlers[kind](input);
+  }
+
+  private changed(stream: StreamState): void {
+    this.events.set(stream.name, { name: stream.name, streamId: stream.id, stream });
+  }
+
+  private dropped(stream: StreamState): void {
+    this.events.set(stream.name, { name: stream.name, streamId: stream.id, stream: undefined });
+  }
+
+  private createBucket(id: string): StoreCommands['createBucket']['output'] {
+    const outcome = decideCreateBucket(this.txn.getBucket(id), id, this.nowMs);
+    if (outcome.kind === 'created') this.txn.putBucket(outcome.bucket);
+    return outcome;
+  }
+
+  private deleteBucket(id: string): StoreCommands['deleteBucket']['output'] {
+    const outcome = decideDeleteBucket(this.txn.getBucket(id), this.txn.countBucketRows(id));
+    if (outcome.kind === 'deleted') this.txn.dropBucket(id);
+    return outcome;
+  }
+
+  private createStream(request: StoreCommands['createStream']['input']): StoreCommands['createStream']['output'] {
+    const existing = this.txn.getStream(request.name);
+    const forkSource = request.fork ? this.txn.getStream(request.fork.sourceName) : undefined;
+    const forkPosition = request.fork && forkSource ? (request.fork.offset ?? forkSource.tail) : null;
+    const forkAnchor = forkSource && forkPosition !== null && forkPosition <= forkSource.tail ? this.txn.chunkAt(forkSource, forkPosition) : null;
+    const { outcome, changes } = decideCreate({
+      existing,
+      request,
+      bucketExists: request.bucket === null || this.txn.getBucket(request.bucket) !== undefined,
+      forkSource,
+      forkAnchor,
+      newId: this.txn.nextStreamId(),
+      newIncarnation: newIncarnation(),
+      nowMs: this.nowMs,
+    });
+    if (!changes) return outcome;
+    if (changes.collect) this.drop(changes.collect);
+    if (changes.source) {
+      this.txn.updateStream(changes.source);
+      this.changed(changes.source);
+    }
+    this.txn.insertStream(changes.stream);
+    for (const chunk of changes.chunks) this.txn.appendChunk(changes.stream.id, chunk.start, chunk.data);
+    this.changed(changes.stream);
+    return outcome;
+  }
+
+  private append(name: string, request: StoreCommands['append']['input']['request']): StoreCommands['append']['output'] {
+    const stream = this.txn.getStream(name);
+    const producers = stream && request.producer ? this.producerView(stream, request.producer.id) : null;
+    const { outcome, changes } = decideAppend({ stream, request, producers, settings: this.settings, nowMs: this.nowMs });
+    if (changes) this.applyAppend(changes);
+    return outcome;
+  }
+
+  private producerView(stream: StreamState, producerId: string): ProducerView {
+    const record = this.txn.getProducer(stream.id, producerId) ?? null;
+    const cutoff = forgetCutoffMs(this.settings, this.nowMs);
+    if (record && record.lastSeenMs > cutoff) return { record };
+    return { record, others: this.txn.producerSummary(stream.id, cutoff, producerId) };
+  }
+
+  private applyAppend(changes: AppendChanges): void {
+    const id = changes.stream.id;
+    if (changes.forgetProducersSeenAtOrBeforeMs !== null) this.txn.forgetProducers(id, changes.forgetProducersSeenAtOrBeforeMs);
+    if (changes.evictProducerIds.length > 0) this.txn.deleteProducers(id, changes.evictProducerIds);
+    if (changes.chunk) this.txn.appendChunk(id, changes.chunk.start, changes.chunk.data);
+    if (changes.producer) this.txn.putProducer(id, changes.producer);
+    this.txn.updateStream(changes.stream);
+    this.changed(changes.stream);
+  }
+
+  private deleteStream(name: string, incarnation: string | null): StoreCommands['deleteStream']['output'] {
+    const decision = decideDelete(this.txn.getStream(name), incarnation, this.nowMs);
+    if (decision.kind === 'soft-deleted') {
+      this.txn.updateStream(decision.next);
+      this.changed(decision.next);
+      return decision;
+    }
+    if (decision.kind === 'dropped') {
+      this.drop(decision.dropped);
+      return { kind: 'dropped' };
+    }
+    return decision;
+  }
+
+  private expireStreams(limit: number): StoreCommands['expireStreams']['output'] {
+    let expired = 0;
+    for (const stream of this.txn.expiredStreams(this.nowMs, limit)) {
+      const decision = decideExpire(stream, this.nowMs);
+      if (decision.kind === 'soft-deleted') {
+        this.txn.updateStream(decision.next);
+        this.changed(decision.next);
+        expired++;
+      } else if (decision.kind === 'dropped') {
+        this.drop(decision.dropped);
+        expired++;
+      }
+    }
+    return { expired };
+  }
+
+  /** Drops a stream and releases the fork sources it held, collecting those left unused. */
+  private drop(stream: StreamState): void {
+    let current: StreamState | undefined = stream;
+    while (current) {
+      this.txn.dropStream(current);
+      this.dropped(current);
+      const sourceId: number | undefined = current.fork?.sourceId;
+      const source = sourceId === undefined ? undefined : this.txn.getStreamById(sourceId);
+      current = undefined;
+      if (!source) break;
+      const release = decideRelease(source, this.nowMs);
+      if (release.kind === 'kept') {
+        this.txn.updateStream(release.next);
+        this.changed(release.next);
+      } else {
+        current = release.dropped;
+      }
+    }
+  }
+}
+

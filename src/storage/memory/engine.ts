@@ -1,0 +1,249 @@
+/**
+ * In-memory engine for tests and `--store memory`. It runs the same executor and rules
+ * as SQLite; its transaction is an undo log, so a failed batch or command leaves no
+ * trace. Nothing survives the process.
+ */
+import type { BucketState } from '../../core/bucket.js';
+import { expiryMs } from '../../core/stream.js';
+import type { ProducerRecord, StreamState } from '../../core/types.js';
+import { BatchedStore } from '../batched.js';
+import { chunkFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
+import type { Txn } from '../executor.js';
+import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
+
+interface StreamData {
+  /** Own chunks in position order. */
+  chunks: StoredChunk[];
+  producers: Map<string, ProducerRecord>;
+}
+
+/** Index of the last chunk with `start <= position`, or -1. */
+function lastAtOrBefore(chunks: StoredChunk[], position: number): number {
+  let lo = 0;
+  let hi = chunks.length - 1;
+  let found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (chunks[mid]!.start <= position) {
+      found = mid;
+      lo = mid + 1;
+    } else hi = mid - 1;
+  }
+  return found;
+}
+
+export class MemoryStore extends BatchedStore {
+  private readonly streams = new Map<string, StreamState>();
+  private readonly byId = new Map<number, string>();
+  private readonly data = new Map<number, StreamData>();
+  private readonly buckets = new Map<string, BucketState>();
+  private nextId = 1;
+  private undo: Array<() => void> | null = null;
+  private readonly txn: Txn = this.createTxn();
+
+  constructor(options: StoreOptions) {
+    super(options);
+  }
+
+  private record(undoStep: () => void): void {
+    this.undo?.push(undoStep);
+  }
+
+  private setStream(stream: StreamState): void {
+    const previous = this.streams.get(stream.name);
+    this.streams.set(stream.name, stream);
+    this.byId.set(stream.id, stream.name);
+    this.record(() => {
+      if (previous) this.streams.set(previous.name, previous);
+      else this.streams.delete(stream.name);
+      if (!previous || previous.id !== stream.id) this.byId.delete(stream.id);
+    });
+  }
+
+  private streamData(id: number): StreamData {
+    let entry = this.data.get(id);
+    if (!entry) {
+      entry = { chunks: [], producers: new Map() };
+      this.data.set(id, entry);
+    }
+    return entry;
+  }
+
+  protected transact(body: (txn: Txn) => void): void {
+    this.undo = [];
+    try {
+      body(this.txn);
+    } catch (error) {
+      for (const step of this.undo.reverse()) step();
+      throw error;
+    } finally {
+      this.undo = null;
+    }
+  }
+
+  protected atomically<T>(_txn: Txn, body: () => T): T {
+    const mark = this.undo!.length;
+    try {
+      return body();
+    } catch (error) {
+      for (const step of this.undo!.splice(mark).reverse()) step();
+      throw error;
+    }
+  }
+
+  protected storeTouches(_txn: Txn, touches: Map<number, number>): void {
+    for (const [id, at] of touches) {
+      const name = this.byId.get(id);
+      const stream = name === undefined ? undefined : this.streams.get(name);
+      if (stream && stream.config.ttlSeconds !== null && at > stream.lastAccessMs) this.setStream({ ...stream, lastAccessMs: at });
+    }
+  }
+
+  private view(stream: StreamState | undefined): StreamState | undefined {
+    if (!stream) return undefined;
+    const touchedAt = this.pendingTouches.get(stream.id);
+    return touchedAt !== undefined && touchedAt > stream.lastAccessMs ? { ...stream, lastAccessMs: touchedAt } : { ...stream };
+  }
+
+  private byIdView(id: number): StreamState | undefined {
+    const name = this.byId.get(id);
+    return name === undefined ? undefined : this.view(this.streams.get(name));
+  }
+
+  private readonly chunkSource: ChunkSource = {
+    streamById: (id) => this.byIdView(id),
+    chunkContaining: (streamId, position) => {
+      const chunks = this.data.get(streamId)?.chunks ?? [];
+      const i = lastAtOrBefore(chunks, position);
+      return i < 0 ? null : chunks[i]!;
+    },
+    chunksFrom: (streamId, from, before) => {
+      const chunks = this.data.get(streamId)?.chunks ?? [];
+      const first = lastAtOrBefore(chunks, from - 1) + 1;
+      const out: StoredChunk[] = [];
+      for (let i = first; i < chunks.length && chunks[i]!.start < before; i++) out.push(chunks[i]!);
+      return out;
+    },
+  };
+
+  private producerSummary(streamId: number, cutoffMs: number, excludeId: string) {
+    let liveCount = 0;
+    let expiredMaxEpoch: number | null = null;
+    let leastRecentLive: { id: string; epoch: number; lastSeenMs: number } | null = null;
+    for (const p of this.data.get(streamId)?.producers.values() ?? []) {
+      if (p.lastSeenMs <= cutoffMs) {
+        expiredMaxEpoch = Math.max(expiredMaxEpoch ?? p.epoch, p.epoch);
+      } else if (p.id !== excludeId) {
+        liveCount++;
+        if (!leastRecentLive || p.lastSeenMs < leastRecentLive.lastSeenMs) {
+          leastRecentLive = { id: p.id, epoch: p.epoch, lastSeenMs: p.lastSeenMs };
+        }
+      }
+    }
+    return { liveCount, expiredMaxEpoch, leastRecentLive };
+  }
+
+  private deleteProducer(streamId: number, id: string): void {
+    const producers = this.data.get(streamId)?.producers;
+    const previous = producers?.get(id);
+    if (!producers || !previous) return;
+    producers.delete(id);
+    this.record(() => producers.set(id, previous));
+  }
+
+  private dropStream(stream: StreamState): void {
+    const previousData = this.data.get(stream.id);
+    const previous = this.streams.get(stream.name);
+    this.streams.delete(stream.name);
+    this.byId.delete(stream.id);
+    this.data.delete(stream.id);
+    this.record(() => {
+      if (previous) this.streams.set(stream.name, previous);
+      this.byId.set(stream.id, stream.name);
+      if (previousData) this.data.set(stream.id, previousData);
+    });
+  }
+
+  private createTxn(): Txn {
+    return {
+      getStream: (name) => this.view(this.streams.get(name)),
+      getStreamById: (id) => this.byIdView(id),
+      getBucket: (id) => this.buckets.get(id),
+      countBucketRows: (bucket) => [...this.streams.values()].filter((s) => s.bucket === bucket).length,
+      getProducer: (streamId, producerId) => this.data.get(streamId)?.producers.get(producerId),
+      producerSummary: (streamId, cutoffMs, excludeId) => this.producerSummary(streamId, cutoffMs, excludeId),
+      chunkAt: (stream, position) => chunkFromChain(this.chunkSource, stream, position),
+      nextStreamId: () => this.nextId++,
+      expiredStreams: (nowMs, limit) =>
+        [...this.streams.values()]
+          .map((s) => this.view(s)!)
+          .filter((s) => !s.deleted && (expiryMs(s) ?? Infinity) <= nowMs)
+          .slice(0, limit),
+      putBucket: (bucket) => {
+        this.buckets.set(bucket.id, bucket);
+        this.record(() => this.buckets.delete(bucket.id));
+      },
+      dropBucket: (id) => {
+        const previous = this.buckets.get(id);
+        this.buckets.delete(id);
+        this.record(() => previous && this.buckets.set(id, previous));
+      },
+      insertStream: (stream) => this.setStream(stream),
+      updateStream: (stream) => this.setStream(stream),
+      dropStream: (stream) => this.dropStream(stream),
+      appendChunk: (streamId, start, data) => {
+        const chunks = this.streamData(streamId).chunks;
+        chunks.push({ start, data: Buffer.from(data) });
+        this.record(() => chunks.pop());
+      },
+      putProducer: (streamId, record) => {
+        const producers = this.streamData(streamId).producers;
+        const previous = producers.get(record.id);
+        producers.set(record.id, record);
+        this.record(() => (previous ? producers.set(record.id, previous) : producers.delete(record.id)));
+      },
+      deleteProducers: (streamId, ids) => ids.forEach((id) => this.deleteProducer(streamId, id)),
+      forgetProducers: (streamId, atOrBeforeMs) => {
+        for (const p of [...(this.data.get(streamId)?.producers.values() ?? [])]) {
+          if (p.lastSeenMs <= atOrBeforeMs) this.deleteProducer(streamId, p.id);
+        }
+      },
+    };
+  }
+
+  async getStream(name: string): Promise<StreamState | undefined> {
+    return this.view(this.streams.get(name));
+  }
+
+  async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
+    return readFromChain(this.chunkSource, stream, from, maxBytes);
+  }
+
+  async chunkAt(stream: StreamState, position: number): Promise<StoredChunk | null> {
+    return chunkFromChain(this.chunkSource, stream, position);
+  }
+
+  async getBucket(id: string): Promise<BucketInfo | undefined> {
+    const bucket = this.buckets.get(id);
+    if (!bucket) return undefined;
+    const now = this.now();
+    const streamCount = [...this.streams.values()].filter(
+      (s) => s.bucket === id && !s.deleted && (expiryMs(s) ?? Infinity) > now,
+    ).length;
+    return { ...bucket, streamCount };
+  }
+
+  async listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing> {
+    const now = this.now();
+    const keyPrefix = `b/${bucket}/`;
+    const ids = [...this.streams.values()]
+      .filter((s) => s.bucket === bucket && !s.deleted && (expiryMs(s) ?? Infinity) > now)
+      .map((s) => s.name.slice(keyPrefix.length))
+      .filter((id) => id.startsWith(prefix) && (after === null || id > after))
+      .sort();
+    const names = ids.slice(0, limit);
+    return { names, nextAfter: ids.length > limit ? names[names.length - 1]! : null };
+  }
+
+  protected closeEngine(): void {}
+}

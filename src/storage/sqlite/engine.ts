@@ -1,0 +1,335 @@
+/**
+ * The embedded default engine: SQLite through better-sqlite3, WAL journal, full fsync on
+ * every commit. Each batch is one transaction; each command inside it runs under a
+ * savepoint so that a failing command undoes only itself.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import type { BucketState } from '../../core/bucket.js';
+import { expiryMs } from '../../core/stream.js';
+import type { ProducerRecord, StreamState } from '../../core/types.js';
+import { BatchedStore } from '../batched.js';
+import type { Txn } from '../executor.js';
+import { readFromChain, chunkFromChain, type ChunkSource } from '../chain.js';
+import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
+import { migrate } from './schema.js';
+
+interface StreamRow {
+  id: number;
+  name: string;
+  bucket: string | null;
+  incarnation: string;
+  content_type: string;
+  ttl_s: number | null;
+  expires_at_ms: number | null;
+  created_at_ms: number;
+  last_access_ms: number;
+  tail: number;
+  closed: number;
+  last_stream_seq: string | null;
+  epoch_floor: number | null;
+  fork_source_id: number | null;
+  fork_offset: number | null;
+  fork_sub_offset: number | null;
+  earliest_offset: number;
+  deleted: number;
+  fork_refs: number;
+}
+
+interface ProducerRow {
+  producer_id: string;
+  epoch: number;
+  last_seq: number;
+  receipt_start: number;
+  receipt_next: number;
+  receipt_closed: number;
+  digest: string | null;
+  claim_closed_epoch: number | null;
+  claim_closed_seq: number | null;
+  claim_digest: string | null;
+  last_seen_ms: number;
+}
+
+function rowToStream(row: StreamRow): StreamState {
+  return {
+    id: row.id,
+    name: row.name,
+    bucket: row.bucket,
+    incarnation: row.incarnation,
+    config: { contentType: row.content_type, ttlSeconds: row.ttl_s, expiresAtMs: row.expires_at_ms },
+    createdAtMs: row.created_at_ms,
+    lastAccessMs: row.last_access_ms,
+    tail: row.tail,
+    closed: row.closed === 1,
+    lastStreamSeq: row.last_stream_seq,
+    epochFloor: row.epoch_floor,
+    fork:
+      row.fork_source_id === null
+        ? null
+        : { sourceId: row.fork_source_id, offset: row.fork_offset!, subOffset: row.fork_sub_offset ?? 0 },
+    earliestOffset: row.earliest_offset,
+    deleted: row.deleted === 1,
+    forkRefs: row.fork_refs,
+  };
+}
+
+function streamParams(s: StreamState) {
+  return {
+    id: s.id,
+    name: s.name,
+    bucket: s.bucket,
+    incarnation: s.incarnation,
+    content_type: s.config.contentType,
+    ttl_s: s.config.ttlSeconds,
+    expires_at_ms: s.config.expiresAtMs,
+    created_at_ms: s.createdAtMs,
+    last_access_ms: s.lastAccessMs,
+    expiry_ms: expiryMs(s),
+    tail: s.tail,
+    closed: s.closed ? 1 : 0,
+    last_stream_seq: s.lastStreamSeq,
+    epoch_floor: s.epochFloor,
+    fork_source_id: s.fork?.sourceId ?? null,
+    fork_offset: s.fork?.offset ?? null,
+    fork_sub_offset: s.fork?.subOffset ?? null,
+    earliest_offset: s.earliestOffset,
+    deleted: s.deleted ? 1 : 0,
+    fork_refs: s.forkRefs,
+  };
+}
+
+function rowToProducer(row: ProducerRow): ProducerRecord {
+  return {
+    id: row.producer_id,
+    epoch: row.epoch,
+    lastSeq: row.last_seq,
+    receipt: { start: row.receipt_start, next: row.receipt_next, closed: row.receipt_closed === 1 },
+    digest: row.digest,
+    claim: { closedEpoch: row.claim_closed_epoch, closedSeq: row.claim_closed_seq, digest: row.claim_digest },
+    lastSeenMs: row.last_seen_ms,
+  };
+}
+
+const STREAM_COLUMNS =
+  'id, name, bucket, incarnation, content_type, ttl_s, expires_at_ms, created_at_ms, last_access_ms, expiry_ms, tail, closed, last_stream_seq, epoch_floor, fork_source_id, fork_offset, fork_sub_offset, earliest_offset, deleted, fork_refs';
+
+function prepareStatements(db: Database.Database) {
+  const named = STREAM_COLUMNS.split(', ').map((c) => `@${c}`).join(', ');
+  const assignments = STREAM_COLUMNS.split(', ')
+    .filter((c) => c !== 'id')
+    .map((c) => `${c} = @${c}`)
+    .join(', ');
+  return {
+    streamByName: db.prepare<[string], StreamRow>(`SELECT * FROM streams WHERE name = ?`),
+    streamById: db.prepare<[number], StreamRow>(`SELECT * FROM streams WHERE id = ?`),
+    insertStream: db.prepare(`INSERT INTO streams (${STREAM_COLUMNS}) VALUES (${named})`),
+    updateStream: db.prepare(`UPDATE streams SET ${assignments} WHERE id = @id`),
+    deleteStream: db.prepare<[number]>(`DELETE FROM streams WHERE id = ?`),
+    deleteChunks: db.prepare<[number]>(`DELETE FROM chunks WHERE stream_id = ?`),
+    deleteAllProducers: db.prepare<[number]>(`DELETE FROM producers WHERE stream_id = ?`),
+    touchStream: db.prepare<[number, number, number, number]>(
+      `UPDATE streams SET last_access_ms = ?, expiry_ms = CASE WHEN expires_at_ms IS NULL OR ? + ttl_s * 1000 < expires_at_ms THEN ? + ttl_s * 1000 ELSE expires_at_ms END WHERE id = ? AND ttl_s IS NOT NULL`,
+    ),
+    expired: db.prepare<[number, number], StreamRow>(
+      `SELECT * FROM streams WHERE expiry_ms IS NOT NULL AND deleted = 0 AND expiry_ms <= ? ORDER BY expiry_ms LIMIT ?`,
+    ),
+    nextId: db.prepare<[], { value: string }>(`SELECT value FROM meta WHERE key = 'next_stream_id'`),
+    setNextId: db.prepare<[string]>(`UPDATE meta SET value = ? WHERE key = 'next_stream_id'`),
+    bucket: db.prepare<[string], { id: string; created_at_ms: number }>(`SELECT * FROM buckets WHERE id = ?`),
+    insertBucket: db.prepare<[string, number]>(`INSERT INTO buckets (id, created_at_ms) VALUES (?, ?)`),
+    deleteBucket: db.prepare<[string]>(`DELETE FROM buckets WHERE id = ?`),
+    bucketRows: db.prepare<[string], { n: number }>(`SELECT count(*) AS n FROM streams WHERE bucket = ?`),
+    bucketLive: db.prepare<[string, number], { n: number }>(
+      `SELECT count(*) AS n FROM streams WHERE bucket = ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?)`,
+    ),
+    listFrom: db.prepare<[string, string, number], { name: string }>(
+      `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
+    ),
+    insertChunk: db.prepare<[number, number, Buffer]>(`INSERT INTO chunks (stream_id, start, data) VALUES (?, ?, ?)`),
+    chunkContaining: db.prepare<[number, number], { start: number; data: Buffer }>(
+      `SELECT start, data FROM chunks WHERE stream_id = ? AND start <= ? ORDER BY start DESC LIMIT 1`,
+    ),
+    chunksFrom: db.prepare<[number, number, number], { start: number; data: Buffer }>(
+      `SELECT start, data FROM chunks WHERE stream_id = ? AND start >= ? AND start < ? ORDER BY start`,
+    ),
+    producer: db.prepare<[number, string], ProducerRow>(`SELECT * FROM producers WHERE stream_id = ? AND producer_id = ?`),
+    upsertProducer: db.prepare(
+      `INSERT OR REPLACE INTO producers (stream_id, producer_id, epoch, last_seq, receipt_start, receipt_next, receipt_closed, digest, claim_closed_epoch, claim_closed_seq, claim_digest, last_seen_ms)
+       VALUES (@stream_id, @producer_id, @epoch, @last_seq, @receipt_start, @receipt_next, @receipt_closed, @digest, @claim_closed_epoch, @claim_closed_seq, @claim_digest, @last_seen_ms)`,
+    ),
+    deleteProducer: db.prepare<[number, string]>(`DELETE FROM producers WHERE stream_id = ? AND producer_id = ?`),
+    forgetProducers: db.prepare<[number, number]>(`DELETE FROM producers WHERE stream_id = ? AND last_seen_ms <= ?`),
+    liveProducerCount: db.prepare<[number, number, string], { n: number }>(
+      `SELECT count(*) AS n FROM producers WHERE stream_id = ? AND last_seen_ms > ? AND producer_id <> ?`,
+    ),
+    expiredMaxEpoch: db.prepare<[number, number], { e: number | null }>(
+      `SELECT max(epoch) AS e FROM producers WHERE stream_id = ? AND last_seen_ms <= ?`,
+    ),
+    leastRecentLive: db.prepare<[number, number, string], { producer_id: string; epoch: number; last_seen_ms: number }>(
+      `SELECT producer_id, epoch, last_seen_ms FROM producers WHERE stream_id = ? AND last_seen_ms > ? AND producer_id <> ? ORDER BY last_seen_ms LIMIT 1`,
+    ),
+  };
+}
+
+type Statements = ReturnType<typeof prepareStatements>;
+
+export interface SqliteStoreOptions extends StoreOptions {
+  /** Directory holding `rill.db`. */
+  dataDir: string;
+}
+
+export class SqliteStore extends BatchedStore {
+  private readonly db: Database.Database;
+  private readonly sql: Statements;
+  private nextStreamId: number;
+  private readonly txn: Txn;
+  private savepointDepth = 0;
+
+  constructor(options: SqliteStoreOptions) {
+    super(options);
+    mkdirSync(options.dataDir, { recursive: true });
+    this.db = new Database(join(options.dataDir, 'rill.db'));
+    // WAL lets readers work beside the writer; FULL syncs the WAL on every commit, so
+    // an acknowledged write survives power loss, not only a process crash.
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = FULL');
+    this.db.pragma('busy_timeout = 5000');
+    migrate(this.db);
+    this.sql = prepareStatements(this.db);
+    this.nextStreamId = Number(this.sql.nextId.get()!.value);
+    this.txn = this.createTxn();
+  }
+
+  protected transact(body: (txn: Txn) => void): void {
+    this.db.transaction(() => {
+      body(this.txn);
+      this.sql.setNextId.run(String(this.nextStreamId));
+    })();
+  }
+
+  protected atomically<T>(_txn: Txn, body: () => T): T {
+    const name = `cmd${this.savepointDepth++}`;
+    this.db.exec(`SAVEPOINT ${name}`);
+    try {
+      const value = body();
+      this.db.exec(`RELEASE ${name}`);
+      return value;
+    } catch (error) {
+      this.db.exec(`ROLLBACK TO ${name}`);
+      this.db.exec(`RELEASE ${name}`);
+      throw error;
+    } finally {
+      this.savepointDepth--;
+    }
+  }
+
+  protected storeTouches(_txn: Txn, touches: Map<number, number>): void {
+    for (const [id, at] of touches) this.sql.touchStream.run(at, at, at, id);
+  }
+
+  private loadStream(row: StreamRow | undefined): StreamState | undefined {
+    if (!row) return undefined;
+    const stream = rowToStream(row);
+    const touchedAt = this.pendingTouches.get(stream.id);
+    if (touchedAt !== undefined && touchedAt > stream.lastAccessMs) stream.lastAccessMs = touchedAt;
+    return stream;
+  }
+
+  private readonly chunkSource: ChunkSource = {
+    streamById: (id) => this.loadStream(this.sql.streamById.get(id)),
+    chunkContaining: (streamId, position) => this.sql.chunkContaining.get(streamId, position) ?? null,
+    chunksFrom: (streamId, from, before) => this.sql.chunksFrom.iterate(streamId, from, before),
+  };
+
+  private createTxn(): Txn {
+    const sql = this.sql;
+    return {
+      getStream: (name) => this.loadStream(sql.streamByName.get(name)),
+      getStreamById: (id) => this.loadStream(sql.streamById.get(id)),
+      getBucket: (id) => {
+        const row = sql.bucket.get(id);
+        return row ? { id: row.id, createdAtMs: row.created_at_ms } : undefined;
+      },
+      countBucketRows: (bucket) => sql.bucketRows.get(bucket)!.n,
+      getProducer: (streamId, producerId) => {
+        const row = sql.producer.get(streamId, producerId);
+        return row ? rowToProducer(row) : undefined;
+      },
+      producerSummary: (streamId, cutoffMs, excludeId) => {
+        const lru = sql.leastRecentLive.get(streamId, cutoffMs, excludeId);
+        return {
+          liveCount: sql.liveProducerCount.get(streamId, cutoffMs, excludeId)!.n,
+          expiredMaxEpoch: sql.expiredMaxEpoch.get(streamId, cutoffMs)!.e,
+          leastRecentLive: lru ? { id: lru.producer_id, epoch: lru.epoch, lastSeenMs: lru.last_seen_ms } : null,
+        };
+      },
+      chunkAt: (stream, position) => chunkFromChain(this.chunkSource, stream, position),
+      nextStreamId: () => this.nextStreamId++,
+      expiredStreams: (nowMs, limit) => sql.expired.all(nowMs, limit).map(rowToStream),
+      putBucket: (bucket: BucketState) => void sql.insertBucket.run(bucket.id, bucket.createdAtMs),
+      dropBucket: (id) => void sql.deleteBucket.run(id),
+      insertStream: (stream) => void sql.insertStream.run(streamParams(stream)),
+      updateStream: (stream) => void sql.updateStream.run(streamParams(stream)),
+      dropStream: (stream) => {
+        sql.deleteChunks.run(stream.id);
+        sql.deleteAllProducers.run(stream.id);
+        sql.deleteStream.run(stream.id);
+      },
+      appendChunk: (streamId, start, data) => void sql.insertChunk.run(streamId, start, data),
+      putProducer: (streamId, r) =>
+        void sql.upsertProducer.run({
+          stream_id: streamId,
+          producer_id: r.id,
+          epoch: r.epoch,
+          last_seq: r.lastSeq,
+          receipt_start: r.receipt.start,
+          receipt_next: r.receipt.next,
+          receipt_closed: r.receipt.closed ? 1 : 0,
+          digest: r.digest,
+          claim_closed_epoch: r.claim.closedEpoch,
+          claim_closed_seq: r.claim.closedSeq,
+          claim_digest: r.claim.digest,
+          last_seen_ms: r.lastSeenMs,
+        }),
+      deleteProducers: (streamId, ids) => ids.forEach((id) => sql.deleteProducer.run(streamId, id)),
+      forgetProducers: (streamId, atOrBeforeMs) => void sql.forgetProducers.run(streamId, atOrBeforeMs),
+    };
+  }
+
+  async getStream(name: string): Promise<StreamState | undefined> {
+    return this.loadStream(this.sql.streamByName.get(name));
+  }
+
+  async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
+    return readFromChain(this.chunkSource, stream, from, maxBytes);
+  }
+
+  async chunkAt(stream: StreamState, position: number): Promise<{ start: number; data: Buffer } | null> {
+    return chunkFromChain(this.chunkSource, stream, position);
+  }
+
+  async getBucket(id: string): Promise<BucketInfo | undefined> {
+    const row = this.sql.bucket.get(id);
+    if (!row) return undefined;
+    return { id: row.id, createdAtMs: row.created_at_ms, streamCount: this.sql.bucketLive.get(id, this.now())!.n };
+  }
+
+  async listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing> {
+    const keyPrefix = `b/${bucket}/`;
+    const names: string[] = [];
+    const startId = after !== null && after >= prefix ? after : prefix;
+    for (const row of this.sql.listFrom.iterate(bucket, keyPrefix + startId, this.now())) {
+      const id = row.name.slice(keyPrefix.length);
+      if (!id.startsWith(prefix)) break;
+      if (id === after) continue;
+      if (names.length === limit) return { names, nextAfter: names[names.length - 1]! };
+      names.push(id);
+    }
+    return { names, nextAfter: null };
+  }
+
+  protected closeEngine(): void {
+    this.db.close();
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * The SQLite schema, versioned. A database written by a newer rill is refused rather
+ * than misread; older versions are migrated forward in order.
+ */
+import type Database from 'better-sqlite3';
+
+export const SCHEMA_VERSION = 1;
+
+const MIGRATIONS: Record<number, string> = {
+  1: `
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE buckets (id TEXT PRIMARY KEY, created_at_ms INTEGER NOT NULL);
+    CREATE TABLE streams (
+      id INTEGER PRIMARY KEY,
+      name TEXT NOT NULL UNIQUE,
+      bucket TEXT,
+      incarnation TEXT NOT NULL,
+      content_type TEXT NOT NULL,
+      ttl_s INTEGER,
+      expires_at_ms INTEGER,
+      created_at_ms INTEGER NOT NULL,
+      last_access_ms INTEGER NOT NULL,
+      expiry_ms INTEGER,
+      tail INTEGER NOT NULL,
+      closed INTEGER NOT NULL,
+      last_stream_seq TEXT,
+      epoch_floor INTEGER,
+      fork_source_id INTEGER,
+      fork_offset INTEGER,
+      fork_sub_offset INTEGER,
+      earliest_offset INTEGER NOT NULL,
+      deleted INTEGER NOT NULL,
+      fork_refs INTEGER NOT NULL
+    );
+    CREATE INDEX streams_expiry ON streams (expiry_ms) WHERE expiry_ms IS NOT NULL AND deleted = 0;
+    CREATE INDEX streams_bucket ON streams (bucket, name) WHERE bucket IS NOT NULL;
+    CREATE TABLE chunks (
+      id INTEGER PRIMARY KEY,
+      stream_id INTEGER NOT NULL,
+      start INTEGER NOT NULL,
+      data BLOB NOT NULL
+    );
+    CREATE UNIQUE INDEX chunks_position ON chunks (stream_id, start);
+    CREATE TABLE producers (
+      stream_id INTEGER NOT NULL,
+      producer_id TEXT NOT NULL,
+      epoch INTEGER NOT NULL,
+      last_seq INTEGER NOT NULL,
+      receipt_start INTEGER NOT NULL,
+      receipt_next INTEGER NOT NULL,
+      receipt_closed INTEGER NOT NULL,
+      digest TEXT,
+      claim_closed_epoch INTEGER,
+      claim_closed_seq INTEGER,
+      claim_digest TEXT,
+      last_seen_ms INTEGER NOT NULL,
+      PRIMARY KEY (stream_id, producer_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX producers_seen ON producers (stream_id, last_seen_ms);
+    INSERT INTO meta (key, value) VALUES ('next_stream_id', '1');
+  `,
+};
+
+export function migrate(db: Database.Database): void {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  if (current > SCHEMA_VERSION) {
+    throw new Error(`the data directory was written by a newer rill (schema ${current}; this one knows ${SCHEMA_VERSION})`);
+  }
+  for (let version = current + 1; version <= SCHEMA_VERSION; version++) {
+    db.transaction(() => {
+      db.exec(MIGRATIONS[version]!);
+      db.pragma(`user_version = ${version}`);
+    })();
+  }
+}
