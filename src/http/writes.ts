@@ -12,7 +12,7 @@ import { isJsonContentType, normalizeContentType } from '../protocol/content-typ
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
 import { frameJsonBody } from '../protocol/json.js';
-import { parsePosition } from '../protocol/offset.js';
+import { encodeOffset, parsePosition } from '../protocol/offset.js';
 import {
   parseCanonicalUint,
   parseClosedFlag,
@@ -202,7 +202,7 @@ function renderAppend(res: ServerResponse, outcome: AppendOutcome): void {
     case 'already-closed':
       return send(res, 204, {
         ...base,
-        [H.streamNextOffset]: receiptHeaders({ start: outcome.tail, next: outcome.tail, closed: true })[H.streamNextOffset]!,
+        [H.streamNextOffset]: encodeOffset(outcome.tail),
         [H.streamClosed]: 'true',
         [H.streamIncarnation]: outcome.incarnation,
       });
