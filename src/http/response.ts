@@ -3,9 +3,9 @@
  * typed error becomes a status, headers and a JSON body.
  */
 import type { ServerResponse } from 'node:http';
-import { statusOf, type ErrorFields, type ProtocolError } from '../protocol/errors.js';
+import { errorFieldsToHeaders } from '../protocol/error-headers.js';
+import { statusOf, type ProtocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
-import { encodeOffset } from '../protocol/offset.js';
 
 export type HeaderMap = Record<string, string>;
 
@@ -47,24 +47,6 @@ export function baseHeaders(origin: string | undefined): HeaderMap {
 
 export const ALLOWED_METHODS = 'GET, HEAD, PUT, POST, DELETE, OPTIONS';
 
-/** Maps each error field to its response header. */
-function fieldHeaders(fields: ErrorFields): HeaderMap {
-  const out: HeaderMap = {};
-  if (fields.nextOffset !== undefined) out[H.streamNextOffset] = encodeOffset(fields.nextOffset);
-  if (fields.lastSeq !== undefined) out[H.streamLastSeq] = fields.lastSeq;
-  if (fields.closed) out[H.streamClosed] = 'true';
-  if (fields.incarnation !== undefined) out[H.streamIncarnation] = fields.incarnation;
-  if (fields.producerEpoch !== undefined) out[H.producerEpoch] = String(fields.producerEpoch);
-  if (fields.producerSeq !== undefined) out[H.producerSeq] = String(fields.producerSeq);
-  if (fields.expectedSeq !== undefined) out[H.producerExpectedSeq] = String(fields.expectedSeq);
-  if (fields.receivedSeq !== undefined) out[H.producerReceivedSeq] = String(fields.receivedSeq);
-  if (fields.producerOutcome !== undefined) out[H.producerOutcome] = fields.producerOutcome;
-  if (fields.closedEpoch !== undefined) out[H.producerClosedEpoch] = String(fields.closedEpoch);
-  if (fields.closedSeq !== undefined) out[H.producerClosedSeq] = String(fields.closedSeq);
-  if (fields.retryAfterSeconds !== undefined) out[H.retryAfter] = String(fields.retryAfterSeconds);
-  return out;
-}
-
 export function send(res: ServerResponse, status: number, headers: HeaderMap, body?: Buffer | string): void {
   if (res.headersSent) {
     res.destroy();
@@ -84,7 +66,7 @@ export function originOf(res: ServerResponse): string | undefined {
 }
 
 export function errorHeaders(error: ProtocolError): HeaderMap {
-  return error.fields ? fieldHeaders(error.fields) : {};
+  return error.fields ? errorFieldsToHeaders(error.fields) : {};
 }
 
 export function sendError(res: ServerResponse, error: ProtocolError, extra: HeaderMap = {}): void {
