@@ -1,0 +1,280 @@
+/**
+ * A handle on one stream: create, append, close, head, delete, and reads. The handle
+ * remembers the stream's `Stream-Incarnation` from the first answer that carries it and
+ * sends it back on every later request, so it never acts on a stream that was deleted
+ * and recreated at the same URL: such a request fails with `StreamReplacedError`.
+ */
+import { isJsonContentType, normalizeContentType } from '../protocol/content-type.js';
+import { H } from '../protocol/headers.js';
+import { errorFromResponse, RillError } from './errors.js';
+import type { Transport } from './http.js';
+import { readBatches, readMessages, type ReadBatch, type ReadOptions } from './read.js';
+import type { Message } from './frames.js';
+
+export interface StreamHandleOptions {
+  /** Remember and send back Stream-Incarnation (default true). */
+  trackIncarnation?: boolean;
+  /** A token already known, for example saved with derived state. */
+  incarnation?: string;
+}
+
+export interface StreamInfo {
+  contentType: string;
+  nextOffset: string;
+  closed: boolean;
+  /** The last accepted Stream-Seq, when the stream has one. */
+  lastSeq: string | undefined;
+  ttlSeconds: number | undefined;
+  expiresAt: string | undefined;
+  /** Set once retention has trimmed the start of the stream. */
+  earliestOffset: string | undefined;
+  incarnation: string | undefined;
+}
+
+export interface CreateOptions {
+  contentType?: string;
+  ttlSeconds?: number;
+  expiresAt?: Date | string;
+  closed?: boolean;
+  /** Initial bytes. */
+  body?: Uint8Array | string;
+  /** Initial messages of a JSON stream (one per element). */
+  messages?: unknown[];
+  /** Starting Stream-Seq value (prefix-count streams should not set one). */
+  streamSeq?: string;
+  signal?: AbortSignal;
+}
+
+export interface CreateResult {
+  /** False when the stream already existed with the same configuration. */
+  created: boolean;
+  contentType: string;
+  nextOffset: string;
+  closed: boolean;
+  incarnation: string | undefined;
+}
+
+export interface ProducerIdentity {
+  id: string;
+  epoch: number;
+  seq: number;
+  /** BLAKE3-256 of the body, 64 lowercase hex digits. */
+  digest?: string;
+}
+
+export interface AppendOptions {
+  /** Defaults to the stream's type when the handle knows it, else application/octet-stream. */
+  contentType?: string;
+  streamSeq?: string;
+  /** Close the stream with this append. */
+  close?: boolean;
+  producer?: ProducerIdentity;
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+export interface ProducerAnswer {
+  /** The highest applied seq of the epoch (not necessarily the request's). */
+  epoch: number;
+  seq: number;
+  closedEpoch: number | undefined;
+  closedSeq: number | undefined;
+  outcome: string | undefined;
+}
+
+export interface AppendResult {
+  status: number;
+  /** Where the write's bytes start; absent on a duplicate whose receipt was evicted. */
+  offset: string | undefined;
+  nextOffset: string | undefined;
+  closed: boolean;
+  /** The write had been applied before: nothing was written this time. */
+  duplicate: boolean;
+  producer: ProducerAnswer | undefined;
+}
+
+const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
+const encoder = new TextEncoder();
+
+function toBytes(body: Uint8Array | string): Uint8Array {
+  return typeof body === 'string' ? encoder.encode(body) : body;
+}
+
+function optionalUint(headers: Headers, name: string): number | undefined {
+  const raw = headers.get(name);
+  if (raw === null || !/^\d{1,16}$/.test(raw.trim())) return undefined;
+  return Number(raw);
+}
+
+function producerAnswer(headers: Headers): ProducerAnswer | undefined {
+  const epoch = optionalUint(headers, H.producerEpoch);
+  const seq = optionalUint(headers, H.producerSeq);
+  if (epoch === undefined || seq === undefined) return undefined;
+  return {
+    epoch,
+    seq,
+    closedEpoch: optionalUint(headers, H.producerClosedEpoch),
+    closedSeq: optionalUint(headers, H.producerClosedSeq),
+    outcome: headers.get(H.producerOutcome) ?? undefined,
+  };
+}
+
+export class StreamHandle {
+  readonly url: string;
+  readonly transport: Transport;
+  private readonly trackIncarnation: boolean;
+  /** The incarnation this handle works with; sent on every request once known. */
+  incarnation: string | undefined;
+  /** The stream's content type, once an answer told it. */
+  contentType: string | undefined;
+
+  constructor(url: string, transport: Transport, options: StreamHandleOptions = {}) {
+    this.url = url;
+    this.transport = transport;
+    this.trackIncarnation = options.trackIncarnation ?? true;
+    this.incarnation = options.incarnation;
+  }
+
+  /** Headers that tie a request to the incarnation this handle knows. */
+  requestHeaders(): Record<string, string> {
+    return this.trackIncarnation && this.incarnation !== undefined ? { [H.streamIncarnation]: this.incarnation } : {};
+  }
+
+  /** Learns the incarnation (first one seen) from an answer. */
+  observe(headers: Headers): void {
+    const token = headers.get(H.streamIncarnation);
+    if (token !== null && this.trackIncarnation && this.incarnation === undefined) this.incarnation = token;
+  }
+
+  /** Forgets the incarnation, to start over with whatever stream lives at the URL now. */
+  forgetIncarnation(): void {
+    this.incarnation = undefined;
+  }
+
+  /** True when the handle knows the stream is a JSON stream. */
+  get isJson(): boolean {
+    return this.contentType !== undefined && isJsonContentType(this.contentType);
+  }
+
+  async create(options: CreateOptions = {}): Promise<CreateResult> {
+    const headers: Record<string, string> = { ...this.requestHeaders() };
+    const contentType = options.contentType ?? DEFAULT_CONTENT_TYPE;
+    headers['content-type'] = contentType;
+    if (options.ttlSeconds !== undefined) headers[H.streamTtl] = String(options.ttlSeconds);
+    if (options.expiresAt !== undefined) {
+      headers[H.streamExpiresAt] = typeof options.expiresAt === 'string' ? options.expiresAt : options.expiresAt.toISOString();
+    }
+    if (options.closed) headers[H.streamClosed] = 'true';
+    if (options.streamSeq !== undefined) headers[H.streamSeq] = options.streamSeq;
+    const body = options.messages !== undefined ? JSON.stringify(options.messages) : options.body;
+    const res = await this.transport.request(this.url, { method: 'PUT', headers, body, signal: options.signal });
+    if (res.status !== 201 && res.status !== 200) throw await errorFromResponse(res.response);
+    this.observe(res.headers);
+    this.contentType = res.headers.get('content-type') ?? normalizeContentType(contentType) ?? contentType;
+    return {
+      created: res.status === 201,
+      contentType: this.contentType,
+      nextOffset: res.headers.get(H.streamNextOffset) ?? '',
+      closed: res.headers.get(H.streamClosed) === 'true',
+      incarnation: res.headers.get(H.streamIncarnation) ?? undefined,
+    };
+  }
+
+  /** Appends raw bytes (on a JSON stream: JSON text; an array is one message per element). */
+  async append(body: Uint8Array | string, options: AppendOptions = {}): Promise<AppendResult> {
+    return this.post(toBytes(body), options);
+  }
+
+  /** Appends JSON messages to a JSON stream, atomically, one message per element. */
+  async appendMessages(messages: readonly unknown[], options: AppendOptions = {}): Promise<AppendResult> {
+    if (messages.length === 0) throw new RangeError('appendMessages needs at least one message');
+    return this.post(encoder.encode(JSON.stringify(messages)), { contentType: 'application/json', ...options });
+  }
+
+  /** Appends one JSON message (an array value stays one message). */
+  async appendJson(value: unknown, options: AppendOptions = {}): Promise<AppendResult> {
+    return this.appendMessages([value], options);
+  }
+
+  /** Closes the stream: no more appends; readers see Stream-Closed at the end. */
+  async close(options: Omit<AppendOptions, 'close'> = {}): Promise<AppendResult> {
+    return this.post(new Uint8Array(0), { ...options, close: true });
+  }
+
+  private async post(body: Uint8Array, options: AppendOptions): Promise<AppendResult> {
+    const headers: Record<string, string> = { ...this.requestHeaders() };
+    if (body.length > 0) headers['content-type'] = options.contentType ?? this.contentType ?? DEFAULT_CONTENT_TYPE;
+    if (options.close) headers[H.streamClosed] = 'true';
+    if (options.streamSeq !== undefined) headers[H.streamSeq] = options.streamSeq;
+    const producer = options.producer;
+    if (producer) {
+      headers[H.producerId] = producer.id;
+      headers[H.producerEpoch] = String(producer.epoch);
+      headers[H.producerSeq] = String(producer.seq);
+      if (producer.digest !== undefined) headers[H.producerDigest] = producer.digest;
+    }
+    const res = await this.transport.request(this.url, { method: 'POST', headers, body, signal: options.signal, timeoutMs: options.timeoutMs });
+    if (res.status !== 200 && res.status !== 204) throw await errorFromResponse(res.response);
+    this.observe(res.headers);
+    return appendResult(res.status, res.headers, producer !== undefined, body.length === 0);
+  }
+
+  async head(options: { signal?: AbortSignal } = {}): Promise<StreamInfo> {
+    const res = await this.transport.request(this.url, { method: 'HEAD', headers: this.requestHeaders(), signal: options.signal });
+    if (res.status !== 200) throw await errorFromResponse(res.response);
+    this.observe(res.headers);
+    const h = res.headers;
+    this.contentType = h.get('content-type') ?? this.contentType;
+    const ttl = h.get(H.streamTtl);
+    return {
+      contentType: h.get('content-type') ?? DEFAULT_CONTENT_TYPE,
+      nextOffset: h.get(H.streamNextOffset) ?? '',
+      closed: h.get(H.streamClosed) === 'true',
+      lastSeq: h.get(H.streamLastSeq) ?? undefined,
+      ttlSeconds: ttl === null ? undefined : Number(ttl),
+      expiresAt: h.get(H.streamExpiresAt) ?? undefined,
+      earliestOffset: h.get(H.streamEarliestOffset) ?? undefined,
+      incarnation: h.get(H.streamIncarnation) ?? undefined,
+    };
+  }
+
+  /** Deletes the stream; the handle forgets its incarnation, since it no longer exists. */
+  async delete(options: { signal?: AbortSignal } = {}): Promise<void> {
+    const res = await this.transport.request(this.url, { method: 'DELETE', headers: this.requestHeaders(), signal: options.signal });
+    if (res.status !== 204 && res.status !== 200) throw await errorFromResponse(res.response);
+    this.incarnation = undefined;
+  }
+
+  /** The stream's content type, asking the server once when the handle does not know it. */
+  async knownContentType(signal?: AbortSignal): Promise<string> {
+    if (this.contentType === undefined) await this.head({ signal });
+    return this.contentType ?? DEFAULT_CONTENT_TYPE;
+  }
+
+  /** Reads as an async iterable of batches (see `ReadOptions` for the modes). */
+  read(options: ReadOptions = {}): AsyncIterable<ReadBatch> {
+    return readBatches(this, options);
+  }
+
+  /** Reads as an async iterable of messages (JSON streams: one per value). */
+  messages<T = unknown>(options: ReadOptions = {}): AsyncIterable<Message<T>> {
+    return readMessages<T>(this, options);
+  }
+}
+
+function appendResult(status: number, headers: Headers, withProducer: boolean, closeOnly: boolean): AppendResult {
+  const producer = producerAnswer(headers);
+  if (withProducer && producer === undefined) {
+    throw new RillError({ code: 'UNEXPECTED_RESPONSE', message: 'a producer append was answered without Producer-Epoch and Producer-Seq', status });
+  }
+  return {
+    status,
+    offset: headers.get(H.streamOffset) ?? undefined,
+    nextOffset: headers.get(H.streamNextOffset) ?? undefined,
+    closed: headers.get(H.streamClosed) === 'true',
+    // A new producer write with a body answers 200, so its 204 is a duplicate. A close
+    // without a body answers 204 either way.
+    duplicate: withProducer && !closeOnly && status === 204,
+    producer,
+  };
+}
