@@ -1,0 +1,40 @@
+/**
+ * rill/client: a fetch-based client for rill (and other Durable Streams servers). It
+ * uses only web-standard APIs (fetch, streams, TextEncoder), so it runs in Node.js and
+ * in browsers.
+ */
+export { RillClient, BucketHandle, type ClientOptions, type BucketInfo, type StreamListing, type ListOptions } from './client.js';
+export {
+  StreamHandle,
+  type StreamHandleOptions,
+  type StreamInfo,
+  type CreateOptions,
+  type CreateResult,
+  type AppendOptions,
+  type AppendResult,
+  type ProducerIdentity,
+  type ProducerAnswer,
+} from './stream.js';
+export { type ReadOptions, type ReadBatch, type LiveMode } from './read.js';
+export { type Message } from './frames.js';
+export {
+  RillError,
+  StreamReplacedError,
+  GoneError,
+  FencedError,
+  StreamSeqConflictError,
+  StreamClosedError,
+  NotFoundError,
+  isRillError,
+  CLIENT_ERROR_CODES,
+  type RillErrorCode,
+  type ClientErrorCode,
+} from './errors.js';
+export { IdempotentProducer, type ProducerOptions, type ProducerReceipt, type WriteOptions } from './producer.js';
+export { START, NOW, formatSeq, compareSeq, positionOf } from './offsets.js';
+export { DEFAULT_RETRY, type RetryPolicy } from './backoff.js';
+export { Transport, type TransportOptions, type FetchLike } from './http.js';
+export type { ErrorCode, ErrorFields } from '../protocol/errors.js';
+export { PrefixCountCommitter, OutboxPublisher, type PrefixCountOptions, type CommitContext, type CommitOutcome, type OutboxOptions, type PublishOutcome } from './recipes.js';
+export { runProcessor, type ProcessorOptions, type ProcessorRun, type ProcessorSummary, type ResultEvent } from './processor.js';
+export { type Window, type WindowSpec } from './windows.js';
