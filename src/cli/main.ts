@@ -4,6 +4,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
 import { createRillServer } from '../http/server.js';
 import { DEFAULT_SETTINGS, type ServerSettings } from '../http/settings.js';
+import { addClientCommands } from './client-commands.js';
 
 const UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
@@ -94,6 +95,7 @@ export function buildProgram(): Command {
     .option('--producer-idle-evict <duration>', 'idle time after which a producer may be replaced', parseDurationMs, d.producers.idleEvictMs)
     .option('--producer-ttl <duration>', 'idle time after which a producer is forgotten', parseDurationMs, d.producers.forgetAfterMs)
     .action((flags: ServeFlags) => serve(flags));
+  addClientCommands(program);
   return program;
 }
 

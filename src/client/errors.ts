@@ -152,6 +152,8 @@ export async function errorFromResponse(res: Response): Promise<RillError> {
     // A body that is not our JSON (a proxy's page, an empty 404 on HEAD): keep the status.
   }
   code ??= FALLBACK_CODE_BY_STATUS[res.status] ?? (res.status >= 500 ? 'INTERNAL' : 'UNEXPECTED_RESPONSE');
+  // Answers to HEAD have no body: the status (and the headers) are all there is.
+  if (message === `HTTP ${res.status}`) message = `${code.toLowerCase().replace(/_/g, ' ')} (HTTP ${res.status})`;
   const fields = errorFieldsFromHeaders((name) => res.headers.get(name));
   return makeError({ code, message, status: res.status, fields });
 }

@@ -1,0 +1,52 @@
+/** Writing command output: plain text by default, one JSON value per line with --json. */
+import type { Message, StreamInfo } from '../client/index.js';
+
+/** Writes to stdout, waiting when the pipe is full so a slow reader bounds memory. */
+export async function out(text: string | Uint8Array): Promise<void> {
+  if (process.stdout.write(text)) return;
+  await new Promise<void>((resolve) => process.stdout.once('drain', () => resolve()));
+}
+
+export function outJson(value: unknown): Promise<void> {
+  return out(`${JSON.stringify(value)}\n`);
+}
+
+const decoder = new TextDecoder();
+
+function isTextual(contentType: string | undefined): boolean {
+  if (contentType === undefined) return false;
+  const media = contentType.split(';')[0]!.trim().toLowerCase();
+  return media.startsWith('text/') || media.endsWith('+json') || media.endsWith('ndjson') || media === 'application/json';
+}
+
+/** One message in the chosen output form. */
+export async function printMessage(message: Message, json: boolean, contentType: string | undefined, jsonStream: boolean): Promise<void> {
+  if (jsonStream) {
+    if (json) return outJson({ offset: message.offset, nextOffset: message.nextOffset, value: message.value });
+    return out(`${JSON.stringify(message.value)}\n`);
+  }
+  const bytes = message.value as Uint8Array;
+  if (!json) return out(bytes);
+  const body = isTextual(contentType) ? { text: decoder.decode(bytes) } : { base64: Buffer.from(bytes).toString('base64') };
+  return outJson({ offset: message.offset, nextOffset: message.nextOffset, ...body });
+}
+
+export function printInfo(info: StreamInfo, json: boolean): Promise<void> {
+  if (json) return outJson(info);
+  const rows: Array<[string, string | number | boolean | undefined]> = [
+    ['content-type', info.contentType],
+    ['next-offset', info.nextOffset],
+    ['closed', info.closed],
+    ['last-seq', info.lastSeq],
+    ['ttl-seconds', info.ttlSeconds],
+    ['expires-at', info.expiresAt],
+    ['earliest-offset', info.earliestOffset],
+    ['incarnation', info.incarnation],
+  ];
+  return out(
+    rows
+      .filter(([, value]) => value !== undefined)
+      .map(([key, value]) => `${key}: ${String(value)}\n`)
+      .join(''),
+  );
+}
