@@ -16,13 +16,13 @@
  *   resumes from the highest Stream-Seq over the partitions.
  */
 import { isJsonContentType } from '../protocol/content-type.js';
-import type { RetryPolicy } from './backoff.js';
+import { retryPolicy, type RetryPolicy } from './backoff.js';
 import { RillError, StreamSeqConflictError } from './errors.js';
 import type { Message } from './frames.js';
 import { START } from './offsets.js';
 import { IdempotentProducer, type ProducerReceipt } from './producer.js';
-import type { ReadBatch } from './read.js';
-import type { StreamHandle } from './stream.js';
+import { afterFailure, type ReadBatch } from './read.js';
+import type { StreamHandle, StreamInfo } from './stream.js';
 import { splitBytes, validateSpec, WindowBuilder, type Window, type WindowSpec } from './windows.js';
 
 export interface ProcessorOptions<In = unknown, Out = unknown> {
@@ -143,7 +143,7 @@ class Processor<In, Out> {
     }
     await this.drain();
     if (this.options.closeTargetOnEnd && !this.stopper.signal.aborted) {
-      for (const target of this.targets) await target.close();
+      for (const target of this.targets) await this.retrying(() => target.close());
     }
     await Promise.all(this.producers.map((p) => p.close()));
     this.summary.epochs = this.producers.map((p) => p.epoch);
@@ -152,7 +152,7 @@ class Processor<In, Out> {
 
   /** Reads each target's last Stream-Seq and sets up one producer per target. */
   private async start(): Promise<string> {
-    const infos = await Promise.all(this.targets.map((t) => t.head({ signal: this.stopper.signal })));
+    const infos: StreamInfo[] = await Promise.all(this.targets.map((t) => this.retrying(() => t.head({ signal: this.stopper.signal }))));
     let resume = START;
     for (const info of infos) {
       const last = info.lastSeq;
@@ -180,6 +180,18 @@ class Processor<In, Out> {
     this.summary.endOffset = resume;
     this.producedUpTo = resume;
     return resume;
+  }
+
+  /** Repeats a request that is safe to repeat (HEAD, close), riding out a restarting server. */
+  private async retrying<T>(request: () => Promise<T>): Promise<T> {
+    const policy = retryPolicy(this.options.retry);
+    for (let failures = 0; ; ) {
+      try {
+        return await request();
+      } catch (error) {
+        failures = await afterFailure(error, failures, policy, this.stopper.signal);
+      }
+    }
   }
 
   /** Reads the source from `offset`, publishing each closed window, until it ends or must jump ahead. */

@@ -1,0 +1,148 @@
+/**
+ * Helpers for the processor tests: a processor child process (test/fixtures/
+ * processor-child.mjs, over dist/), a paced source writer, and checks of the aggregates
+ * a target holds.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { resolve } from 'node:path';
+import { expect } from 'vitest';
+import { IdempotentProducer, RillError, type RillClient, type StreamHandle } from '../../src/client/index.js';
+
+const CHILD = resolve(import.meta.dirname, '../fixtures/processor-child.mjs');
+
+export interface ChildConfig {
+  url: string;
+  source: string;
+  targets: string[];
+  producerId: string;
+  windowCount: number;
+  closeTargetOnEnd?: boolean;
+}
+
+export interface ProcessorChild {
+  child: ChildProcess;
+  /** Resolves with the exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+  output(): string;
+}
+
+export function spawnProcessor(config: ChildConfig): ProcessorChild {
+  const child = spawn(process.execPath, [CHILD, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+  return { child, exited, output: () => output };
+}
+
+/** SIGKILL by pid and wait until the process is gone. */
+export async function killChild(processor: ProcessorChild): Promise<void> {
+  if (processor.child.exitCode === null && processor.child.signalCode === null) processor.child.kill('SIGKILL');
+  await processor.exited;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Runs a request that is safe to repeat until the server answers (it may be restarting). */
+export async function retrying<T>(request: () => Promise<T>, attempts = 200): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await request();
+    } catch (error) {
+      if (i >= attempts || !(error instanceof RillError) || !error.retryable) throw error;
+      await sleep(50);
+    }
+  }
+}
+
+/** The target's tail as a number, for progress checks. */
+export async function tailOf(stream: StreamHandle): Promise<number> {
+  return Number((await retrying(() => stream.head())).nextOffset);
+}
+
+/** Waits until `streams` grew past `before` in total, the child exited, or `timeoutMs` passed. */
+export async function waitForProgress(streams: StreamHandle[], before: number, child: ProcessorChild, timeoutMs: number): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    let total = 0;
+    for (const s of streams) total += await tailOf(s);
+    if (total > before || child.child.exitCode !== null || Date.now() > deadline) return total;
+    await sleep(20);
+  }
+}
+
+/**
+ * Writes {n: 1..} to a JSON source exactly once: `prefill` messages at once, then
+ * batches of `batch` every `pauseMs` until `keepGoing()` answers false and at least
+ * `minTotal` are written (bounded by `maxTotal`), then closes the source.
+ */
+export class SourceWriter {
+  written = 0;
+  readonly done: Promise<number>;
+
+  constructor(
+    private readonly source: StreamHandle,
+    private readonly options: { prefill: number; batch: number; pauseMs: number; minTotal: number; maxTotal: number; keepGoing: () => boolean },
+  ) {
+    this.done = this.run();
+  }
+
+  private async run(): Promise<number> {
+    const producer = new IdempotentProducer(this.source, { id: 'source-writer', maxInFlight: 4, retry: { maxAttempts: 200, maxDelayMs: 500 } });
+    await this.write(producer, this.options.prefill);
+    while ((this.options.keepGoing() || this.written < this.options.minTotal) && this.written < this.options.maxTotal) {
+      await this.write(producer, this.options.batch);
+      await sleep(this.options.pauseMs);
+    }
+    await producer.close();
+    await retrying(() => this.source.close());
+    return this.written;
+  }
+
+  private async write(producer: IdempotentProducer, count: number): Promise<void> {
+    const values = Array.from({ length: count }, (_, i) => ({ n: this.written + i + 1 }));
+    for (let i = 0; i < values.length; i += 500) await producer.appendMessages(values.slice(i, i + 500));
+    this.written += count;
+  }
+}
+
+export interface Aggregate {
+  first: number;
+  last: number;
+  count: number;
+  sum: number;
+}
+
+export async function readAll<T>(stream: StreamHandle): Promise<T[]> {
+  const values: T[] = [];
+  for await (const message of stream.messages<T>()) values.push(message.value);
+  return values;
+}
+
+/** Exactly one aggregate per window of `size` over 1..total, in order: no gap, no duplicate. */
+export function expectWindows(results: Aggregate[], total: number, size: number): void {
+  expect(total % size).toBe(0);
+  expect(results.length).toBe(total / size);
+  results.forEach((result, i) => {
+    const first = i * size + 1;
+    const last = (i + 1) * size;
+    expect(result).toEqual({ first, last, count: size, sum: ((first + last) * size) / 2 });
+  });
+  expect(results.reduce((sum, r) => sum + r.sum, 0)).toBe((total * (total + 1)) / 2);
+}
+
+/** The source holds 1..total exactly once, in order. */
+export async function expectSource(source: StreamHandle, total: number): Promise<void> {
+  const values = await readAll<{ n: number }>(source);
+  expect(values.length).toBe(total);
+  values.forEach((v, i) => expect(v.n).toBe(i + 1));
+}
+
+export async function makeJsonStreams(client: RillClient, bucket: string, ids: string[]): Promise<StreamHandle[]> {
+  await client.bucket(bucket).create();
+  const streams = ids.map((id) => client.stream(`${bucket}/${id}`));
+  for (const s of streams) await s.create({ contentType: 'application/json' });
+  return streams;
+}

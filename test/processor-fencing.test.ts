@@ -1,0 +1,74 @@
+/**
+ * Two instances of one processor at once (seed 003: only one may publish under a
+ * producer name). The newer instance claims a higher epoch with its first result,
+ * which fences the older one: the older one's next write answers 403 and it stops. The
+ * target stays exactly-once throughout.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { RillClient, type StreamHandle } from '../src/client/index.js';
+import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
+import {
+  expectSource,
+  expectWindows,
+  killChild,
+  makeJsonStreams,
+  readAll,
+  sleep,
+  SourceWriter,
+  spawnProcessor,
+  tailOf,
+  waitForProgress,
+  type Aggregate,
+  type ChildConfig,
+  type ProcessorChild,
+} from './helpers/processing.js';
+
+const FENCED_EXIT = 3;
+let server: ServerProcess | undefined;
+const children: ProcessorChild[] = [];
+
+afterEach(async () => {
+  for (const child of children.splice(0)) await killChild(child);
+  await server?.stop();
+  if (server) removeDir(server.dataDir);
+  server = undefined;
+});
+
+function start(config: ChildConfig): ProcessorChild {
+  const child = spawnProcessor(config);
+  children.push(child);
+  return child;
+}
+
+describe('two instances of one processor', () => {
+  it('fences the older instance; the target stays exactly-once', { timeout: 60_000 }, async () => {
+    server = await startServer();
+    const client = new RillClient({ url: server.url });
+    const [source, sums] = (await makeJsonStreams(client, 'fence', ['source', 'sums'])) as [StreamHandle, StreamHandle];
+    const config: ChildConfig = { url: server.url, source: 'fence/source', targets: ['fence/sums'], producerId: 'summer', windowCount: 10 };
+    let older: ProcessorChild | undefined;
+    const feed = new SourceWriter(source, {
+      prefill: 1000,
+      batch: 20,
+      pauseMs: 30,
+      minTotal: 3000,
+      maxTotal: 20_000,
+      // Keep the source growing until the older instance has stopped: it stops on its next write.
+      keepGoing: () => older === undefined || older.child.exitCode === null,
+    });
+    older = start(config);
+    await waitForProgress([sums], 0, older, 15_000);
+    const newer = start(config);
+    const olderExit = await Promise.race([older.exited, sleep(40_000).then(() => 'timeout')]);
+    expect(olderExit, older.output()).toBe(FENCED_EXIT);
+    expect(older.output()).toMatch(/PRODUCER_FENCED/);
+    // The newer instance goes on publishing after the older one stopped.
+    const afterFence = await tailOf(sums);
+    const total = await feed.done;
+    const newerExit = await Promise.race([newer.exited, sleep(40_000).then(() => 'timeout')]);
+    expect(newerExit, newer.output()).toBe(0);
+    expect(await tailOf(sums)).toBeGreaterThan(afterFence);
+    await expectSource(source, total);
+    expectWindows(await readAll<Aggregate>(sums), total, 10);
+  });
+});
