@@ -1,0 +1,265 @@
+/**
+ * The stream handle against a real rill server: create, append, head, delete, reads in
+ * the three modes, JSON message offsets, Stream-Incarnation, and typed errors.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  GoneError,
+  NotFoundError,
+  RillClient,
+  RillError,
+  StreamClosedError,
+  StreamReplacedError,
+  StreamSeqConflictError,
+  type ReadBatch,
+  type StreamHandle,
+} from '../src/client/index.js';
+import { errorFromResponse } from '../src/client/errors.js';
+import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
+
+let server: ServerProcess;
+let client: RillClient;
+let counter = 0;
+
+beforeAll(async () => {
+  // A short SSE lifetime makes the reader reconnect several times within a test.
+  server = await startServer({ args: ['--sse-lifetime', '400ms', '--long-poll-timeout', '2s'] });
+  client = new RillClient({ url: server.url });
+  await client.bucket('client').create();
+});
+
+afterAll(async () => {
+  await server?.stop();
+  if (server) removeDir(server.dataDir);
+});
+
+function fresh(prefix: string): StreamHandle {
+  counter += 1;
+  return client.stream(`client/${prefix}-${counter}`);
+}
+
+async function collect(batches: AsyncIterable<ReadBatch>, limit = 1000): Promise<ReadBatch[]> {
+  const out: ReadBatch[] = [];
+  for await (const batch of batches) {
+    out.push(batch);
+    if (out.length >= limit) break;
+  }
+  return out;
+}
+
+const values = (batches: ReadBatch[]) => batches.flatMap((b) => b.messages.map((m) => m.value));
+const text = (batches: ReadBatch[]) => batches.map((b) => new TextDecoder().decode(b.data)).join('');
+
+describe('stream handle', () => {
+  it('creates idempotently and reports metadata with HEAD', async () => {
+    const stream = fresh('meta');
+    const first = await stream.create({ contentType: 'application/json', ttlSeconds: 3600 });
+    expect(first).toMatchObject({ created: true, contentType: 'application/json', nextOffset: '00000000000000000000', closed: false });
+    expect(first.incarnation).toMatch(/.+/);
+    const again = await stream.create({ contentType: 'application/json', ttlSeconds: 3600 });
+    expect(again.created).toBe(false);
+    const conflict = await stream.create({ contentType: 'text/plain' }).catch((e: unknown) => e);
+    expect(conflict).toBeInstanceOf(RillError);
+    expect((conflict as RillError).code).toBe('STREAM_CONFIG_CONFLICT');
+    await stream.appendMessages([{ a: 1 }]);
+    const info = await stream.head();
+    expect(info).toMatchObject({ contentType: 'application/json', nextOffset: '00000000000000000008', closed: false, ttlSeconds: 3600 });
+    expect(info.incarnation).toBe(first.incarnation);
+  });
+
+  it('gives every JSON message the offset after it, which reads resume from', async () => {
+    const stream = fresh('offsets');
+    await stream.create({ contentType: 'application/json' });
+    await stream.appendMessages([{ text: 'a,b]c' }, [1, [2, 3]], 'x"y', 42, null]);
+    await stream.appendJson({ nested: { deep: ['ü', '\\'] } });
+    const batches = await collect(stream.read());
+    const messages = batches.flatMap((b) => b.messages);
+    expect(messages.map((m) => m.value)).toEqual([{ text: 'a,b]c' }, [1, [2, 3]], 'x"y', 42, null, { nested: { deep: ['ü', '\\'] } }]);
+    expect(messages.at(-1)!.nextOffset).toBe((await stream.head()).nextOffset);
+    for (let i = 0; i < messages.length; i++) {
+      // Reading from a message's nextOffset yields exactly the messages after it.
+      const rest = values(await collect(stream.read({ offset: messages[i]!.nextOffset! })));
+      expect(rest).toEqual(messages.slice(i + 1).map((m) => m.value));
+      if (i > 0) expect(messages[i]!.offset).toBe(messages[i - 1]!.nextOffset);
+    }
+  });
+
+  it('reads byte streams in bounded catch-up pieces', async () => {
+    const stream = fresh('bytes');
+    await stream.create({ contentType: 'application/octet-stream' });
+    const bytes = Uint8Array.from({ length: 3000 }, (_, i) => i % 251);
+    await stream.append(bytes);
+    const batches = await collect(stream.read({ maxBytes: 1024 }));
+    expect(batches.length).toBe(3);
+    expect(batches[0]!.nextOffset).toBe('00000000000000001024');
+    expect(Buffer.concat(batches.map((b) => b.data))).toEqual(Buffer.from(bytes));
+    expect(batches.at(-1)!.upToDate).toBe(true);
+  });
+
+  it('follows with long-poll and ends at Stream-Closed', async () => {
+    const stream = fresh('longpoll');
+    await stream.create({ contentType: 'application/json' });
+    await stream.appendJson({ i: 0 });
+    const writer = (async () => {
+      for (let i = 1; i <= 3; i++) {
+        await new Promise((r) => setTimeout(r, 150));
+        await stream.appendJson({ i });
+      }
+      await stream.close();
+    })();
+    const batches = await collect(stream.read({ live: 'long-poll', longPollTimeoutMs: 1000 }));
+    await writer;
+    expect(values(batches)).toEqual([{ i: 0 }, { i: 1 }, { i: 2 }, { i: 3 }]);
+    expect(batches.at(-1)!.closed).toBe(true);
+  });
+
+  it('yields heartbeats on empty long-polls when asked', async () => {
+    const stream = fresh('heartbeat');
+    await stream.create({ contentType: 'application/json' });
+    const batches = await collect(stream.read({ live: 'long-poll', longPollTimeoutMs: 100, heartbeats: true }), 3);
+    expect(batches.length).toBe(3);
+    expect(batches.every((b) => b.messages.length === 0 && b.upToDate)).toBe(true);
+  });
+
+  it('tails with SSE across server-side reconnects and ends at Stream-Closed', async () => {
+    const stream = fresh('sse');
+    await stream.create({ contentType: 'application/json' });
+    await stream.appendMessages([{ i: 0 }, { i: 1 }]);
+    const writer = (async () => {
+      // The server ends each SSE connection after 400 ms; the writes span several.
+      for (let i = 2; i < 8; i++) {
+        await new Promise((r) => setTimeout(r, 200));
+        await stream.appendJson({ i });
+      }
+      await stream.close();
+    })();
+    const batches = await collect(stream.read({ live: 'sse' }));
+    await writer;
+    expect(values(batches)).toEqual(Array.from({ length: 8 }, (_, i) => ({ i })));
+    const offsets = batches.flatMap((b) => b.messages.map((m) => m.nextOffset));
+    expect(offsets.every((o) => o !== undefined)).toBe(true);
+    expect(batches.at(-1)!.closed).toBe(true);
+    expect(batches.at(-1)!.nextOffset).toBe((await stream.head()).nextOffset);
+  });
+
+  it('tails text and binary streams with SSE', async () => {
+    const textStream = fresh('sse-text');
+    await textStream.create({ contentType: 'text/plain' });
+    await textStream.append('line one\nline two\n');
+    await textStream.close();
+    expect(text(await collect(textStream.read({ live: 'sse' })))).toBe('line one\nline two\n');
+    const binary = fresh('sse-bin');
+    await binary.create({ contentType: 'application/octet-stream' });
+    const bytes = Uint8Array.from({ length: 600 }, (_, i) => (i * 7) % 256);
+    await binary.append(bytes);
+    await binary.close();
+    const batches = await collect(binary.read({ live: 'sse' }));
+    expect(Buffer.concat(batches.map((b) => b.data))).toEqual(Buffer.from(bytes));
+  });
+
+  it('keeps Stream-Incarnation: a recreated stream is refused with StreamReplacedError', async () => {
+    const stream = fresh('incarnation');
+    const created = await stream.create({ contentType: 'application/json' });
+    await stream.appendJson({ v: 1 });
+    // Someone else deletes the stream and creates a new one at the same URL.
+    const other = client.stream(stream.url);
+    await other.delete();
+    const recreated = await other.create({ contentType: 'application/json' });
+    expect(recreated.incarnation).not.toBe(created.incarnation);
+    for (const attempt of [() => stream.appendJson({ v: 2 }), () => stream.head(), () => collect(stream.read()), () => collect(stream.read({ live: 'sse' }))]) {
+      const error = await attempt().catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StreamReplacedError);
+      expect((error as StreamReplacedError).code).toBe('INCARNATION_MISMATCH');
+      expect((error as StreamReplacedError).status).toBe(412);
+      expect((error as StreamReplacedError).currentIncarnation).toBe(recreated.incarnation);
+    }
+    // The refused append applied nothing; starting over adopts the new stream.
+    expect((await other.head()).nextOffset).toBe('00000000000000000000');
+    stream.forgetIncarnation();
+    await stream.appendJson({ v: 3 });
+    expect(stream.incarnation).toBe(recreated.incarnation);
+  });
+
+  it('types refusals with their code and header fields', async () => {
+    const stream = fresh('errors');
+    await stream.create({ contentType: 'application/json' });
+    await stream.appendJson({ a: 1 }, { streamSeq: '00000000000000000005' });
+    const seq = await stream.appendJson({ a: 2 }, { streamSeq: '00000000000000000005' }).catch((e: unknown) => e);
+    expect(seq).toBeInstanceOf(StreamSeqConflictError);
+    expect((seq as StreamSeqConflictError).lastSeq).toBe('00000000000000000005');
+    expect((seq as StreamSeqConflictError).fields.nextOffset).toBe(8);
+    const mismatch = await stream.append('plain', { contentType: 'text/plain' }).catch((e: unknown) => e);
+    expect((mismatch as RillError).code).toBe('CONTENT_TYPE_MISMATCH');
+    expect((mismatch as RillError).fields.lastSeq).toBeUndefined();
+    const beyond = await collect(stream.read({ offset: '00000000000000099999' })).catch((e: unknown) => e);
+    expect((beyond as RillError).code).toBe('OFFSET_BEYOND_TAIL');
+    expect((beyond as RillError).status).toBe(416);
+    await stream.close();
+    const closed = await stream.appendJson({ a: 3 }).catch((e: unknown) => e);
+    expect(closed).toBeInstanceOf(StreamClosedError);
+    expect((closed as StreamClosedError).fields).toMatchObject({ closed: true, nextOffset: 8 });
+    const missing = await client.stream('client/never-created').head().catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(NotFoundError);
+    expect((missing as NotFoundError).code).toBe('STREAM_NOT_FOUND');
+  });
+
+  it('answers 410 for a deleted stream whose history a fork still reads', async () => {
+    const source = fresh('gone');
+    await source.create({ contentType: 'application/json' });
+    await source.appendJson({ a: 1 });
+    const fork = await fetch(`${fresh('fork').url}`, { method: 'PUT', headers: { 'stream-forked-from': new URL(source.url).pathname } });
+    expect(fork.status).toBe(201);
+    await source.delete();
+    const error = await client.stream(source.url).head().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(GoneError);
+    expect((error as GoneError).status).toBe(410);
+  });
+
+  it('parses a 410 answer into GoneError with the earliest offset', async () => {
+    const response = new Response(JSON.stringify({ code: 'OFFSET_TRIMMED', message: 'trimmed' }), {
+      status: 410,
+      headers: { 'content-type': 'application/json', 'stream-next-offset': '00000000000000000512' },
+    });
+    const error = await errorFromResponse(response);
+    expect(error).toBeInstanceOf(GoneError);
+    expect(error.code).toBe('OFFSET_TRIMMED');
+    expect((error as GoneError).earliestOffset).toBe('00000000000000000512');
+  });
+
+  it('reports transport failures as NETWORK_ERROR with an unknown outcome', async () => {
+    const offline = new RillClient({ url: 'http://127.0.0.1:9', timeoutMs: 2000 });
+    const error = await offline.stream('client/x').head().catch((e: unknown) => e);
+    expect((error as RillError).code).toBe('NETWORK_ERROR');
+    expect((error as RillError).outcomeUnknown).toBe(true);
+    expect((error as RillError).retryable).toBe(true);
+  });
+
+  it('serves the bucket-less /v1/stream family too', async () => {
+    const stream = client.stream(`v1/stream/client-v1-${Date.now()}`);
+    await stream.create({ contentType: 'text/plain' });
+    await stream.append('hello');
+    expect(text(await collect(stream.read()))).toBe('hello');
+    await stream.delete();
+    expect(stream.incarnation).toBeUndefined();
+  });
+});
+
+describe('buckets', () => {
+  it('creates, lists page by page, and refuses to delete a non-empty bucket', async () => {
+    const bucket = client.bucket(`bk-${Date.now()}`);
+    expect(await bucket.create()).toEqual({ created: true });
+    expect(await bucket.create()).toEqual({ created: false });
+    for (const id of ['e', 'a', 'd', 'b', 'c']) await bucket.stream(id).create();
+    const page = await bucket.list({ limit: 2 });
+    expect(page.streams).toEqual(['a', 'b']);
+    const all: string[] = [];
+    for await (const id of bucket.streams({ limit: 2 })) all.push(id);
+    expect(all).toEqual(['a', 'b', 'c', 'd', 'e']);
+    expect((await bucket.info()).streamCount).toBe(5);
+    const busy = await bucket.delete().catch((e: unknown) => e);
+    expect((busy as RillError).code).toBe('BUCKET_NOT_EMPTY');
+    for (const id of all) await bucket.stream(id).delete();
+    await bucket.delete();
+    expect(((await bucket.info().catch((e: unknown) => e)) as RillError).code).toBe('BUCKET_NOT_FOUND');
+  });
+});
