@@ -142,6 +142,29 @@ describe('stream handle', () => {
     expect(batches.at(-1)!.nextOffset).toBe((await stream.head()).nextOffset);
   });
 
+  it('resumes SSE and long-poll reads across a SIGKILLed server', { timeout: 30_000 }, async () => {
+    let local = await startServer();
+    try {
+      const localClient = new RillClient({ url: local.url });
+      await localClient.bucket('client').create();
+      for (const live of ['sse', 'long-poll'] as const) {
+        const stream = localClient.stream(`client/restart-${live}`);
+        await stream.create({ contentType: 'application/json' });
+        await stream.appendJson({ i: 0 });
+        const reading = collect(stream.read({ live, retry: { baseDelayMs: 20, maxDelayMs: 200 } }));
+        await new Promise((r) => setTimeout(r, 200));
+        await local.kill();
+        local = await startServer({ port: local.port, dataDir: local.dataDir });
+        await stream.appendJson({ i: 1 });
+        await stream.close();
+        expect(values(await reading)).toEqual([{ i: 0 }, { i: 1 }]);
+      }
+    } finally {
+      await local.stop();
+      removeDir(local.dataDir);
+    }
+  });
+
   it('tails text and binary streams with SSE', async () => {
     const textStream = fresh('sse-text');
     await textStream.create({ contentType: 'text/plain' });

@@ -6,7 +6,7 @@
  */
 import { isJsonContentType } from '../protocol/content-type.js';
 import { H } from '../protocol/headers.js';
-import { retryPolicy } from './backoff.js';
+import { abortError, retryPolicy } from './backoff.js';
 import { errorFromResponse, RillError } from './errors.js';
 import { afterFailure, makeBatch, type ReadBatch, type ReadOptions, type ReadPosition } from './read.js';
 import type { StreamHandle } from './stream.js';
@@ -163,9 +163,17 @@ export async function* sseBatches(stream: StreamHandle, position: ReadPosition, 
       // The server ended the connection (lifetime, drain): reopen where we are.
       if (!progressed) failures = await afterFailure(quietEnd(), failures, policy, options.signal);
     } catch (error) {
-      failures = await afterFailure(error, progressed ? 0 : failures, policy, options.signal);
+      // The body is read after fetch returned, so its abort surfaces as a plain AbortError.
+      if (options.signal?.aborted) throw abortError(options.signal.reason);
+      failures = await afterFailure(toRillError(error), progressed ? 0 : failures, policy, options.signal);
     }
   }
+}
+
+/** A failure while reading the body (reset, truncated chunk) is a network error: reconnect. */
+function toRillError(error: unknown): unknown {
+  if (error instanceof RillError || !(error instanceof Error)) return error;
+  return new RillError({ code: 'NETWORK_ERROR', message: `the SSE connection failed: ${error.message}`, cause: error });
 }
 
 function quietEnd(): RillError {

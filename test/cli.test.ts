@@ -1,0 +1,99 @@
+/**
+ * The `rill` client commands, run as the real binary (dist/cli/main.js) against a real
+ * server: plain output by default, --json on request, RILL_URL or --url.
+ */
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI, removeDir, startServer, type ServerProcess } from './helpers/server.js';
+import { sleep } from './helpers/processing.js';
+
+let server: ServerProcess;
+
+beforeAll(async () => {
+  server = await startServer();
+});
+
+afterAll(async () => {
+  await server?.stop();
+  if (server) removeDir(server.dataDir);
+});
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function rill(args: string[], options: { stdin?: string; env?: Record<string, string> } = {}): Promise<Run> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, RILL_URL: server.url, ...options.env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.stdin.end(options.stdin ?? '');
+    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+async function ok(args: string[], options?: { stdin?: string }): Promise<string> {
+  const run = await rill(args, options);
+  expect(run.code, run.stderr).toBe(0);
+  return run.stdout;
+}
+
+describe('rill client commands', () => {
+  it('creates, appends from argument and stdin, reads, heads and lists', async () => {
+    expect(await ok(['buckets', 'create', 'clibk'])).toBe('created clibk\n');
+    expect(await ok(['create', 'clibk/events', '-t', 'application/json'])).toMatch(/^created clibk\/events \(application\/json\)/);
+    expect(await ok(['append', 'clibk/events', '{"n":1}'])).toMatch(/^appended next-offset 00000000000000000008\n$/);
+    await ok(['append', 'clibk/events', '--producer', 'cli-writer'], { stdin: '{"n":2}\n\n{"n":3}\n' });
+    // A second run of the same producer claims a newer epoch by itself.
+    await ok(['append', 'clibk/events', '--producer', 'cli-writer'], { stdin: '{"n":4}\n' });
+    expect(await ok(['read', 'clibk/events'])).toBe('{"n":1}\n{"n":2}\n{"n":3}\n{"n":4}\n');
+    const lines = (await ok(['read', 'clibk/events', '--json'])).trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines[1]).toEqual({ offset: '00000000000000000008', nextOffset: '00000000000000000016', value: { n: 2 } });
+    const head = JSON.parse(await ok(['--json', 'head', 'clibk/events']));
+    expect(head).toMatchObject({ contentType: 'application/json', nextOffset: '00000000000000000032', closed: false });
+    expect(await ok(['head', 'clibk/events'])).toMatch(/^content-type: application\/json\nnext-offset: 00000000000000000032\nclosed: false\n/);
+    expect(await ok(['ls', 'clibk'])).toBe('events\n');
+    expect(JSON.parse(await ok(['ls', 'clibk', '--json']))).toEqual({ bucket: 'clibk', streams: ['events'] });
+    expect(JSON.parse(await ok(['buckets', 'show', 'clibk', '--json']))).toMatchObject({ id: 'clibk', streamCount: 1 });
+  });
+
+  it('tails with SSE until the stream is closed', async () => {
+    await ok(['create', 'v1/stream/cli-tail', '-t', 'text/plain']);
+    await ok(['append', 'v1/stream/cli-tail', 'before ']);
+    const tail = rill(['tail', 'v1/stream/cli-tail', '--offset', '-1']);
+    await sleep(400);
+    await ok(['append', 'v1/stream/cli-tail', 'after', '--close']);
+    const run = await Promise.race([tail, sleep(15_000).then(() => undefined)]);
+    expect(run?.code).toBe(0);
+    expect(run?.stdout).toBe('before after');
+  });
+
+  it('stops a tail on Ctrl-C', async () => {
+    await ok(['create', 'v1/stream/cli-sigint', '-t', 'text/plain']);
+    const child = spawn(process.execPath, [CLI, 'tail', 'v1/stream/cli-sigint'], { env: { ...process.env, RILL_URL: server.url } });
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    await sleep(500);
+    child.kill('SIGINT');
+    expect(await Promise.race([exited, sleep(10_000).then(() => 'timeout')])).toBe(0);
+  });
+
+  it('reports typed errors on stderr with exit code 1, and honours --url', async () => {
+    const missing = await rill(['head', 'clibk/nope']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^rill: STREAM_NOT_FOUND: /);
+    await ok(['create', 'v1/stream/cli-seq', '-t', 'application/json']);
+    await ok(['append', 'v1/stream/cli-seq', '{"a":1}', '--stream-seq', '05']);
+    const conflict = await rill(['append', 'v1/stream/cli-seq', '{"a":2}', '--stream-seq', '04']);
+    expect(conflict.code).toBe(1);
+    expect(conflict.stderr).toMatch(/^rill: STREAM_SEQ_CONFLICT: /);
+    const elsewhere = await rill(['--url', 'http://127.0.0.1:9', 'head', 'v1/stream/cli-seq']);
+    expect(elsewhere.code).toBe(1);
+    expect(elsewhere.stderr).toMatch(/NETWORK_ERROR/);
+    expect(await ok(['rm', 'v1/stream/cli-seq'])).toBe('deleted v1/stream/cli-seq\n');
+    expect((await rill(['read', 'v1/stream/cli-seq'])).code).toBe(1);
+  });
+});
