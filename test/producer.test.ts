@@ -225,6 +225,31 @@ describe('idempotent producer', () => {
     expect(await readAll(stream)).toEqual([{ run: 1 }, { run: 1 }, { run: 2 }, { run: 3 }]);
   });
 
+  it('claims above the floor when the stream forgot an idle producer', { timeout: 20_000 }, async () => {
+    const local = await startServer({ args: ['--producer-ttl', '1s'] });
+    try {
+      const client = new RillClient({ url: local.url });
+      await client.bucket('prod').create();
+      const stream = client.stream('prod/forgetful');
+      await stream.create({ contentType: 'application/json' });
+      const before = new IdempotentProducer(stream, { id: 'sleeper', epoch: 5 });
+      await before.appendJson({ run: 1 });
+      await sleep(1300);
+      // The handle sends Stream-Incarnation, so a forgotten epoch at or below the floor is refused.
+      const manual = await new IdempotentProducer(stream, { id: 'sleeper', epoch: 3 }).appendJson({ run: 2 }).catch((e: unknown) => e);
+      expect(manual).toBeInstanceOf(FencedError);
+      expect((manual as FencedError).outcome).toBe('producer-expired');
+      expect((manual as FencedError).currentEpoch).toBe(5);
+      const after = new IdempotentProducer(stream, { id: 'sleeper', epoch: 3, autoClaim: true });
+      await after.appendJson({ run: 3 });
+      expect(after.epoch).toBe(6);
+      expect(await readAll(stream)).toEqual([{ run: 1 }, { run: 3 }]);
+    } finally {
+      await local.stop();
+      removeDir(local.dataDir);
+    }
+  });
+
   it('rejects only the writes a Stream-Seq 409 refuses and renumbers the rest', async () => {
     const stream = await freshStream();
     await stream.appendJson({ seed: true }, { streamSeq: '05' });
