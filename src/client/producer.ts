@@ -172,9 +172,7 @@ export class IdempotentProducer {
     const text = JSON.stringify(value);
     if (text === undefined) throw new TypeError('the value has no JSON form');
     const bytes = encoder.encode(text);
-    this.checkOpen();
-    await this.reserve(bytes.length);
-    this.checkOpen();
+    await this.admit(bytes.length);
     if (options.streamSeq === undefined) return this.addToBatch(bytes);
     this.closeBatch();
     return this.enqueue(wrapArray([bytes]), this.jsonType(), options.streamSeq, bytes.length);
@@ -184,9 +182,7 @@ export class IdempotentProducer {
   async appendMessages(values: readonly unknown[], options: WriteOptions = {}): Promise<ProducerReceipt> {
     if (values.length === 0) throw new RangeError('appendMessages needs at least one message');
     const body = encoder.encode(JSON.stringify(values));
-    this.checkOpen();
-    await this.reserve(body.length);
-    this.checkOpen();
+    await this.admit(body.length);
     this.closeBatch();
     return this.enqueue(body, this.jsonType(), options.streamSeq, body.length);
   }
@@ -195,9 +191,7 @@ export class IdempotentProducer {
   async append(body: Uint8Array | string, options: WriteOptions = {}): Promise<ProducerReceipt> {
     const bytes = typeof body === 'string' ? encoder.encode(body) : body;
     if (bytes.length === 0) throw new RangeError('an append needs a body');
-    this.checkOpen();
-    await this.reserve(bytes.length);
-    this.checkOpen();
+    await this.admit(bytes.length);
     this.closeBatch();
     const type = this.config.contentType ?? this.stream.contentType ?? 'application/octet-stream';
     return this.enqueue(bytes, type, options.streamSeq, bytes.length);
@@ -226,6 +220,18 @@ export class IdempotentProducer {
   private checkOpen(): void {
     if (this.failure) throw new RillError({ code: 'PRODUCER_STOPPED', message: `the producer stopped: ${this.failure.message}`, cause: this.failure });
     if (this.closing) throw new RillError({ code: 'PRODUCER_STOPPED', message: 'the producer is closed' });
+  }
+
+  /** Waits for buffer room for an append; refuses once the producer stopped or closed. */
+  private async admit(bytes: number): Promise<void> {
+    this.checkOpen();
+    await this.reserve(bytes);
+    try {
+      this.checkOpen();
+    } catch (error) {
+      this.release(bytes);
+      throw error;
+    }
   }
 
   private async reserve(bytes: number): Promise<void> {
