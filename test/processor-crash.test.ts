@@ -17,6 +17,7 @@ import {
   retrying,
   sleep,
   SourceWriter,
+  stopWriters,
   spawnProcessor,
   tailOf,
   waitForProgress,
@@ -38,6 +39,7 @@ let server: ServerProcess | undefined;
 const children: ProcessorChild[] = [];
 
 afterEach(async () => {
+  stopWriters();
   for (const child of children.splice(0)) await killChild(child);
   await server?.stop();
   if (server) removeDir(server.dataDir);

@@ -15,6 +15,7 @@ import {
   readAll,
   sleep,
   SourceWriter,
+  stopWriters,
   spawnProcessor,
   tailOf,
   waitForProgress,
@@ -28,6 +29,7 @@ let server: ServerProcess | undefined;
 const children: ProcessorChild[] = [];
 
 afterEach(async () => {
+  stopWriters();
   for (const child of children.splice(0)) await killChild(child);
   await server?.stop();
   if (server) removeDir(server.dataDir);

@@ -81,21 +81,32 @@ export async function waitForProgress(streams: StreamHandle[], before: number, c
 export class SourceWriter {
   written = 0;
   readonly done: Promise<number>;
+  private readonly abort = new AbortController();
+  /** Writers not yet finished, so a failed test can stop them (see `stopWriters`). */
+  static readonly running = new Set<SourceWriter>();
 
   constructor(
     private readonly source: StreamHandle,
     private readonly options: { prefill: number; batch: number; pauseMs: number; minTotal: number; maxTotal: number; keepGoing: () => boolean },
   ) {
-    this.done = this.run();
+    SourceWriter.running.add(this);
+    this.done = this.run().finally(() => SourceWriter.running.delete(this));
+    this.done.catch(() => undefined);
+  }
+
+  stop(): void {
+    this.abort.abort();
   }
 
   private async run(): Promise<number> {
-    const producer = new IdempotentProducer(this.source, { id: 'source-writer', maxInFlight: 4, retry: { maxAttempts: 200, maxDelayMs: 500 } });
+    const signal = this.abort.signal;
+    const producer = new IdempotentProducer(this.source, { id: 'source-writer', maxInFlight: 4, retry: { maxAttempts: 200, maxDelayMs: 500 }, signal });
     await this.write(producer, this.options.prefill);
-    while ((this.options.keepGoing() || this.written < this.options.minTotal) && this.written < this.options.maxTotal) {
+    while ((this.options.keepGoing() || this.written < this.options.minTotal) && this.written < this.options.maxTotal && !signal.aborted) {
       await this.write(producer, this.options.batch);
       await sleep(this.options.pauseMs);
     }
+    if (signal.aborted) return this.written;
     await producer.close();
     await retrying(() => this.source.close());
     return this.written;
@@ -106,6 +117,11 @@ export class SourceWriter {
     for (let i = 0; i < values.length; i += 500) await producer.appendMessages(values.slice(i, i + 500));
     this.written += count;
   }
+}
+
+/** Stops every source writer still running (after a failed test). */
+export function stopWriters(): void {
+  for (const writer of SourceWriter.running) writer.stop();
 }
 
 export interface Aggregate {
