@@ -22,6 +22,8 @@ const EXPOSED_HEADERS = [
   H.streamIncarnation,
   H.streamSseDataEncoding,
   H.streamEarliestOffset,
+  H.streamSnapshotOffset,
+  H.streamSnapshotDigest,
   H.producerEpoch,
   H.producerSeq,
   H.producerExpectedSeq,

@@ -3,12 +3,11 @@
  * the request into a command, runs it, and renders the outcome; the rules are in core.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { blake3 } from '@noble/hashes/blake3.js';
-import { bytesToHex } from '@noble/hashes/utils.js';
 import type { CreateRequest, ForkRequest } from '../core/create.js';
 import { planHead } from '../core/read.js';
 import type { AppendOutcome, AppendRequest } from '../core/types.js';
 import { isJsonContentType, normalizeContentType } from '../protocol/content-type.js';
+import { bodyDigest } from '../protocol/digest.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
 import { frameJsonBody } from '../protocol/json.js';
@@ -23,6 +22,7 @@ import {
   type Parsed,
   type ProducerHeaders,
 } from '../protocol/parse.js';
+import { parseAttrsText } from './attrs-batch.js';
 import type { HandlerContext } from './context.js';
 import { header, readBody } from './request.js';
 import { send, sendError, type HeaderMap } from './response.js';
@@ -144,6 +144,7 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
       streamSeq: unwrap(parseStreamSeq(header(req, H.streamSeq))) ?? null,
       incarnation: incarnationOf(req),
       fork,
+      attrs: attrsHeader(req),
     };
     const body = await bodyOf(req, ctx);
     const framingType = contentType ?? (fork ? ((await ctx.store.getStream(fork.sourceName))?.config.contentType ?? null) : null);
@@ -154,6 +155,15 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
     if (outcome.kind === 'created') headers['location'] = absoluteUrl(req, address.path);
     send(res, outcome.kind === 'created' ? 201 : 200, { ...headers, 'cache-control': 'no-store' });
   });
+}
+
+/** Stream-Attrs on create: JSON text, sent as UTF-8 bytes (Node reads header bytes as latin1). */
+function attrsHeader(req: IncomingMessage): string | null {
+  const raw = header(req, H.streamAttrs);
+  if (raw === undefined) return null;
+  const parsed = parseAttrsText(Buffer.from(raw, 'latin1').toString('utf8'));
+  if (!parsed.ok) throw new RequestError(parsed.error);
+  return parsed.canonical;
 }
 
 function absoluteUrl(req: IncomingMessage, path: string): string {
@@ -178,7 +188,7 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
       close,
       streamSeq,
       producer,
-      bodyDigest: producer?.digest !== undefined ? bytesToHex(blake3(body)) : null,
+      bodyDigest: producer?.digest !== undefined ? bodyDigest(body) : null,
       incarnation: incarnationOf(req),
     };
     renderAppend(res, await ctx.store.run('append', { name: address.key, request }));

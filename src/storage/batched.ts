@@ -59,6 +59,8 @@ export abstract class BatchedStore implements Store {
 
   abstract getStream(name: string): Promise<StreamState | undefined>;
   abstract readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer>;
+  abstract readChunks(stream: StreamState, from: number, maxBytes: number): Promise<Array<{ start: number; data: Buffer }>>;
+  abstract snapshotBody(stream: StreamState): Promise<Buffer | null>;
   abstract chunkAt(stream: StreamState, position: number): Promise<{ start: number; data: Buffer } | null>;
   abstract getBucket(id: string): Promise<BucketInfo | undefined>;
   abstract listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing>;

@@ -5,6 +5,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { decideAppend } from '../core/append.js';
+import { decidePutAttrs } from '../core/attrs.js';
+import {
+  decidePublishSnapshot,
+  decideRetention,
+  physicalTrimPosition,
+  type PublishSnapshotRequest,
+  type RetentionRequest,
+} from '../core/snapshot.js';
 import { decideCreateBucket, decideDeleteBucket, type BucketState } from '../core/bucket.js';
 import { decideCreate, type ChunkView } from '../core/create.js';
 import { forgetCutoffMs } from '../core/producer.js';
@@ -36,6 +44,11 @@ export interface Txn {
   putProducer(streamId: number, record: ProducerRecord): void;
   deleteProducers(streamId: number, ids: string[]): void;
   forgetProducers(streamId: number, seenAtOrBeforeMs: number): void;
+  putSnapshotBody(streamId: number, body: Buffer): void;
+  /** Deletes the stream's own bytes before `position` (a message boundary). */
+  trimBefore(stream: StreamState, position: number): void;
+  /** The lowest earliest offset among every stream forked, directly or not, from this one. */
+  descendantsEarliest(streamId: number): number | null;
 }
 
 export function newIncarnation(): string {
@@ -60,6 +73,9 @@ export class Executor {
       append: (i) => this.append(i.name, i.request),
       deleteStream: (i) => this.deleteStream(i.name, i.incarnation),
       expireStreams: (i) => this.expireStreams(i.limit),
+      publishSnapshot: (i) => this.publishSnapshot(i.name, i.request, i.body),
+      setRetention: (i) => this.setRetention(i.name, i.request),
+      putAttrs: (i) => this.putAttrs(i.name, i.attrs, i.incarnation),
     };
     return handlers[kind](input);
   }
@@ -164,6 +180,38 @@ export class Executor {
       }
     }
     return { expired };
+  }
+
+  private anchorFor(stream: StreamState | undefined, position: number): ChunkView | null {
+    return stream && position <= stream.tail ? this.txn.chunkAt(stream, position) : null;
+  }
+
+  private publishSnapshot(name: string, request: PublishSnapshotRequest, body: Buffer): StoreCommands['publishSnapshot']['output'] {
+    const stream = this.txn.getStream(name);
+    const outcome = decidePublishSnapshot({ stream, request, anchor: this.anchorFor(stream, request.offset), nowMs: this.nowMs });
+    if (outcome.kind === 'published' && outcome.replaced) {
+      this.txn.putSnapshotBody(outcome.stream.id, body);
+      this.txn.updateStream(outcome.stream);
+      this.changed(outcome.stream);
+    }
+    return outcome;
+  }
+
+  private setRetention(name: string, request: RetentionRequest): StoreCommands['setRetention']['output'] {
+    const stream = this.txn.getStream(name);
+    const outcome = decideRetention(stream, request, this.anchorFor(stream, request.offset), this.nowMs);
+    if (outcome.kind === 'retained' && outcome.changed) {
+      this.txn.updateStream(outcome.stream);
+      this.txn.trimBefore(outcome.stream, physicalTrimPosition(outcome.stream, this.txn.descendantsEarliest(outcome.stream.id)));
+      this.changed(outcome.stream);
+    }
+    return outcome;
+  }
+
+  private putAttrs(name: string, attrs: string | null, incarnation: string | null): StoreCommands['putAttrs']['output'] {
+    const outcome = decidePutAttrs(this.txn.getStream(name), attrs, incarnation, this.nowMs);
+    if (outcome.kind === 'replaced' && outcome.changed) this.txn.updateStream(outcome.stream);
+    return outcome;
   }
 
   /** Drops a stream and releases the fork sources it held, collecting those left unused. */

@@ -7,7 +7,7 @@ import type { BucketState } from '../../core/bucket.js';
 import { expiryMs } from '../../core/stream.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore } from '../batched.js';
-import { chunkFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
+import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 
@@ -15,6 +15,7 @@ interface StreamData {
   /** Own chunks in position order. */
   chunks: StoredChunk[];
   producers: Map<string, ProducerRecord>;
+  snapshot: Buffer | null;
 }
 
 /** Index of the last chunk with `start <= position`, or -1. */
@@ -63,7 +64,7 @@ export class MemoryStore extends BatchedStore {
   private streamData(id: number): StreamData {
     let entry = this.data.get(id);
     if (!entry) {
-      entry = { chunks: [], producers: new Map() };
+      entry = { chunks: [], producers: new Map(), snapshot: null };
       this.data.set(id, entry);
     }
     return entry;
@@ -203,12 +204,55 @@ export class MemoryStore extends BatchedStore {
         this.record(() => (previous ? producers.set(record.id, previous) : producers.delete(record.id)));
       },
       deleteProducers: (streamId, ids) => ids.forEach((id) => this.deleteProducer(streamId, id)),
+      putSnapshotBody: (streamId, body) => {
+        const entry = this.streamData(streamId);
+        const previous = entry.snapshot;
+        entry.snapshot = Buffer.from(body);
+        this.record(() => (entry.snapshot = previous));
+      },
+      trimBefore: (stream, position) => this.trimBefore(stream, position),
+      descendantsEarliest: (streamId) => this.descendantsEarliest(streamId),
       forgetProducers: (streamId, atOrBeforeMs) => {
         for (const p of [...(this.data.get(streamId)?.producers.values() ?? [])]) {
           if (p.lastSeenMs <= atOrBeforeMs) this.deleteProducer(streamId, p.id);
         }
       },
     };
+  }
+
+  /** Deletes whole appends before `position`; an append cut by it keeps only its tail part. */
+  private trimBefore(stream: StreamState, position: number): void {
+    const entry = this.streamData(stream.id);
+    const previous = entry.chunks;
+    const kept: StoredChunk[] = [];
+    for (const chunk of previous) {
+      const end = chunk.start + chunk.data.length;
+      if (end <= position) continue;
+      kept.push(chunk.start < position ? { start: position, data: chunk.data.subarray(position - chunk.start) } : chunk);
+    }
+    entry.chunks = kept;
+    this.record(() => (entry.chunks = previous));
+  }
+
+  private descendantsEarliest(streamId: number): number | null {
+    let lowest: number | null = null;
+    const visit = (id: number) => {
+      for (const s of this.streams.values()) {
+        if (s.fork?.sourceId !== id) continue;
+        lowest = lowest === null ? s.earliestOffset : Math.min(lowest, s.earliestOffset);
+        visit(s.id);
+      }
+    };
+    visit(streamId);
+    return lowest;
+  }
+
+  async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
+    return chunksFromChain(this.chunkSource, stream, from, maxBytes);
+  }
+
+  async snapshotBody(stream: StreamState): Promise<Buffer | null> {
+    return this.data.get(stream.id)?.snapshot ?? null;
   }
 
   async getStream(name: string): Promise<StreamState | undefined> {

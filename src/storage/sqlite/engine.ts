@@ -11,7 +11,7 @@ import { expiryMs } from '../../core/stream.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore } from '../batched.js';
 import type { Txn } from '../executor.js';
-import { readFromChain, chunkFromChain, type ChunkSource } from '../chain.js';
+import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource } from '../chain.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { migrate } from './schema.js';
 
@@ -35,6 +35,10 @@ interface StreamRow {
   earliest_offset: number;
   deleted: number;
   fork_refs: number;
+  attrs: string | null;
+  snapshot_offset: number | null;
+  snapshot_content_type: string | null;
+  snapshot_digest: string | null;
 }
 
 interface ProducerRow {
@@ -71,6 +75,11 @@ function rowToStream(row: StreamRow): StreamState {
     earliestOffset: row.earliest_offset,
     deleted: row.deleted === 1,
     forkRefs: row.fork_refs,
+    attrs: row.attrs,
+    snapshot:
+      row.snapshot_offset === null
+        ? null
+        : { offset: row.snapshot_offset, contentType: row.snapshot_content_type!, digest: row.snapshot_digest! },
   };
 }
 
@@ -96,6 +105,10 @@ function streamParams(s: StreamState) {
     earliest_offset: s.earliestOffset,
     deleted: s.deleted ? 1 : 0,
     fork_refs: s.forkRefs,
+    attrs: s.attrs,
+    snapshot_offset: s.snapshot?.offset ?? null,
+    snapshot_content_type: s.snapshot?.contentType ?? null,
+    snapshot_digest: s.snapshot?.digest ?? null,
   };
 }
 
@@ -112,7 +125,7 @@ function rowToProducer(row: ProducerRow): ProducerRecord {
 }
 
 const STREAM_COLUMNS =
-  'id, name, bucket, incarnation, content_type, ttl_s, expires_at_ms, created_at_ms, last_access_ms, expiry_ms, tail, closed, last_stream_seq, epoch_floor, fork_source_id, fork_offset, fork_sub_offset, earliest_offset, deleted, fork_refs';
+  'id, name, bucket, incarnation, content_type, ttl_s, expires_at_ms, created_at_ms, last_access_ms, expiry_ms, tail, closed, last_stream_seq, epoch_floor, fork_source_id, fork_offset, fork_sub_offset, earliest_offset, deleted, fork_refs, attrs, snapshot_offset, snapshot_content_type, snapshot_digest';
 
 function prepareStatements(db: Database.Database) {
   const named = STREAM_COLUMNS.split(', ').map((c) => `@${c}`).join(', ');
@@ -128,6 +141,20 @@ function prepareStatements(db: Database.Database) {
     deleteStream: db.prepare<[number]>(`DELETE FROM streams WHERE id = ?`),
     deleteChunks: db.prepare<[number]>(`DELETE FROM chunks WHERE stream_id = ?`),
     deleteAllProducers: db.prepare<[number]>(`DELETE FROM producers WHERE stream_id = ?`),
+    deleteSnapshot: db.prepare<[number]>(`DELETE FROM snapshots WHERE stream_id = ?`),
+    putSnapshot: db.prepare<[number, Buffer]>(`INSERT OR REPLACE INTO snapshots (stream_id, data) VALUES (?, ?)`),
+    snapshotBody: db.prepare<[number], { data: Buffer }>(`SELECT data FROM snapshots WHERE stream_id = ?`),
+    trimWhole: db.prepare<[number, number, number]>(`DELETE FROM chunks WHERE stream_id = ? AND start < ? AND start + length(data) <= ?`),
+    chunkBefore: db.prepare<[number, number], { id: number; start: number; data: Buffer }>(
+      `SELECT id, start, data FROM chunks WHERE stream_id = ? AND start < ? ORDER BY start DESC LIMIT 1`,
+    ),
+    deleteChunk: db.prepare<[number]>(`DELETE FROM chunks WHERE id = ?`),
+    descendantsEarliest: db.prepare<[number], { e: number | null }>(
+      `WITH RECURSIVE d(id, earliest) AS (
+         SELECT id, earliest_offset FROM streams WHERE fork_source_id = ?
+         UNION ALL SELECT s.id, s.earliest_offset FROM streams s JOIN d ON s.fork_source_id = d.id)
+       SELECT min(earliest) AS e FROM d`,
+    ),
     touchStream: db.prepare<[number, number, number, number]>(
       `UPDATE streams SET last_access_ms = ?, expiry_ms = CASE WHEN expires_at_ms IS NULL OR ? + ttl_s * 1000 < expires_at_ms THEN ? + ttl_s * 1000 ELSE expires_at_ms END WHERE id = ? AND ttl_s IS NOT NULL`,
     ),
@@ -274,8 +301,12 @@ export class SqliteStore extends BatchedStore {
       dropStream: (stream) => {
         sql.deleteChunks.run(stream.id);
         sql.deleteAllProducers.run(stream.id);
+        sql.deleteSnapshot.run(stream.id);
         sql.deleteStream.run(stream.id);
       },
+      putSnapshotBody: (streamId, body) => void sql.putSnapshot.run(streamId, body),
+      trimBefore: (stream, position) => this.trimBefore(stream, position),
+      descendantsEarliest: (streamId) => sql.descendantsEarliest.get(streamId)!.e,
       appendChunk: (streamId, start, data) => void sql.insertChunk.run(streamId, start, data),
       putProducer: (streamId, r) =>
         void sql.upsertProducer.run({
@@ -295,6 +326,23 @@ export class SqliteStore extends BatchedStore {
       deleteProducers: (streamId, ids) => ids.forEach((id) => sql.deleteProducer.run(streamId, id)),
       forgetProducers: (streamId, atOrBeforeMs) => void sql.forgetProducers.run(streamId, atOrBeforeMs),
     };
+  }
+
+  /** Deletes whole appends before `position`; an append cut by it keeps only its tail part. */
+  private trimBefore(stream: StreamState, position: number): void {
+    this.sql.trimWhole.run(stream.id, position, position);
+    const straddling = this.sql.chunkBefore.get(stream.id, position);
+    if (!straddling || straddling.start + straddling.data.length <= position) return;
+    this.sql.deleteChunk.run(straddling.id);
+    this.sql.insertChunk.run(stream.id, position, straddling.data.subarray(position - straddling.start));
+  }
+
+  async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<Array<{ start: number; data: Buffer }>> {
+    return chunksFromChain(this.chunkSource, stream, from, maxBytes);
+  }
+
+  async snapshotBody(stream: StreamState): Promise<Buffer | null> {
+    return this.sql.snapshotBody.get(stream.id)?.data ?? null;
   }
 
   async getStream(name: string): Promise<StreamState | undefined> {
