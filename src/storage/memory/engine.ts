@@ -82,16 +82,6 @@ export class MemoryStore extends BatchedStore {
     }
   }
 
-  protected atomically<T>(_txn: Txn, body: () => T): T {
-    const mark = this.undo!.length;
-    try {
-      return body();
-    } catch (error) {
-      for (const step of this.undo!.splice(mark).reverse()) step();
-      throw error;
-    }
-  }
-
   protected storeTouches(_txn: Txn, touches: Map<number, number>): void {
     for (const [id, at] of touches) {
       const name = this.byId.get(id);

@@ -13,6 +13,7 @@ import { BatchedStore } from '../batched.js';
 import type { Txn } from '../executor.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource } from '../chain.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
+import { StreamCache } from './cache.js';
 import { migrate } from './schema.js';
 
 interface StreamRow {
@@ -129,15 +130,10 @@ const STREAM_COLUMNS =
 
 function prepareStatements(db: Database.Database) {
   const named = STREAM_COLUMNS.split(', ').map((c) => `@${c}`).join(', ');
-  const assignments = STREAM_COLUMNS.split(', ')
-    .filter((c) => c !== 'id')
-    .map((c) => `${c} = @${c}`)
-    .join(', ');
   return {
     streamByName: db.prepare<[string], StreamRow>(`SELECT * FROM streams WHERE name = ?`),
     streamById: db.prepare<[number], StreamRow>(`SELECT * FROM streams WHERE id = ?`),
     insertStream: db.prepare(`INSERT INTO streams (${STREAM_COLUMNS}) VALUES (${named})`),
-    updateStream: db.prepare(`UPDATE streams SET ${assignments} WHERE id = @id`),
     deleteStream: db.prepare<[number]>(`DELETE FROM streams WHERE id = ?`),
     deleteChunks: db.prepare<[number]>(`DELETE FROM chunks WHERE stream_id = ?`),
     deleteAllProducers: db.prepare<[number]>(`DELETE FROM producers WHERE stream_id = ?`),
@@ -210,8 +206,11 @@ export class SqliteStore extends BatchedStore {
   private readonly db: Database.Database;
   private readonly sql: Statements;
   private nextStreamId: number;
+  private persistedNextStreamId: number;
   private readonly txn: Txn;
-  private savepointDepth = 0;
+  private readonly cache = new StreamCache(200_000);
+  private readonly updates = new Map<string, Database.Statement>();
+  private readonly runTransaction: (body: (txn: Txn) => void) => void;
 
   constructor(options: SqliteStoreOptions) {
     super(options);
@@ -225,46 +224,84 @@ export class SqliteStore extends BatchedStore {
     migrate(this.db);
     this.sql = prepareStatements(this.db);
     this.nextStreamId = Number(this.sql.nextId.get()!.value);
+    this.persistedNextStreamId = this.nextStreamId;
     this.txn = this.createTxn();
+    this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
+      body(this.txn);
+      if (this.nextStreamId !== this.persistedNextStreamId) this.sql.setNextId.run(String(this.nextStreamId));
+    });
   }
 
   protected transact(body: (txn: Txn) => void): void {
-    this.db.transaction(() => {
-      body(this.txn);
-      this.sql.setNextId.run(String(this.nextStreamId));
-    })();
-  }
-
-  protected atomically<T>(_txn: Txn, body: () => T): T {
-    const name = `cmd${this.savepointDepth++}`;
-    this.db.exec(`SAVEPOINT ${name}`);
+    this.cache.begin();
     try {
-      const value = body();
-      this.db.exec(`RELEASE ${name}`);
-      return value;
+      this.runTransaction(body);
     } catch (error) {
-      this.db.exec(`ROLLBACK TO ${name}`);
-      this.db.exec(`RELEASE ${name}`);
+      this.cache.rollback();
       throw error;
-    } finally {
-      this.savepointDepth--;
     }
+    this.cache.commit();
+    this.persistedNextStreamId = this.nextStreamId;
   }
 
   protected storeTouches(_txn: Txn, touches: Map<number, number>): void {
-    for (const [id, at] of touches) this.sql.touchStream.run(at, at, at, id);
+    for (const [id, at] of touches) {
+      this.sql.touchStream.run(at, at, at, id);
+      const cached = this.cache.getById(id);
+      if (cached && cached.config.ttlSeconds !== null && at > cached.lastAccessMs) this.cache.set({ ...cached, lastAccessMs: at });
+    }
   }
 
-  private loadStream(row: StreamRow | undefined): StreamState | undefined {
-    if (!row) return undefined;
-    const stream = rowToStream(row);
+  /** The committed state, with a TTL renewal from reads not yet stored merged in. */
+  private withTouch(stream: StreamState | undefined): StreamState | undefined {
+    if (!stream) return undefined;
     const touchedAt = this.pendingTouches.get(stream.id);
-    if (touchedAt !== undefined && touchedAt > stream.lastAccessMs) stream.lastAccessMs = touchedAt;
-    return stream;
+    return touchedAt !== undefined && touchedAt > stream.lastAccessMs ? { ...stream, lastAccessMs: touchedAt } : stream;
+  }
+
+  private streamByName(name: string): StreamState | undefined {
+    let stream = this.cache.getByName(name);
+    if (!stream) {
+      const row = this.sql.streamByName.get(name);
+      if (!row) return undefined;
+      stream = rowToStream(row);
+      this.cache.remember(stream);
+    }
+    return this.withTouch(stream);
+  }
+
+  private streamById(id: number): StreamState | undefined {
+    let stream = this.cache.getById(id);
+    if (!stream) {
+      const row = this.sql.streamById.get(id);
+      if (!row) return undefined;
+      stream = rowToStream(row);
+      this.cache.remember(stream);
+    }
+    return this.withTouch(stream);
+  }
+
+  /** Writes only the columns that changed since the cached state. */
+  private updateStream(next: StreamState): void {
+    const previous = this.cache.getById(next.id) ?? this.streamById(next.id);
+    if (!previous) throw new Error(`invariant: updating stream ${next.id}, which is not stored`);
+    const before = streamParams(previous) as Record<string, unknown>;
+    const after = streamParams(next) as Record<string, unknown>;
+    const changed = Object.keys(after).filter((column) => column !== 'id' && before[column] !== after[column]);
+    if (changed.length > 0) {
+      const key = changed.join(',');
+      let statement = this.updates.get(key);
+      if (!statement) {
+        statement = this.db.prepare(`UPDATE streams SET ${changed.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`);
+        this.updates.set(key, statement);
+      }
+      statement.run(Object.fromEntries([['id', next.id], ...changed.map((c) => [c, after[c]])]));
+    }
+    this.cache.set(next);
   }
 
   private readonly chunkSource: ChunkSource = {
-    streamById: (id) => this.loadStream(this.sql.streamById.get(id)),
+    streamById: (id) => this.streamById(id),
     chunkContaining: (streamId, position) => this.sql.chunkContaining.get(streamId, position) ?? null,
     chunksFrom: (streamId, from, before) => this.sql.chunksFrom.iterate(streamId, from, before),
   };
@@ -272,8 +309,8 @@ export class SqliteStore extends BatchedStore {
   private createTxn(): Txn {
     const sql = this.sql;
     return {
-      getStream: (name) => this.loadStream(sql.streamByName.get(name)),
-      getStreamById: (id) => this.loadStream(sql.streamById.get(id)),
+      getStream: (name) => this.streamByName(name),
+      getStreamById: (id) => this.streamById(id),
       getBucket: (id) => {
         const row = sql.bucket.get(id);
         return row ? { id: row.id, createdAtMs: row.created_at_ms } : undefined;
@@ -296,9 +333,13 @@ export class SqliteStore extends BatchedStore {
       expiredStreams: (nowMs, limit) => sql.expired.all(nowMs, limit).map(rowToStream),
       putBucket: (bucket: BucketState) => void sql.insertBucket.run(bucket.id, bucket.createdAtMs),
       dropBucket: (id) => void sql.deleteBucket.run(id),
-      insertStream: (stream) => void sql.insertStream.run(streamParams(stream)),
-      updateStream: (stream) => void sql.updateStream.run(streamParams(stream)),
+      insertStream: (stream) => {
+        sql.insertStream.run(streamParams(stream));
+        this.cache.set(stream);
+      },
+      updateStream: (stream) => this.updateStream(stream),
       dropStream: (stream) => {
+        this.cache.delete(stream);
         sql.deleteChunks.run(stream.id);
         sql.deleteAllProducers.run(stream.id);
         sql.deleteSnapshot.run(stream.id);
@@ -346,7 +387,7 @@ export class SqliteStore extends BatchedStore {
   }
 
   async getStream(name: string): Promise<StreamState | undefined> {
-    return this.loadStream(this.sql.streamByName.get(name));
+    return this.streamByName(name);
   }
 
   async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
