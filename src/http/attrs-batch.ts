@@ -133,6 +133,13 @@ export async function handleAppendBatch(req: IncomingMessage, res: ServerRespons
     if ('code' in request) return Promise.resolve({ kind: 'rejected' as const, error: request });
     return ctx.store.run('append', { name: address.key, request });
   });
-  const acks = (await Promise.all(pending)).map(ackOf);
-  sendJson(res, 200, acks);
+  const outcomes = await Promise.all(pending);
+  sendJson(res, 200, outcomes.map(ackOf), await incarnationHeader(ctx, address, outcomes));
+}
+
+/** Like every successful answer about a stream, the batch's carries its incarnation. */
+async function incarnationHeader(ctx: HandlerContext, address: StreamAddress, outcomes: Array<AppendOutcome | { kind: 'rejected' }>): Promise<Record<string, string>> {
+  const applied = outcomes.find((o): o is Exclude<AppendOutcome, { kind: 'rejected' }> => o.kind !== 'rejected');
+  const token = applied?.incarnation ?? (await ctx.store.getStream(address.key))?.incarnation;
+  return token === undefined ? {} : { [H.streamIncarnation]: token };
 }

@@ -103,6 +103,7 @@ describe.each(['v1', 'bucket'])('append-batch (%s family)', (family) => {
       { status: 204, streamOffset: offset(7), streamNextOffset: offset(13) },
     ]);
     expect((await get(url)).text).toBe('alphabegamma!');
+    expect(reply.headers.get('stream-incarnation')).toBe((await get(url)).headers.get('stream-incarnation'));
     const boot = await get(`${url}/bootstrap`);
     expect(boot.status).toBe(200);
   });
