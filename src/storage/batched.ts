@@ -4,6 +4,7 @@
  * only after that commit; if the commit fails, every command of the batch is refused
  * with STORAGE_UNAVAILABLE and none of them applied.
  */
+import { touched } from '../core/stream.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings, type StreamState } from '../core/types.js';
 import { protocolError } from '../protocol/errors.js';
 import { Executor, type Txn } from './executor.js';
@@ -54,8 +55,6 @@ export abstract class BatchedStore implements Store {
   protected abstract transact(body: (txn: Txn) => void): void;
   /** Runs `body` so that a throw undoes only what `body` did. */
   protected abstract atomically<T>(txn: Txn, body: () => T): T;
-  /** Applies pending TTL renewals inside the batch transaction. */
-  protected abstract storeTouches(txn: Txn, touches: Map<number, number>): void;
 
   abstract getStream(name: string): Promise<StreamState | undefined>;
   abstract readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer>;
@@ -74,8 +73,18 @@ export abstract class BatchedStore implements Store {
 
   touch(stream: StreamState, nowMs: number): void {
     if (stream.config.ttlSeconds === null) return;
-    const previous = this.pendingTouches.get(stream.id) ?? 0;
-    if (nowMs > previous) this.pendingTouches.set(stream.id, nowMs);
+    this.touchAt(stream.id, nowMs);
+  }
+
+  private touchAt(streamId: number, nowMs: number): void {
+    const previous = this.pendingTouches.get(streamId) ?? 0;
+    if (nowMs > previous) this.pendingTouches.set(streamId, nowMs);
+  }
+
+  /** A loaded stream as reads see it: with its pending TTL renewal, as core applies it. */
+  protected withPendingTouch(stream: StreamState): StreamState {
+    const touchedAtMs = this.pendingTouches.get(stream.id);
+    return touchedAtMs === undefined ? stream : touched(stream, touchedAtMs);
   }
 
   onCommit(listener: (events: CommitEvent[]) => void): () => void {
@@ -105,21 +114,24 @@ export abstract class BatchedStore implements Store {
     if (this.queue.length > 0) this.schedule();
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
     let events: CommitEvent[] = [];
+    // Taken out of the pending map so that, inside the transaction, streams load as
+    // stored and core decides whether each renewal applies.
     const touches = new Map(this.pendingTouches);
+    this.pendingTouches.clear();
     try {
       this.transact((txn) => {
         outcomes.length = 0;
-        if (touches.size > 0) this.storeTouches(txn, touches);
         const executor = new Executor(txn, this.settings, this.now());
+        executor.storeTouches(touches);
         for (const op of batch) outcomes.push(this.runOne(txn, executor, op));
         events = [...executor.events.values()];
       });
     } catch (error) {
+      for (const [id, at] of touches) this.touchAt(id, at);
       const refusal = new StorageUnavailableError(error);
       for (const op of batch) op.reject(refusal);
       return;
     }
-    for (const [id, at] of touches) if (this.pendingTouches.get(id) === at) this.pendingTouches.delete(id);
     batch.forEach((op, i) => {
       const result = outcomes[i]!;
       if (result.ok) op.resolve(result.value);

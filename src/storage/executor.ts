@@ -8,7 +8,7 @@ import { decideAppend } from '../core/append.js';
 import { decideCreateBucket, decideDeleteBucket, type BucketState } from '../core/bucket.js';
 import { decideCreate, type ChunkView } from '../core/create.js';
 import { forgetCutoffMs } from '../core/producer.js';
-import { decideDelete, decideExpire, decideRelease } from '../core/stream.js';
+import { decideDelete, decideExpire, decideRelease, touched } from '../core/stream.js';
 import type { AppendChanges, ProducerRecord, ProducerSettings, ProducerView, StreamState } from '../core/types.js';
 import type { CommandName, CommitEvent, StoreCommands } from './store.js';
 
@@ -62,6 +62,16 @@ export class Executor {
       expireStreams: (i) => this.expireStreams(i.limit),
     };
     return handlers[kind](input);
+  }
+
+  /** Stores reads' renewals of sliding TTLs (stream id -> read time); core decides each. */
+  storeTouches(touches: ReadonlyMap<number, number>): void {
+    for (const [id, atMs] of touches) {
+      const stream = this.txn.getStreamById(id);
+      if (!stream) continue;
+      const next = touched(stream, atMs);
+      if (next !== stream) this.txn.updateStream(next);
+    }
   }
 
   private changed(stream: StreamState): void {

@@ -91,18 +91,10 @@ export class MemoryStore extends BatchedStore {
     }
   }
 
-  protected storeTouches(_txn: Txn, touches: Map<number, number>): void {
-    for (const [id, at] of touches) {
-      const name = this.byId.get(id);
-      const stream = name === undefined ? undefined : this.streams.get(name);
-      if (stream && stream.config.ttlSeconds !== null && at > stream.lastAccessMs) this.setStream({ ...stream, lastAccessMs: at });
-    }
-  }
-
   private view(stream: StreamState | undefined): StreamState | undefined {
     if (!stream) return undefined;
-    const touchedAt = this.pendingTouches.get(stream.id);
-    return touchedAt !== undefined && touchedAt > stream.lastAccessMs ? { ...stream, lastAccessMs: touchedAt } : { ...stream };
+    const seen = this.withPendingTouch(stream);
+    return seen === stream ? { ...stream } : seen;
   }
 
   private byIdView(id: number): StreamState | undefined {

@@ -128,9 +128,6 @@ function prepareStatements(db: Database.Database) {
     deleteStream: db.prepare<[number]>(`DELETE FROM streams WHERE id = ?`),
     deleteChunks: db.prepare<[number]>(`DELETE FROM chunks WHERE stream_id = ?`),
     deleteAllProducers: db.prepare<[number]>(`DELETE FROM producers WHERE stream_id = ?`),
-    touchStream: db.prepare<[number, number, number, number]>(
-      `UPDATE streams SET last_access_ms = ?, expiry_ms = CASE WHEN expires_at_ms IS NULL OR ? + ttl_s * 1000 < expires_at_ms THEN ? + ttl_s * 1000 ELSE expires_at_ms END WHERE id = ? AND ttl_s IS NOT NULL`,
-    ),
     expired: db.prepare<[number, number], StreamRow>(
       `SELECT * FROM streams WHERE expiry_ms IS NOT NULL AND deleted = 0 AND expiry_ms <= ? ORDER BY expiry_ms LIMIT ?`,
     ),
@@ -224,16 +221,9 @@ export class SqliteStore extends BatchedStore {
     }
   }
 
-  protected storeTouches(_txn: Txn, touches: Map<number, number>): void {
-    for (const [id, at] of touches) this.sql.touchStream.run(at, at, at, id);
-  }
-
   private loadStream(row: StreamRow | undefined): StreamState | undefined {
     if (!row) return undefined;
-    const stream = rowToStream(row);
-    const touchedAt = this.pendingTouches.get(stream.id);
-    if (touchedAt !== undefined && touchedAt > stream.lastAccessMs) stream.lastAccessMs = touchedAt;
-    return stream;
+    return this.withPendingTouch(rowToStream(row));
   }
 
   private readonly chunkSource: ChunkSource = {
