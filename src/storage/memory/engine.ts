@@ -32,6 +32,11 @@ function lastAtOrBefore(chunks: StoredChunk[], position: number): number {
   return found;
 }
 
+/** Listings sort names as UTF-8 bytes, like SQLite's BINARY collation (not UTF-16 code units). */
+function byUtf8(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
 export class MemoryStore extends BatchedStore {
   private readonly streams = new Map<string, StreamState>();
   private readonly byId = new Map<number, string>();
@@ -231,8 +236,8 @@ export class MemoryStore extends BatchedStore {
     const ids = [...this.streams.values()]
       .filter((s) => s.bucket === bucket && !s.deleted && (expiryMs(s) ?? Infinity) > now)
       .map((s) => s.name.slice(keyPrefix.length))
-      .filter((id) => id.startsWith(prefix) && (after === null || id > after))
-      .sort();
+      .filter((id) => id.startsWith(prefix) && (after === null || byUtf8(id, after) > 0))
+      .sort(byUtf8);
     const names = ids.slice(0, limit);
     return { names, nextAfter: ids.length > limit ? names[names.length - 1]! : null };
   }

@@ -140,8 +140,9 @@ function prepareStatements(db: Database.Database) {
     bucketLive: db.prepare<[string, number], { n: number }>(
       `SELECT count(*) AS n FROM streams WHERE bucket = ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?)`,
     ),
-    listFrom: db.prepare<[string, string, number], { name: string }>(
-      `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
+    // Names compare as UTF-8 bytes (BINARY collation), the order listings promise.
+    listFrom: db.prepare<[string, string, string, number], { name: string }>(
+      `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND name > ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
     ),
     insertChunk: db.prepare<[number, number, Buffer]>(`INSERT INTO chunks (stream_id, start, data) VALUES (?, ?, ?)`),
     chunkContaining: db.prepare<[number, number], { start: number; data: Buffer }>(
@@ -308,11 +309,10 @@ export class SqliteStore extends BatchedStore {
   async listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing> {
     const keyPrefix = `b/${bucket}/`;
     const names: string[] = [];
-    const startId = after !== null && after >= prefix ? after : prefix;
-    for (const row of this.sql.listFrom.iterate(bucket, keyPrefix + startId, this.now())) {
+    // Names with the prefix are one contiguous run from `keyPrefix + prefix` on.
+    for (const row of this.sql.listFrom.iterate(bucket, keyPrefix + prefix, keyPrefix + (after ?? ''), this.now())) {
       const id = row.name.slice(keyPrefix.length);
       if (!id.startsWith(prefix)) break;
-      if (id === after) continue;
       if (names.length === limit) return { names, nextAfter: names[names.length - 1]! };
       names.push(id);
     }
