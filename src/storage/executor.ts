@@ -19,6 +19,8 @@ export interface Txn {
   getBucket(id: string): BucketState | undefined;
   /** Stream rows in the bucket, including deleted ones kept for forks. */
   countBucketRows(bucket: string): number;
+  /** The bucket's streams past their expiry that are not yet deleted. */
+  expiredBucketStreams(bucket: string, nowMs: number): StreamState[];
   getProducer(streamId: number, producerId: string): ProducerRecord | undefined;
   producerSummary(streamId: number, cutoffMs: number, excludeId: string): NonNullable<ProducerView['others']>;
   chunkAt(stream: StreamState, position: number): ChunkView | null;
@@ -89,8 +91,15 @@ export class Executor {
   }
 
   private deleteBucket(id: string): StoreCommands['deleteBucket']['output'] {
-    const outcome = decideDeleteBucket(this.txn.getBucket(id), this.txn.countBucketRows(id));
-    if (outcome.kind === 'deleted') this.txn.dropBucket(id);
+    const { outcome, collect } = decideDeleteBucket(
+      this.txn.getBucket(id),
+      this.txn.countBucketRows(id),
+      this.txn.expiredBucketStreams(id, this.nowMs),
+      this.nowMs,
+    );
+    if (outcome.kind !== 'deleted') return outcome;
+    for (const stream of collect) this.drop(stream);
+    this.txn.dropBucket(id);
     return outcome;
   }
 

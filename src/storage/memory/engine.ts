@@ -167,6 +167,10 @@ export class MemoryStore extends BatchedStore {
       getStreamById: (id) => this.byIdView(id),
       getBucket: (id) => this.buckets.get(id),
       countBucketRows: (bucket) => [...this.streams.values()].filter((s) => s.bucket === bucket).length,
+      expiredBucketStreams: (bucket, nowMs) =>
+        [...this.streams.values()]
+          .map((s) => this.view(s)!)
+          .filter((s) => s.bucket === bucket && !s.deleted && (expiryMs(s) ?? Infinity) <= nowMs),
       getProducer: (streamId, producerId) => this.data.get(streamId)?.producers.get(producerId),
       producerSummary: (streamId, cutoffMs, excludeId) => this.producerSummary(streamId, cutoffMs, excludeId),
       chunkAt: (stream, position) => chunkFromChain(this.chunkSource, stream, position),

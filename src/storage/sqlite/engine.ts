@@ -128,6 +128,9 @@ function prepareStatements(db: Database.Database) {
     deleteStream: db.prepare<[number]>(`DELETE FROM streams WHERE id = ?`),
     deleteChunks: db.prepare<[number]>(`DELETE FROM chunks WHERE stream_id = ?`),
     deleteAllProducers: db.prepare<[number]>(`DELETE FROM producers WHERE stream_id = ?`),
+    bucketExpired: db.prepare<[string, number], StreamRow>(
+      `SELECT * FROM streams WHERE bucket = ? AND deleted = 0 AND expiry_ms IS NOT NULL AND expiry_ms <= ?`,
+    ),
     expired: db.prepare<[number, number], StreamRow>(
       `SELECT * FROM streams WHERE expiry_ms IS NOT NULL AND deleted = 0 AND expiry_ms <= ? ORDER BY expiry_ms LIMIT ?`,
     ),
@@ -243,6 +246,7 @@ export class SqliteStore extends BatchedStore {
         return row ? { id: row.id, createdAtMs: row.created_at_ms } : undefined;
       },
       countBucketRows: (bucket) => sql.bucketRows.get(bucket)!.n,
+      expiredBucketStreams: (bucket, nowMs) => sql.bucketExpired.all(bucket, nowMs).map(rowToStream),
       getProducer: (streamId, producerId) => {
         const row = sql.producer.get(streamId, producerId);
         return row ? rowToProducer(row) : undefined;
