@@ -607,6 +607,24 @@ function bucketTests(ctx: Ctx): void {
       expect(refusal(await ctx.store.run('createStream', createRequest(bucketStreamKey('holder', 'x'), { bucket: 'holder' })))).toBe('BUCKET_NOT_FOUND');
     });
 
+    it('deletes a bucket whose streams all expired, before the sweep, collecting them', async () => {
+      await ctx.store.run('createBucket', { id: 'expiring' });
+      await createIn(ctx.store, 'expiring', ['a', 'b'], { ttlSeconds: 1 });
+      await createIn(ctx.store, 'expiring', ['kept-src'], { ttlSeconds: 1 });
+      const fork = createRequest(v1StreamKey('long-fork'), { ttlSeconds: 3600, fork: { sourceName: bucketStreamKey('expiring', 'kept-src'), offset: null, subOffset: 0 } });
+      expectCreated(await ctx.store.run('createStream', fork));
+      ctx.clock.nowMs = T0 + 1_000;
+      expect((await ctx.store.getBucket('expiring'))?.streamCount).toBe(0);
+      // An expired source that a fork still reads holds the bucket (it answers 410).
+      expect(refusal(await ctx.store.run('deleteBucket', { id: 'expiring' }))).toBe('BUCKET_NOT_EMPTY');
+      expect(await mustGet(ctx.store, bucketStreamKey('expiring', 'a'))).toMatchObject({ tail: 0 });
+      await ctx.store.run('deleteStream', { name: v1StreamKey('long-fork'), incarnation: null });
+      expect(await ctx.store.run('deleteBucket', { id: 'expiring' })).toEqual({ kind: 'deleted' });
+      for (const id of ['a', 'b', 'kept-src']) expect(await ctx.store.getStream(bucketStreamKey('expiring', id))).toBeUndefined();
+      await ctx.store.run('createBucket', { id: 'expiring' });
+      expect(await ctx.store.listStreams('expiring', '', null, 10)).toEqual({ names: [], nextAfter: null });
+    });
+
     it('lists a bucket sorted by bytes, filtered by prefix, paginated by after and limit', async () => {
       const ids = ['b', 'a', 'a1', 'a10', 'a2', 'ab', 'b-x', 'B', 'c', 'é', 'z', '\u{ff61}', '\u{1f600}', 'a a'];
       await ctx.store.run('createBucket', { id: 'list' });
