@@ -4,6 +4,7 @@
  * only after that commit; if the commit fails, every command of the batch is refused
  * with STORAGE_UNAVAILABLE and none of them applied.
  */
+import { touched } from '../core/stream.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings, type StreamState } from '../core/types.js';
 import { protocolError } from '../protocol/errors.js';
 import { Executor, type Txn } from './executor.js';
@@ -52,8 +53,6 @@ export abstract class BatchedStore implements Store {
 
   /** Runs `body` in one transaction and makes it durable, or throws having applied nothing. */
   protected abstract transact(body: (txn: Txn) => void): void;
-  /** Applies pending TTL renewals inside the batch transaction. */
-  protected abstract storeTouches(txn: Txn, touches: Map<number, number>): void;
 
   abstract getStream(name: string): Promise<StreamState | undefined>;
   abstract readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer>;
@@ -74,8 +73,18 @@ export abstract class BatchedStore implements Store {
 
   touch(stream: StreamState, nowMs: number): void {
     if (stream.config.ttlSeconds === null) return;
-    const previous = this.pendingTouches.get(stream.id) ?? 0;
-    if (nowMs > previous) this.pendingTouches.set(stream.id, nowMs);
+    this.touchAt(stream.id, nowMs);
+  }
+
+  private touchAt(streamId: number, nowMs: number): void {
+    const previous = this.pendingTouches.get(streamId) ?? 0;
+    if (nowMs > previous) this.pendingTouches.set(streamId, nowMs);
+  }
+
+  /** A loaded stream as reads see it: with its pending TTL renewal, as core applies it. */
+  protected withPendingTouch(stream: StreamState): StreamState {
+    const touchedAtMs = this.pendingTouches.get(stream.id);
+    return touchedAtMs === undefined ? stream : touched(stream, touchedAtMs);
   }
 
   onCommit(listener: (events: CommitEvent[]) => void): () => void {
@@ -103,7 +112,10 @@ export abstract class BatchedStore implements Store {
     if (this.queue.length === 0 && this.pendingTouches.size === 0) return;
     const batch = this.queue.splice(0, MAX_BATCH_COMMANDS);
     if (this.queue.length > 0) this.schedule();
+    // Taken out of the pending map so that, inside the transaction, streams load as
+    // stored and core decides whether each renewal applies.
     const touches = new Map(this.pendingTouches);
+    this.pendingTouches.clear();
     const failed = new Map<Pending, CommandFailedError>();
     let committed: { outcomes: Map<Pending, unknown>; events: CommitEvent[] } | null = null;
     // A command that throws (a broken invariant) aborts the transaction; the batch then
@@ -116,12 +128,12 @@ export abstract class BatchedStore implements Store {
           failed.set(error.op, new CommandFailedError(error.cause));
           continue;
         }
+        for (const [id, at] of touches) this.touchAt(id, at);
         const refusal = new StorageUnavailableError(error);
         for (const op of batch) op.reject(failed.get(op) ?? refusal);
         return;
       }
     }
-    for (const [id, at] of touches) if (this.pendingTouches.get(id) === at) this.pendingTouches.delete(id);
     for (const op of batch) {
       const failure = failed.get(op);
       if (failure) op.reject(failure);
@@ -135,8 +147,8 @@ export abstract class BatchedStore implements Store {
     let events: CommitEvent[] = [];
     this.transact((txn) => {
       outcomes.clear();
-      if (touches.size > 0) this.storeTouches(txn, touches);
       const executor = new Executor(txn, this.settings, this.now());
+      executor.storeTouches(touches);
       for (const op of batch) {
         if (failed.has(op)) continue;
         try {

@@ -16,7 +16,7 @@ import {
 import { decideCreateBucket, decideDeleteBucket, type BucketState } from '../core/bucket.js';
 import { decideCreate, type ChunkView } from '../core/create.js';
 import { forgetCutoffMs } from '../core/producer.js';
-import { decideDelete, decideExpire, decideRelease } from '../core/stream.js';
+import { decideDelete, decideExpire, decideRelease, touched } from '../core/stream.js';
 import type { AppendChanges, ProducerRecord, ProducerSettings, ProducerView, StreamState } from '../core/types.js';
 import type { CommandName, CommitEvent, StoreCommands } from './store.js';
 
@@ -27,6 +27,8 @@ export interface Txn {
   getBucket(id: string): BucketState | undefined;
   /** Stream rows in the bucket, including deleted ones kept for forks. */
   countBucketRows(bucket: string): number;
+  /** The bucket's streams past their expiry that are not yet deleted. */
+  expiredBucketStreams(bucket: string, nowMs: number): StreamState[];
   getProducer(streamId: number, producerId: string): ProducerRecord | undefined;
   producerSummary(streamId: number, cutoffMs: number, excludeId: string): NonNullable<ProducerView['others']>;
   chunkAt(stream: StreamState, position: number): ChunkView | null;
@@ -80,6 +82,16 @@ export class Executor {
     return handlers[kind](input);
   }
 
+  /** Stores reads' renewals of sliding TTLs (stream id -> read time); core decides each. */
+  storeTouches(touches: ReadonlyMap<number, number>): void {
+    for (const [id, atMs] of touches) {
+      const stream = this.txn.getStreamById(id);
+      if (!stream) continue;
+      const next = touched(stream, atMs);
+      if (next !== stream) this.txn.updateStream(next);
+    }
+  }
+
   private changed(stream: StreamState): void {
     this.events.set(stream.name, { name: stream.name, streamId: stream.id, stream });
   }
@@ -95,8 +107,15 @@ export class Executor {
   }
 
   private deleteBucket(id: string): StoreCommands['deleteBucket']['output'] {
-    const outcome = decideDeleteBucket(this.txn.getBucket(id), this.txn.countBucketRows(id));
-    if (outcome.kind === 'deleted') this.txn.dropBucket(id);
+    const { outcome, collect } = decideDeleteBucket(
+      this.txn.getBucket(id),
+      this.txn.countBucketRows(id),
+      this.txn.expiredBucketStreams(id, this.nowMs),
+      this.nowMs,
+    );
+    if (outcome.kind !== 'deleted') return outcome;
+    for (const stream of collect) this.drop(stream);
+    this.txn.dropBucket(id);
     return outcome;
   }
 

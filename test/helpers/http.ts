@@ -25,8 +25,13 @@ export async function call(url: string, init: RequestInit = {}): Promise<Reply> 
   return { status: res.status, headers: res.headers, body, text, json };
 }
 
-export const put = (url: string, body?: BodyInit, headers: Record<string, string> = {}) => call(url, { method: 'PUT', body, headers });
-export const post = (url: string, body?: BodyInit, headers: Record<string, string> = {}) => call(url, { method: 'POST', body, headers });
+/** Bodies: strings, or bytes (Buffers are sent as their bytes). */
+export type Body = string | Uint8Array;
+
+const asBody = (body: Body | undefined): BodyInit | undefined => (body instanceof Uint8Array ? new Uint8Array(body) : body);
+
+export const put = (url: string, body?: Body, headers: Record<string, string> = {}) => call(url, { method: 'PUT', body: asBody(body), headers });
+export const post = (url: string, body?: Body, headers: Record<string, string> = {}) => call(url, { method: 'POST', body: asBody(body), headers });
 export const get = (url: string, headers: Record<string, string> = {}) => call(url, { headers });
 export const head = (url: string, headers: Record<string, string> = {}) => call(url, { method: 'HEAD', headers });
 export const del = (url: string, headers: Record<string, string> = {}) => call(url, { method: 'DELETE', headers });

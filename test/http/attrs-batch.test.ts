@@ -145,11 +145,12 @@ describe.each(['v1', 'bucket'])('append-batch (%s family)', (family) => {
     expect(tooMany.status).toBe(413);
     const tooBig = await post(`${url}/append-batch`, frames(Buffer.alloc(MAX_BODY)), text);
     expect(tooBig.status).toBe(413);
-    for (const extra of [
+    const perAppendHeaders: Array<Record<string, string>> = [
       { 'producer-id': 'p', 'producer-epoch': '0', 'producer-seq': '0' },
       { 'stream-seq': '001' },
       { 'stream-closed': 'true' },
-    ]) {
+    ];
+    for (const extra of perAppendHeaders) {
       const refused = await post(`${url}/append-batch`, frames('x'), { ...text, ...extra });
       expect(refused.status).toBe(400);
       expect(errorCode(refused)).toBe('BATCH_HEADERS_NOT_ALLOWED');

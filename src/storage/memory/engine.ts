@@ -33,6 +33,11 @@ function lastAtOrBefore(chunks: StoredChunk[], position: number): number {
   return found;
 }
 
+/** Listings sort names as UTF-8 bytes, like SQLite's BINARY collation (not UTF-16 code units). */
+function byUtf8(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
 export class MemoryStore extends BatchedStore {
   private readonly streams = new Map<string, StreamState>();
   private readonly byId = new Map<number, string>();
@@ -82,18 +87,10 @@ export class MemoryStore extends BatchedStore {
     }
   }
 
-  protected storeTouches(_txn: Txn, touches: Map<number, number>): void {
-    for (const [id, at] of touches) {
-      const name = this.byId.get(id);
-      const stream = name === undefined ? undefined : this.streams.get(name);
-      if (stream && stream.config.ttlSeconds !== null && at > stream.lastAccessMs) this.setStream({ ...stream, lastAccessMs: at });
-    }
-  }
-
   private view(stream: StreamState | undefined): StreamState | undefined {
     if (!stream) return undefined;
-    const touchedAt = this.pendingTouches.get(stream.id);
-    return touchedAt !== undefined && touchedAt > stream.lastAccessMs ? { ...stream, lastAccessMs: touchedAt } : { ...stream };
+    const seen = this.withPendingTouch(stream);
+    return seen === stream ? { ...stream } : seen;
   }
 
   private byIdView(id: number): StreamState | undefined {
@@ -161,6 +158,10 @@ export class MemoryStore extends BatchedStore {
       getStreamById: (id) => this.byIdView(id),
       getBucket: (id) => this.buckets.get(id),
       countBucketRows: (bucket) => [...this.streams.values()].filter((s) => s.bucket === bucket).length,
+      expiredBucketStreams: (bucket, nowMs) =>
+        [...this.streams.values()]
+          .map((s) => this.view(s)!)
+          .filter((s) => s.bucket === bucket && !s.deleted && (expiryMs(s) ?? Infinity) <= nowMs),
       getProducer: (streamId, producerId) => this.data.get(streamId)?.producers.get(producerId),
       producerSummary: (streamId, cutoffMs, excludeId) => this.producerSummary(streamId, cutoffMs, excludeId),
       chunkAt: (stream, position) => chunkFromChain(this.chunkSource, stream, position),
@@ -273,8 +274,8 @@ export class MemoryStore extends BatchedStore {
     const ids = [...this.streams.values()]
       .filter((s) => s.bucket === bucket && !s.deleted && (expiryMs(s) ?? Infinity) > now)
       .map((s) => s.name.slice(keyPrefix.length))
-      .filter((id) => id.startsWith(prefix) && (after === null || id > after))
-      .sort();
+      .filter((id) => id.startsWith(prefix) && (after === null || byUtf8(id, after) > 0))
+      .sort(byUtf8);
     const names = ids.slice(0, limit);
     return { names, nextAfter: ids.length > limit ? names[names.length - 1]! : null };
   }

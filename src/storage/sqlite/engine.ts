@@ -151,8 +151,8 @@ function prepareStatements(db: Database.Database) {
          UNION ALL SELECT s.id, s.earliest_offset FROM streams s JOIN d ON s.fork_source_id = d.id)
        SELECT min(earliest) AS e FROM d`,
     ),
-    touchStream: db.prepare<[number, number, number, number]>(
-      `UPDATE streams SET last_access_ms = ?, expiry_ms = CASE WHEN expires_at_ms IS NULL OR ? + ttl_s * 1000 < expires_at_ms THEN ? + ttl_s * 1000 ELSE expires_at_ms END WHERE id = ? AND ttl_s IS NOT NULL`,
+    bucketExpired: db.prepare<[string, number], StreamRow>(
+      `SELECT * FROM streams WHERE bucket = ? AND deleted = 0 AND expiry_ms IS NOT NULL AND expiry_ms <= ?`,
     ),
     expired: db.prepare<[number, number], StreamRow>(
       `SELECT * FROM streams WHERE expiry_ms IS NOT NULL AND deleted = 0 AND expiry_ms <= ? ORDER BY expiry_ms LIMIT ?`,
@@ -166,8 +166,9 @@ function prepareStatements(db: Database.Database) {
     bucketLive: db.prepare<[string, number], { n: number }>(
       `SELECT count(*) AS n FROM streams WHERE bucket = ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?)`,
     ),
-    listFrom: db.prepare<[string, string, number], { name: string }>(
-      `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
+    // Names compare as UTF-8 bytes (BINARY collation), the order listings promise.
+    listFrom: db.prepare<[string, string, string, number], { name: string }>(
+      `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND name > ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
     ),
     insertChunk: db.prepare<[number, number, Buffer]>(`INSERT INTO chunks (stream_id, start, data) VALUES (?, ?, ?)`),
     chunkContaining: db.prepare<[number, number], { start: number; data: Buffer }>(
@@ -244,21 +245,6 @@ export class SqliteStore extends BatchedStore {
     this.persistedNextStreamId = this.nextStreamId;
   }
 
-  protected storeTouches(_txn: Txn, touches: Map<number, number>): void {
-    for (const [id, at] of touches) {
-      this.sql.touchStream.run(at, at, at, id);
-      const cached = this.cache.getById(id);
-      if (cached && cached.config.ttlSeconds !== null && at > cached.lastAccessMs) this.cache.set({ ...cached, lastAccessMs: at });
-    }
-  }
-
-  /** The committed state, with a TTL renewal from reads not yet stored merged in. */
-  private withTouch(stream: StreamState | undefined): StreamState | undefined {
-    if (!stream) return undefined;
-    const touchedAt = this.pendingTouches.get(stream.id);
-    return touchedAt !== undefined && touchedAt > stream.lastAccessMs ? { ...stream, lastAccessMs: touchedAt } : stream;
-  }
-
   private streamByName(name: string): StreamState | undefined {
     let stream = this.cache.getByName(name);
     if (!stream) {
@@ -267,7 +253,7 @@ export class SqliteStore extends BatchedStore {
       stream = rowToStream(row);
       this.cache.remember(stream);
     }
-    return this.withTouch(stream);
+    return this.withPendingTouch(stream);
   }
 
   private streamById(id: number): StreamState | undefined {
@@ -278,7 +264,7 @@ export class SqliteStore extends BatchedStore {
       stream = rowToStream(row);
       this.cache.remember(stream);
     }
-    return this.withTouch(stream);
+    return this.withPendingTouch(stream);
   }
 
   /** Writes only the columns that changed since the cached state. */
@@ -316,6 +302,7 @@ export class SqliteStore extends BatchedStore {
         return row ? { id: row.id, createdAtMs: row.created_at_ms } : undefined;
       },
       countBucketRows: (bucket) => sql.bucketRows.get(bucket)!.n,
+      expiredBucketStreams: (bucket, nowMs) => sql.bucketExpired.all(bucket, nowMs).map(rowToStream),
       getProducer: (streamId, producerId) => {
         const row = sql.producer.get(streamId, producerId);
         return row ? rowToProducer(row) : undefined;
@@ -407,11 +394,10 @@ export class SqliteStore extends BatchedStore {
   async listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing> {
     const keyPrefix = `b/${bucket}/`;
     const names: string[] = [];
-    const startId = after !== null && after >= prefix ? after : prefix;
-    for (const row of this.sql.listFrom.iterate(bucket, keyPrefix + startId, this.now())) {
+    // Names with the prefix are one contiguous run from `keyPrefix + prefix` on.
+    for (const row of this.sql.listFrom.iterate(bucket, keyPrefix + prefix, keyPrefix + (after ?? ''), this.now())) {
       const id = row.name.slice(keyPrefix.length);
       if (!id.startsWith(prefix)) break;
-      if (id === after) continue;
       if (names.length === limit) return { names, nextAfter: names[names.length - 1]! };
       names.push(id);
     }
