@@ -112,11 +112,13 @@ export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx:
   const parsed = parseReadQuery(search, req, ctx);
   if (!parsed.ok) return sendError(res, parsed.error);
   const { query } = parsed;
-  const plan = planRead(await ctx.store.getStream(address.key), query.request, ctx.now());
+  const nowMs = ctx.now();
+  const plan = planRead(await ctx.store.getStream(address.key), query.request, nowMs);
   if (!plan.ok) return sendError(res, plan.error);
   const misaligned = await misalignedError(ctx, plan.stream, plan.position);
   if (misaligned) return sendError(res, misaligned);
-  ctx.store.touch(plan.stream, ctx.now());
+  // The same instant that judged the stream live renews it, so an expired stream is never revived.
+  ctx.store.touch(plan.stream, nowMs);
   if (query.request.live === 'sse') {
     if (!ctx.hub.acquire()) return sendError(res, tooManyLive());
     return serveSse(res, {

@@ -94,7 +94,8 @@ export abstract class BatchedStore implements Store {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    this.flush();
+    // Every queued command gets its answer: a batch takes at most MAX_BATCH_COMMANDS.
+    while (this.queue.length > 0 || this.pendingTouches.size > 0) this.flush();
     this.closed = true;
     this.closeEngine();
   }
