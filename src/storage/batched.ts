@@ -95,7 +95,9 @@ export abstract class BatchedStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     // Every queued command gets its answer: a batch takes at most MAX_BATCH_COMMANDS.
-    while (this.queue.length > 0 || this.pendingTouches.size > 0) this.flush();
+    // A failed batch rejects its commands, so the queue always shrinks.
+    do this.flush();
+    while (this.queue.length > 0);
     this.closed = true;
     this.closeEngine();
   }
