@@ -50,6 +50,7 @@ function storeContract(engine: EngineUnderTest): void {
     durabilityTests(ctx, engine);
     batchTests(ctx);
     bucketTests(ctx);
+    lifecycleTests(ctx, engine);
   });
 }
 
@@ -672,3 +673,61 @@ function bucketTests(ctx: Ctx): void {
 
 const engines = [sqliteEngine(), memoryEngine()];
 for (const engine of engines) storeContract(engine);
+
+function lifecycleTests(ctx: Ctx, engine: EngineUnderTest): void {
+  describe('snapshots, retention, attributes', () => {
+    const publish = (name: string, offset: number, body: string, digest = `d-${body}`) =>
+      ctx.store.run('publishSnapshot', {
+        name,
+        request: { offset, contentType: 'text/x-fold', digest, match: null, incarnation: null },
+        body: Buffer.from(body),
+      });
+
+    it('keeps the visible snapshot and its body, replacing it with a newer one', async () => {
+      const name = v1StreamKey('snap');
+      await ctx.store.run('createStream', createRequest(name, { data: Buffer.from('aaaa') }));
+      await ctx.store.run('append', { name, request: appendRequest('bbbb') });
+      expect((await publish(name, 4, 'first')).kind).toBe('published');
+      expect((await publish(name, 8, 'second')).kind).toBe('published');
+      const stream = await mustGet(ctx.store, name);
+      expect(stream.snapshot).toEqual({ offset: 8, contentType: 'text/x-fold', digest: 'd-second' });
+      expect((await ctx.store.snapshotBody(stream))?.toString()).toBe('second');
+      expect(refusal(await publish(name, 4, 'older'))).toBe('SNAPSHOT_CONFLICT');
+      expect(refusal(await publish(name, 2, 'inside'))).toBe('MISALIGNED_OFFSET');
+    });
+
+    it('retention moves the earliest offset and removes the trimmed bytes; reads from it are whole', async () => {
+      const name = v1StreamKey('trim');
+      await ctx.store.run('createStream', createRequest(name, { contentType: JSON_TYPE, data: Buffer.from('1\n2\n3\n') }));
+      await ctx.store.run('append', { name, request: appendRequest('4\n', { contentType: JSON_TYPE }) });
+      await publish(name, 4, 'folded 1,2');
+      const outcome = await ctx.store.run('setRetention', { name, request: { offset: 4, incarnation: null } });
+      expect(outcome).toMatchObject({ kind: 'retained', changed: true, stream: { earliestOffset: 4 } });
+      const stream = await mustGet(ctx.store, name);
+      expect((await ctx.store.readRange(stream, 4, 100)).toString()).toBe('3\n4\n');
+      expect(await ctx.store.readChunks(stream, 4, 100)).toEqual([
+        { start: 4, data: Buffer.from('3\n') },
+        { start: 6, data: Buffer.from('4\n') },
+      ]);
+      expect(await ctx.store.chunkAt(stream, 4)).toEqual({ start: 4, data: Buffer.from('3\n') });
+      expect((await ctx.store.readRange(stream, 0, 4)).length).toBe(0);
+      expect(refusal(await ctx.store.run('setRetention', { name, request: { offset: 0, incarnation: null } }))).toBe('RETENTION_CONFLICT');
+    });
+
+    it('attributes, snapshots and retention survive a reopen', async () => {
+      const name = v1StreamKey('lasting');
+      await ctx.store.run('createStream', createRequest(name, { data: Buffer.from('xxyy'), attrs: '{"title":"t"}' }));
+      await publish(name, 4, 'all');
+      await ctx.store.run('setRetention', { name, request: { offset: 4, incarnation: null } });
+      await ctx.store.run('putAttrs', { name, attrs: '{"title":"u"}', incarnation: null });
+      const before = await mustGet(ctx.store, name);
+
+      ctx.store = await engine.reopen(ctx.store, ctx.clock);
+
+      const after = await mustGet(ctx.store, name);
+      expect(after).toEqual(before);
+      expect(after).toMatchObject({ attrs: '{"title":"u"}', earliestOffset: 4, snapshot: { offset: 4 } });
+      expect((await ctx.store.snapshotBody(after))?.toString()).toBe('all');
+    });
+  });
+}
