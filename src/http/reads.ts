@@ -128,7 +128,6 @@ export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx:
       stream: plan.stream,
       position: plan.position,
       clientCursor: query.cursor,
-      incarnation: query.request.incarnation,
       maxBytes: query.maxBytes,
       lifetimeMs: ctx.settings.sseLifetimeMs,
       heartbeatMs: ctx.settings.sseHeartbeatMs,

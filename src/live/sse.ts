@@ -7,7 +7,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { nextCursor } from '../core/cursor.js';
-import { endsStream, planRead } from '../core/read.js';
+import { endsStream, planLiveResume } from '../core/read.js';
 import type { StreamState } from '../core/types.js';
 import { isJsonContentType, isTextualContentType } from '../protocol/content-type.js';
 import { H } from '../protocol/headers.js';
@@ -24,7 +24,6 @@ export interface SseOptions {
   stream: StreamState;
   position: number;
   clientCursor: string | null;
-  incarnation: string | null;
   maxBytes: number;
   lifetimeMs: number;
   heartbeatMs: number;
@@ -116,7 +115,8 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
       if (now() < endAt) res.write(': keep-alive\n\n');
       continue;
     }
-    const plan = planRead(await store.getStream(key), { offset: { kind: 'at', position: state.position }, live: 'sse', incarnation: options.incarnation }, now());
+    // Bound to the incarnation the response headers named: a deleted or recreated stream ends the connection.
+    const plan = planLiveResume(await store.getStream(key), state.position, 'sse', options.stream.incarnation, now());
     if (!plan.ok) return;
     state.stream = plan.stream;
   }
