@@ -198,3 +198,22 @@ function parseSseBlock(block: string): SseEvent | null {
   }
   return data.length === 0 && event === 'message' ? null : { event, data: data.join('\n') };
 }
+
+/**
+ * DELETE and PUT of the same stream pipelined in one write on one connection, so that
+ * both usually commit in the same batch: a live reader then wakes only once the stream
+ * is already another incarnation. Answers the new stream's token from the PUT.
+ */
+export async function pipelinedRecreate(port: number, path: string, contentType: string, body: string): Promise<string | undefined> {
+  const payload = Buffer.from(body);
+  const head = Buffer.from(
+    `DELETE ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n` +
+      `PUT ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: ${contentType}\r\nContent-Length: ${payload.length}\r\n\r\n`,
+    'latin1',
+  );
+  const res = await rawRequest(port, head, payload);
+  // The raw reader keeps the first status line; the PUT's token is the last one sent.
+  const all = res.body.toString('latin1') + '\r\n';
+  const tokens = [...all.matchAll(/stream-incarnation: *([^\r\n]+)/gi)].map((m) => m[1]!.trim());
+  return tokens.at(-1) ?? res.headers.get('stream-incarnation');
+}
