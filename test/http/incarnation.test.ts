@@ -156,10 +156,8 @@ describe('The server compares a sent token for equality and answers 412 with the
 
   it('a refused append applies nothing: no bytes, no Stream-Seq, no closure, no Producer-Seq', async () => {
     const { url, token } = await created('append-412');
-    const old = await recreate(url);
-    const current = (await call(url, 'HEAD')).headers.get('stream-incarnation')!;
+    const current = await recreate(url);
     expect(current).not.toBe(token);
-    void old;
     const before = await snapshot(url);
     const refusals = [
       await call(url, 'POST', { ...TEXT_TYPE, ...inc(token) }, 'x'),
