@@ -297,6 +297,16 @@ describe('Stream-Incarnation', () => {
     }
   });
 
+  it('once retention trimmed the start, a read from offset=-1 answers 410, with or without a token', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 30 }), fc.option(token, { nil: null }), (earliest, sent) => {
+        const trimmed = stream({ tail: 30, earliestOffset: earliest });
+        const plan = planRead(trimmed, { offset: { kind: 'start' }, live: null, incarnation: sent }, NOW_MS);
+        expect(plan.ok ? null : [plan.error.code, plan.error.fields]).toEqual(['OFFSET_TRIMMED', { nextOffset: earliest }]);
+      }),
+    );
+  });
+
   it('HEAD and DELETE: 404 for a missing stream, 412 with the current token for another incarnation, nothing deleted', () => {
     fc.assert(
       fc.property(fc.option(liveState, { nil: undefined }), fc.option(token, { nil: null }), (state, sent) => {

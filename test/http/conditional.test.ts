@@ -257,6 +257,24 @@ describe('An equal or smaller value answers 409 STREAM_SEQ_CONFLICT and commits 
   });
 });
 
+describe('Where the seed is silent', () => {
+  it('an empty Stream-Seq is the smallest value: stored only while nothing is, and it never skips the check', async () => {
+    const url = await createStream('empty-value');
+    expect((await post(url, 'a', seq(''))).status).toBe(204);
+    expect(await lastSeq(url)).toBe('');
+    expectSeqConflict(await post(url, 'b', seq('')), '', pad(1));
+    expect((await post(url, 'b', seq('0'))).status).toBe(204);
+    expectSeqConflict(await post(url, 'c', seq('')), '0', pad(2));
+    expect(await textOf(url)).toBe('ab');
+  });
+
+  it('there is no precondition on the tail offset: If-Match is not checked', async () => {
+    const url = await createStream('if-match');
+    expect((await post(url, 'a', { 'if-match': '"00000000000000000099"' })).status).toBe(204);
+    expect(await textOf(url)).toBe('a');
+  });
+});
+
 describe('The scope is the stream', () => {
   it('checks a value only against earlier values on the same stream', async () => {
     const a = await createStream('scope-a');
