@@ -305,6 +305,8 @@ interface OwnerOptions {
   nextProducerSeq?: number;
   /** Called before each append, so a test can interleave owners. */
   beforeAppend?: (fact: number) => Promise<void>;
+  /** Called after each accepted append. */
+  afterAccepted?: (fact: number) => void;
 }
 
 interface OwnerResult {
@@ -365,6 +367,7 @@ class OutboxOwner {
       if (res.status === 200) {
         result.firstAcceptedProducerSeq ??= res.headers.get('producer-seq');
         result.accepted.push(fact.id);
+        this.options.afterAccepted?.(fact.id);
         this.producerSeq += 1;
         facts = facts.slice(1);
         if (result.accepted.length === this.options.stopAfter) return { ...result, ended: 'stopped' };
@@ -457,19 +460,32 @@ describe('Publishing committed facts (outbox)', () => {
     const source = new SourceOfTruth();
     try {
       seedFacts(source, 30);
-      const old = new OutboxOwner(url, source, { epoch: 0, from: 0, onPublished: 'next' }).run();
-      await new Promise((r) => setTimeout(r, 20));
-      const taker = new OutboxOwner(url, source, { epoch: 1, from: 0, onPublished: 'jump' }).run();
-      const [a, b] = await Promise.all([old, taker]);
-      expect(['done', 'fenced']).toContain(a.ended);
-      expect(b.ended).toBe('done');
+      let takerAccepted: () => void = () => {};
+      const firstTakerAccept = new Promise<void>((r) => (takerAccepted = r));
+      let taker: Promise<OwnerResult> | undefined;
+      // The new owner starts (from the very first fact) once the old one reached fact 5;
+      // both race freely until the old one reaches fact 10, where it pauses until the new
+      // owner's first append was accepted, so that the takeover surely happens mid-way.
+      const old = await new OutboxOwner(url, source, {
+        epoch: 0,
+        from: 0,
+        onPublished: 'next',
+        beforeAppend: async (fact) => {
+          if (fact === 5) taker = new OutboxOwner(url, source, { epoch: 1, from: 0, onPublished: 'jump', afterAccepted: () => takerAccepted() }).run();
+          if (fact === 10) await Promise.race([firstTakerAccept, new Promise((r) => setTimeout(r, 5_000))]);
+        },
+      }).run();
+      const next = await taker!;
+      expect(old.ended).toBe('fenced');
+      expect(next.ended).toBe('done');
       const log = await publishedLog(url);
       expect(log.map((e) => e.fact)).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
-      // Epoch 0 published a prefix; after the new owner's first fact, only epoch 1.
+      // Epoch 0 published a prefix; from the new owner's first fact on, only epoch 1.
       const switchAt = log.findIndex((e) => e.epoch === 1);
-      expect(switchAt).toBeGreaterThanOrEqual(0);
+      expect(switchAt).toBeGreaterThanOrEqual(4);
+      expect(switchAt).toBeLessThanOrEqual(9);
       expect(log.slice(switchAt).every((e) => e.epoch === 1)).toBe(true);
-      expect([...a.accepted, ...b.accepted].sort((x, y) => x - y)).toEqual(log.map((e) => e.fact));
+      expect([...old.accepted, ...next.accepted].sort((x, y) => x - y)).toEqual(log.map((e) => e.fact));
     } finally {
       source.close();
     }
