@@ -128,13 +128,19 @@ export function planBootstrap(stream: StreamState | undefined, incarnation: stri
   return { ok: true, stream: stream!, snapshotPoint: stream!.snapshot?.offset ?? stream!.earliestOffset };
 }
 
-/** Reading a published snapshot by offset. */
+/**
+ * Reading a published snapshot by offset. Order: exists (404/410) -> snapshot visible
+ * (404) -> incarnation (412): a read that would answer 404 without Stream-Incarnation
+ * still does with it (seed 001), like a stream read's 410 and 416.
+ */
 export function planSnapshotRead(stream: StreamState | undefined, offset: number | null, incarnation: string | null, nowMs: number): { ok: true; stream: StreamState; snapshot: SnapshotMeta } | { ok: false; error: ProtocolError } {
-  const refused = liveStreamError(stream, incarnation, nowMs);
-  if (refused) return { ok: false, error: refused };
+  const absent = absenceError(stream, nowMs);
+  if (absent) return { ok: false, error: absent };
   const visible = stream!.snapshot;
   if (visible === null || (offset !== null && visible.offset !== offset)) {
     return { ok: false, error: protocolError('SNAPSHOT_NOT_FOUND', offset === null ? 'the stream has no snapshot' : 'no visible snapshot at this offset') };
   }
+  const stale = incarnationError(stream!, incarnation);
+  if (stale) return { ok: false, error: stale };
   return { ok: true, stream: stream!, snapshot: visible };
 }
