@@ -16,7 +16,7 @@ export interface Answer {
 export type HeaderInit = Record<string, string>;
 
 export async function call(url: string, method: string, headers: HeaderInit = {}, body?: string): Promise<Answer> {
-  const init: RequestInit = { method, headers };
+  const init: RequestInit = { method, headers, redirect: 'manual' };
   if (body !== undefined) init.body = body;
   const res = await fetch(url, init);
   const text = method === 'HEAD' ? '' : await res.text();

@@ -251,6 +251,102 @@ describe('A request that would answer 404 (or, for a read, 410 or 416) without t
   });
 });
 
+describe('Snapshot publish and read, retention, bootstrap, attributes and append-batch', () => {
+  /** A text stream with two appends (so offset 3 is a message boundary) and its token. */
+  async function withHistory(label: string): Promise<{ url: string; token: string }> {
+    const made = await created(label, TEXT_TYPE, 'abc');
+    expect((await call(made.url, 'POST', TEXT_TYPE, 'def')).status).toBe(204);
+    return made;
+  }
+
+  /** An append-batch body: each frame is a u32 big-endian length, then its bytes. */
+  function batch(...frames: string[]): Uint8Array<ArrayBuffer> {
+    const parts = frames.flatMap((frame) => {
+      const length = Buffer.alloc(4);
+      length.writeUInt32BE(Buffer.byteLength(frame));
+      return [length, Buffer.from(frame)];
+    });
+    return new Uint8Array(Buffer.concat(parts));
+  }
+
+  it('carry the token on every successful answer', async () => {
+    const { url, token } = await withHistory('ext-ok');
+    const answers: Array<[string, Answer]> = [
+      ['publish snapshot', await call(`${url}/snapshot/${pad(3)}`, 'PUT', { 'content-type': 'text/plain', ...inc(token) }, 'ABC')],
+      ['latest snapshot', await call(`${url}/snapshot`, 'GET', inc(token))],
+      ['read snapshot', await call(`${url}/snapshot/${pad(3)}`, 'GET', inc(token))],
+      ['retention', await call(`${url}/retention/${pad(3)}`, 'PUT', inc(token))],
+      ['bootstrap', await call(`${url}/bootstrap`, 'GET', inc(token))],
+      ['put attrs', await call(`${url}/attrs`, 'PUT', { ...JSON_TYPE, ...inc(token) }, '{"title":"t"}')],
+      ['get attrs', await call(`${url}/attrs`, 'GET', inc(token))],
+    ];
+    const res = await fetch(`${url}/append-batch`, { method: 'POST', headers: { ...TEXT_TYPE, ...inc(token) }, body: batch('g', 'h') });
+    expect(answers.map(([label, a]) => [label, a.status, a.headers.get('stream-incarnation')])).toEqual([
+      ['publish snapshot', 204, token],
+      ['latest snapshot', 307, token],
+      ['read snapshot', 200, token],
+      ['retention', 204, token],
+      ['bootstrap', 200, token],
+      ['put attrs', 204, token],
+      ['get attrs', 200, token],
+    ]);
+    expect([res.status, res.headers.get('stream-incarnation')]).toEqual([200, token]);
+  });
+
+  it('answer 412 with the current token for another incarnation, and apply nothing', async () => {
+    const { url, token: current } = await withHistory('ext-412');
+    expect((await call(`${url}/snapshot/${pad(3)}`, 'PUT', TEXT_TYPE, 'ABC')).status).toBe(204);
+    const h = inc('an-earlier-incarnation');
+    expect412(await call(`${url}/snapshot/${pad(6)}`, 'PUT', { ...TEXT_TYPE, ...h }, 'ABCDEF'), current);
+    expect412(await call(`${url}/snapshot`, 'GET', h), current);
+    expect412(await call(`${url}/snapshot/${pad(3)}`, 'GET', h), current);
+    expect412(await call(`${url}/retention/${pad(3)}`, 'PUT', h), current);
+    expect412(await call(`${url}/bootstrap`, 'GET', h), current);
+    expect412(await call(`${url}/attrs`, 'PUT', { ...JSON_TYPE, ...h }, '{"title":"t"}'), current);
+    expect412(await call(`${url}/attrs`, 'GET', h), current);
+    const frames = await fetch(`${url}/append-batch`, { method: 'POST', headers: { ...TEXT_TYPE, ...h }, body: batch('x') });
+    expect((JSON.parse(await frames.text()) as Array<{ status: number }>).map((f) => f.status)).toEqual([412]);
+    // Nothing applied: the snapshot is still the one at 3, retention did not move, no attributes, no bytes.
+    const latest = await call(`${url}/snapshot`, 'GET');
+    expect(latest.headers.get('stream-snapshot-offset')).toBe(pad(3));
+    expect((await call(`${url}?offset=-1`, 'GET')).text).toBe('abcdef');
+    expect((await call(`${url}/attrs`, 'GET')).text).toBe('{}');
+  });
+
+  it('answer 404 for a missing stream or a missing snapshot, whatever token is sent', async () => {
+    const { url, token } = await withHistory('ext-404');
+    const h = inc('an-earlier-incarnation');
+    const noSnapshot = [await call(`${url}/snapshot`, 'GET', h), await call(`${url}/snapshot/${pad(3)}`, 'GET', h)];
+    expect(noSnapshot.map((r) => [r.status, r.code])).toEqual([
+      [404, 'SNAPSHOT_NOT_FOUND'],
+      [404, 'SNAPSHOT_NOT_FOUND'],
+    ]);
+    expect((await call(url, 'DELETE')).status).toBe(204);
+    const gone = [
+      await call(`${url}/snapshot/${pad(0)}`, 'PUT', { ...TEXT_TYPE, ...inc(token) }, 'x'),
+      await call(`${url}/snapshot`, 'GET', inc(token)),
+      await call(`${url}/retention/${pad(0)}`, 'PUT', inc(token)),
+      await call(`${url}/bootstrap`, 'GET', inc(token)),
+      await call(`${url}/attrs`, 'PUT', { ...JSON_TYPE, ...inc(token) }, '{}'),
+      await call(`${url}/attrs`, 'GET', inc(token)),
+    ];
+    expect(gone.map((r) => r.status)).toEqual([404, 404, 404, 404, 404, 404]);
+  });
+
+  it('a recreated stream starts without the old snapshot, retention point or attributes', async () => {
+    const { url, token } = await withHistory('ext-fresh');
+    expect((await call(`${url}/snapshot/${pad(3)}`, 'PUT', TEXT_TYPE, 'ABC')).status).toBe(204);
+    expect((await call(`${url}/retention/${pad(3)}`, 'PUT')).status).toBe(204);
+    expect((await call(`${url}/attrs`, 'PUT', JSON_TYPE, '{"title":"old"}')).status).toBe(204);
+    const fresh = await recreate(url, TEXT_TYPE, 'new');
+    expect(fresh).not.toBe(token);
+    expect((await call(`${url}/snapshot`, 'GET')).status).toBe(404);
+    expect((await call(url, 'HEAD')).headers.get('stream-earliest-offset')).toBeNull();
+    expect((await call(`${url}?offset=-1`, 'GET')).text).toBe('new');
+    expect((await call(`${url}/attrs`, 'GET')).text).toBe('{}');
+  });
+});
+
 describe('A PUT with the header for a missing stream answers 412 and creates nothing', () => {
   it('refuses to create a stream at a name that never existed', async () => {
     const url = freshUrl('put-missing');
