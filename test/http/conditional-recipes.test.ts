@@ -246,6 +246,30 @@ describe('Prefix-count compare-and-set', () => {
     expect((await call(url, 'POST', { ...JSON_TYPE, 'stream-seq': pad(1) }, '[{"e":"blind"}]')).status).toBe(204);
   });
 
+  it('after retention trimmed the start, a read from -1 answers 410; the count kept in the snapshot carries on', async () => {
+    const url = await newJsonStream('retained');
+    expect((await call(url, 'POST', { ...JSON_TYPE, 'stream-seq': pad(0) }, '[{"e":1},{"e":2},{"e":3}]')).status).toBe(204);
+    const second = await call(url, 'POST', { ...JSON_TYPE, 'stream-seq': pad(3) }, '[{"e":4},{"e":5}]');
+    expect(second.status).toBe(204);
+    const covered = second.headers.get('stream-next-offset')!;
+    // Fold the log into a snapshot that keeps the event count, then trim the history before it.
+    expect((await call(`${url}/snapshot/${covered}`, 'PUT', JSON_TYPE, '{"count":5,"sum":15}')).status).toBe(204);
+    expect((await call(`${url}/retention/${covered}`, 'PUT')).status).toBe(204);
+    const fromStart = await call(`${url}?offset=-1&consistency=leader`, 'GET');
+    expect([fromStart.status, fromStart.code, fromStart.headers.get('stream-next-offset')]).toEqual([410, 'OFFSET_TRIMMED', covered]);
+
+    // A writer joining now starts from the snapshot's count and counts on from its offset.
+    const snapshot = await fetch(`${url}/snapshot`);
+    const base = (JSON.parse(await snapshot.text()) as { count: number }).count;
+    const { messages } = await readJsonToTail(url, snapshot.headers.get('stream-next-offset')!);
+    const n = base + messages.length;
+    expect(n).toBe(5);
+    // Counting only what is still readable would be too small and is refused.
+    const blind = await call(url, 'POST', { ...JSON_TYPE, 'stream-seq': pad(messages.length) }, '[{"e":"blind"}]');
+    expect([blind.status, blind.headers.get('stream-last-seq')]).toEqual([409, pad(3)]);
+    expect((await call(url, 'POST', { ...JSON_TYPE, 'stream-seq': pad(n) }, '[{"e":6}]')).status).toBe(204);
+  });
+
   it('never append an empty commit: [] is refused', async () => {
     const url = await newJsonStream('empty-commit');
     const res = await call(url, 'POST', { ...JSON_TYPE, 'stream-seq': pad(0) }, '[]');
