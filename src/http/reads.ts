@@ -1,7 +1,7 @@
 /** GET of a stream: catch-up and long-poll reads. SSE lives in `live/sse.ts`. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { nextCursor } from '../core/cursor.js';
-import { endsStream, planRead, type LiveMode, type ReadRequest } from '../core/read.js';
+import { endsStream, planLiveResume, planRead, type LiveMode, type ReadRequest } from '../core/read.js';
 import type { StreamState } from '../core/types.js';
 import { startsOnMessage } from '../core/window.js';
 import { isJsonContentType } from '../protocol/content-type.js';
@@ -183,7 +183,9 @@ async function longPoll(
       }
       const woke = await ctx.hub.wait(address.key, remaining, abort.signal);
       if (woke === 'aborted' && abort.signal.aborted) return;
-      const plan = planRead(await ctx.store.getStream(address.key), { offset: { kind: 'at', position }, live: 'long-poll', incarnation: query.request.incarnation }, ctx.now());
+      // The wait began on one incarnation: if the stream was recreated meanwhile, its
+      // bytes at this position belong to another stream, so the reader is told (412).
+      const plan = planLiveResume(await ctx.store.getStream(address.key), position, 'long-poll', first.incarnation, ctx.now());
       if (!plan.ok) return sendError(res, plan.error);
       stream = plan.stream;
     }

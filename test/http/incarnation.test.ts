@@ -461,4 +461,19 @@ describe('Live readers never carry one incarnation\'s token with another incarna
       }
     }
   });
+
+  it('a long-poll waiting on a stream that is deleted and recreated answers 412, never the new stream\'s bytes', async () => {
+    for (const withToken of [false, true]) {
+      const { url, token } = await created('lp-recreate', TEXT_TYPE, 'hello');
+      const waiting = call(`${url}?offset=now&live=long-poll&timeout_ms=5000`, 'GET', withToken ? inc(token) : {});
+      await new Promise((r) => setTimeout(r, 100));
+      const fresh = await pipelinedRecreate(server.port, new URL(url).pathname, 'text/plain', 'NEW STREAM DATA');
+      expect(fresh).not.toBe(token);
+      const answer = await waiting;
+      expect(answer.status).toBe(412);
+      expect(answer.code).toBe('INCARNATION_MISMATCH');
+      expect(answer.headers.get('stream-incarnation')).toBe(fresh);
+      expect(answer.text).not.toContain('NEW STREAM');
+    }
+  });
 });
