@@ -85,27 +85,36 @@ export async function serveSse(res: ServerResponse, options: SseOptions): Promis
   }
 }
 
+/** Sends what lies between the reader's position and the tail; false when the connection must end. */
+async function sendBacklog(res: ServerResponse, options: SseOptions, encoding: Encoding, state: ControlState, signal: AbortSignal): Promise<boolean> {
+  while (state.position < state.stream.tail) {
+    const window = await readWindow(options.store, state.stream, state.position, options.maxBytes, encoding === 'text');
+    // No bytes below the tail means the stream was dropped under this reader: stop rather than spin.
+    if (window.data.length === 0) return false;
+    state.position = window.next;
+    const ok = res.write(dataEvent(window.data, encoding) + controlEvent(state));
+    if (res.writableLength > options.maxBufferedBytes) {
+      res.destroy();
+      return false;
+    }
+    if (!ok && !(await drained(res, signal))) return false;
+  }
+  return true;
+}
+
 async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding, signal: AbortSignal): Promise<void> {
   const { store, hub, key, now } = options;
   const state: ControlState = { position: options.position, stream: options.stream, cursor: nextCursor(now(), options.clientCursor, Math.random()) };
   const endAt = now() + options.lifetimeMs;
   let announced = false;
   for (;;) {
-    while (state.position < state.stream.tail) {
-      const window = await readWindow(store, state.stream, state.position, options.maxBytes, encoding === 'text');
-      state.position = window.next;
-      const ok = res.write(dataEvent(window.data, encoding) + controlEvent(state));
-      announced = true;
-      if (res.writableLength > options.maxBufferedBytes) return void res.destroy();
-      if (!ok && !(await drained(res, signal))) return;
-    }
-    if (endsStream(state.stream, state.position)) {
+    const before = state.position;
+    if (!(await sendBacklog(res, options, encoding, state, signal))) return;
+    announced ||= state.position > before;
+    if (!announced || endsStream(state.stream, state.position)) {
       if (!announced) res.write(controlEvent(state));
-      return;
-    }
-    if (!announced) {
-      res.write(controlEvent(state));
       announced = true;
+      if (endsStream(state.stream, state.position)) return;
     }
     const remaining = endAt - now();
     if (remaining <= 0 || signal.aborted || hub.isDraining) return;
