@@ -137,9 +137,12 @@ export function judgeLimit(standing: ProducerStanding, view: ProducerView, setti
   if (oldest !== null && nowMs - oldest.lastSeenMs >= settings.idleEvictMs) {
     return { kind: 'ok', evict: { id: oldest.id, epoch: oldest.epoch } };
   }
+  // Retry-After says when the least recently seen producer becomes replaceable, if it
+  // stays idle: a hint, so that a refused producer need not poll.
+  const fields = oldest === null ? undefined : { retryAfterSeconds: Math.max(1, Math.ceil((oldest.lastSeenMs + settings.idleEvictMs - nowMs) / 1000)) };
   return {
     kind: 'rejected',
-    error: protocolError('PRODUCER_LIMIT', `the stream already has ${settings.maxProducers} producers and none has been idle long enough to replace`),
+    error: protocolError('PRODUCER_LIMIT', `the stream already has ${settings.maxProducers} producers and none has been idle long enough to replace`, fields),
   };
 }
 
