@@ -123,6 +123,16 @@ export function judgeOrder(standing: ProducerStanding, req: ProducerHeaders): Pr
   });
 }
 
+/**
+ * The order in which producers are replaced: least recently seen first. Producers seen
+ * in the same millisecond (a whole group commit shares one clock reading) go by id,
+ * compared as UTF-8 bytes as SQLite compares text, so every engine replaces the same one.
+ */
+export function compareEvictionOrder(a: { id: string; lastSeenMs: number }, b: { id: string; lastSeenMs: number }): number {
+  if (a.lastSeenMs !== b.lastSeenMs) return a.lastSeenMs - b.lastSeenMs;
+  return Buffer.compare(Buffer.from(a.id, 'utf8'), Buffer.from(b.id, 'utf8'));
+}
+
 export type LimitVerdict =
   | { kind: 'ok'; evict: { id: string; epoch: number } | null }
   | { kind: 'rejected'; error: ProtocolError };
