@@ -43,7 +43,7 @@ export interface PipelineOptions {
   contentType: string;
   /** Requests in flight at once, spread over this many connections. */
   inFlight: number;
-  /** Send order of the first attempts; retries go to the back of the queue. */
+  /** Send order of the first attempts; retries go first, lowest seq first. */
   order?: 'as-given' | 'shuffled';
   /** Called after each answered write, e.g. to kill the server mid-flight. */
   onAnswer?: (seq: number, answer: HttpAnswer, inFlightNow: number) => void;
@@ -81,9 +81,14 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function sendPipelined(url: string, writes: ProducerWrite[], options: PipelineOptions): Promise<PipelineResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: options.inFlight });
   const queue = options.order === 'shuffled' ? shuffle(writes) : [...writes];
+  // Writes answered 409, lowest seq first: the server waits for the lowest one, so
+  // resending in seq order lets the epoch advance instead of circling the queue.
+  const retries: ProducerWrite[] = [];
+  const next = (): ProducerWrite | undefined => retries.shift() ?? queue.shift();
   const result: PipelineResult = { answered: new Map(), unanswered: [], conflicts: 0, attempts: 0 };
   let inFlight = 0;
   let dead = false;
+  let lastExpected: string | undefined;
   const sendOne = async (w: ProducerWrite): Promise<void> => {
     const headers = {
       'content-type': options.contentType,
@@ -93,7 +98,9 @@ export async function sendPipelined(url: string, writes: ProducerWrite[], option
       'producer-digest': blake3Hex(w.body),
     };
     result.attempts++;
-    if (result.attempts > options.maxAttempts) throw new Error(`gave up after ${options.maxAttempts} attempts`);
+    if (result.attempts > options.maxAttempts) {
+      throw new Error(`gave up after ${options.maxAttempts} attempts; the server last expected seq ${lastExpected}`);
+    }
     inFlight++;
     let answer: HttpAnswer;
     try {
@@ -109,12 +116,14 @@ export async function sendPipelined(url: string, writes: ProducerWrite[], option
     if (answer.status === 200 || answer.status === 204) result.answered.set(w.seq, answer);
     else if (answer.status === 409 && answer.headers['producer-expected-seq'] !== undefined) {
       result.conflicts++;
+      lastExpected = String(answer.headers['producer-expected-seq']);
       await sleep(2 + Math.random() * 8);
-      queue.push(w);
+      const at = retries.findIndex((r) => r.seq > w.seq);
+      retries.splice(at < 0 ? retries.length : at, 0, w);
     } else throw new Error(`seq ${w.seq}: unexpected ${answer.status} ${answer.body}`);
   };
   const worker = async (): Promise<void> => {
-    for (let w = queue.shift(); w !== undefined; w = queue.shift()) {
+    for (let w = next(); w !== undefined; w = next()) {
       if (dead) {
         result.unanswered.push(w.seq);
         continue;
@@ -124,7 +133,7 @@ export async function sendPipelined(url: string, writes: ProducerWrite[], option
   };
   try {
     // Each worker may finish while another still requeues a 409; loop until all settle.
-    while (queue.length > 0) await Promise.all(Array.from({ length: options.inFlight }, worker));
+    while (queue.length + retries.length > 0) await Promise.all(Array.from({ length: options.inFlight }, worker));
   } finally {
     agent.destroy();
   }
