@@ -43,7 +43,7 @@ export interface PipelineOptions {
   contentType: string;
   /** Requests in flight at once, spread over this many connections. */
   inFlight: number;
-  /** Send order of the first attempts; retries go first, lowest seq first. */
+  /** Send order of the first attempts. */
   order?: 'as-given' | 'shuffled';
   /** Called after each answered write, e.g. to kill the server mid-flight. */
   onAnswer?: (seq: number, answer: HttpAnswer, inFlightNow: number) => void;
@@ -81,10 +81,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function sendPipelined(url: string, writes: ProducerWrite[], options: PipelineOptions): Promise<PipelineResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: options.inFlight });
   const queue = options.order === 'shuffled' ? shuffle(writes) : [...writes];
-  // Writes answered 409, lowest seq first: the server waits for the lowest one, so
-  // resending in seq order lets the epoch advance instead of circling the queue.
+  // Writes answered 409, lowest seq first. A retry goes out once its predecessor is
+  // acknowledged (or nothing else is left to send), so the epoch advances instead of
+  // the same early arrivals circling while the write they wait for sits in the queue.
   const retries: ProducerWrite[] = [];
-  const next = (): ProducerWrite | undefined => retries.shift() ?? queue.shift();
+  const next = (): ProducerWrite | undefined => {
+    const first = retries[0];
+    if (first !== undefined && (result.answered.has(first.seq - 1) || queue.length === 0)) return retries.shift();
+    return queue.shift() ?? retries.shift();
+  };
   const result: PipelineResult = { answered: new Map(), unanswered: [], conflicts: 0, attempts: 0 };
   let inFlight = 0;
   let dead = false;
