@@ -198,6 +198,16 @@ describe('answers of a producer write', () => {
     expect(await s.produce('scope-a', 'shared', 5, 2, 'a2')).toEqual(ok(200, { ...receipt(4, 6), ...pos(5, 2) }));
   });
 
+  it('a stream deleted and created again starts without producers', async () => {
+    await s.create('recreated');
+    await s.produce('recreated', 'p', 4, 0, 'old;');
+    expect((await fetch(s.url('recreated'), { method: 'DELETE' })).status).toBe(204);
+    await s.create('recreated');
+    // Epoch 2 would be fenced by the old stream's epoch 4; here it is a first claim.
+    expect(await s.produce('recreated', 'p', 2, 0, 'new;')).toEqual(ok(200, { ...receipt(0, 4), ...pos(2, 0) }));
+    expect(await s.log('recreated')).toBe('new;');
+  });
+
   it('a producer close-only write answers 204 with its receipt and closes the stream; a repeat is a duplicate', async () => {
     await s.create('close-only');
     await s.produce('close-only', 'p', 0, 0, 'data');
@@ -265,6 +275,7 @@ describe('producer header syntax', () => {
     ['no Producer-Id', { 'producer-epoch': '0', 'producer-seq': '0' }],
     ['a digest alone', { 'producer-digest': blake3Hex('x') }],
     ['an empty Producer-Id', { 'producer-id': '', 'producer-epoch': '0', 'producer-seq': '0' }],
+    ['a Producer-Id over 256 bytes', { 'producer-id': 'p'.repeat(257), 'producer-epoch': '0', 'producer-seq': '0' }],
     ['an empty epoch', { 'producer-id': 'p', 'producer-epoch': '', 'producer-seq': '0' }],
     ['an empty seq', { 'producer-id': 'p', 'producer-epoch': '0', 'producer-seq': '' }],
     ['a fraction', { 'producer-id': 'p', 'producer-epoch': '1.0', 'producer-seq': '0' }],
