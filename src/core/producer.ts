@@ -137,6 +137,14 @@ export type LimitVerdict =
   | { kind: 'ok'; evict: { id: string; epoch: number } | null }
   | { kind: 'rejected'; error: ProtocolError };
 
+/**
+ * Retry-After of a 429: when the least recently seen producer becomes replaceable if it
+ * stays idle. A hint (it may write again), so that a refused producer need not poll.
+ */
+function secondsUntilReplaceable(lastSeenMs: number, settings: ProducerSettings, nowMs: number): number {
+  return Math.max(1, Math.ceil((lastSeenMs + settings.idleEvictMs - nowMs) / 1000));
+}
+
 /** A new producer beyond the limit replaces the least recently seen one idle long enough. */
 export function judgeLimit(standing: ProducerStanding, view: ProducerView, settings: ProducerSettings, nowMs: number): LimitVerdict {
   if (standing.kind !== 'new-producer') return { kind: 'ok', evict: null };
@@ -147,9 +155,7 @@ export function judgeLimit(standing: ProducerStanding, view: ProducerView, setti
   if (oldest !== null && nowMs - oldest.lastSeenMs >= settings.idleEvictMs) {
     return { kind: 'ok', evict: { id: oldest.id, epoch: oldest.epoch } };
   }
-  // Retry-After says when the least recently seen producer becomes replaceable, if it
-  // stays idle: a hint, so that a refused producer need not poll.
-  const fields = oldest === null ? undefined : { retryAfterSeconds: Math.max(1, Math.ceil((oldest.lastSeenMs + settings.idleEvictMs - nowMs) / 1000)) };
+  const fields = oldest === null ? undefined : { retryAfterSeconds: secondsUntilReplaceable(oldest.lastSeenMs, settings, nowMs) };
   return {
     kind: 'rejected',
     error: protocolError('PRODUCER_LIMIT', `the stream already has ${settings.maxProducers} producers and none has been idle long enough to replace`, fields),
