@@ -550,7 +550,7 @@ describe.each(ENGINES)('seed 000 model vs the $name engine', (engine) => {
     coverage.clear();
     await fc.assert(
       fc.asyncProperty(fc.array(action, { minLength: 1, maxLength: 70, size: 'max' }), (actions) => runHistory(engine, actions)),
-      { numRuns: engine.restartable ? 800 : 1500 },
+      { numRuns: engine.restartable ? 500 : 1000 },
     );
     // The histories must reach every answer of the seed, or agreement proves little.
     expect([...coverage].sort()).toEqual(expect.arrayContaining(EXPECTED_KINDS));
