@@ -113,7 +113,7 @@ export interface ProducerView {
   /**
    * The rest is needed only when the writer is new to the stream (no record, or a
    * forgotten one): producers above the forget cutoff, the highest epoch among those at
-   * or below it, and the least recently seen producer above it.
+   * or below it, and the first producer above it in `compareEvictionOrder` order.
    */
   others?: {
     liveCount: number;

@@ -8,7 +8,7 @@ import { planHead } from '../core/read.js';
 import type { AppendOutcome, AppendRequest } from '../core/types.js';
 import { isJsonContentType, normalizeContentType } from '../protocol/content-type.js';
 import { bodyDigest } from '../protocol/digest.js';
-import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
 import { frameJsonBody } from '../protocol/json.js';
 import { encodeOffset, parsePosition } from '../protocol/offset.js';
@@ -25,7 +25,7 @@ import {
 import { parseAttrsText } from './attrs-batch.js';
 import type { HandlerContext } from './context.js';
 import { header, readBody } from './request.js';
-import { send, sendError, type HeaderMap } from './response.js';
+import { errorHeaders, send, sendError, type HeaderMap } from './response.js';
 import { resolveStreamReference, type StreamAddress } from './router.js';
 import { describeStream, metadataHeaders, producerHeaders, receiptHeaders } from './stream-headers.js';
 
@@ -204,28 +204,42 @@ function requestContentTypeLenient(req: IncomingMessage): string | null {
   }
 }
 
-function renderAppend(res: ServerResponse, outcome: AppendOutcome): void {
-  const base: HeaderMap = { 'cache-control': 'no-store' };
+/** What an append answers on the wire: status and headers, or the typed refusal. */
+export interface AppendAnswer {
+  status: number;
+  headers: HeaderMap;
+  error: ProtocolError | null;
+}
+
+/** The one mapping from an append outcome to its HTTP answer; pure, so tests can check it. */
+export function appendAnswer(outcome: AppendOutcome): AppendAnswer {
   switch (outcome.kind) {
     case 'rejected':
-      return sendError(res, outcome.error);
+      return { status: statusOf(outcome.error.code), headers: errorHeaders(outcome.error), error: outcome.error };
     case 'already-closed':
-      return send(res, 204, {
-        ...base,
-        [H.streamNextOffset]: encodeOffset(outcome.tail),
-        [H.streamClosed]: 'true',
-        [H.streamIncarnation]: outcome.incarnation,
-      });
+      return {
+        status: 204,
+        headers: { [H.streamNextOffset]: encodeOffset(outcome.tail), [H.streamClosed]: 'true', [H.streamIncarnation]: outcome.incarnation },
+        error: null,
+      };
     case 'duplicate': {
       const range = outcome.receipt ? receiptHeaders(outcome.receipt) : {};
-      return send(res, 204, { ...base, ...range, ...producerHeaders(outcome.producer), [H.streamIncarnation]: outcome.incarnation });
+      return { status: 204, headers: { ...range, ...producerHeaders(outcome.producer), [H.streamIncarnation]: outcome.incarnation }, error: null };
     }
     case 'appended': {
+      // A new producer write answers 200 with its receipt; a plain append and a producer
+      // close-only write answer 204 (the upstream conformance suite requires the latter).
       const status = outcome.producer && !outcome.closeOnly ? 200 : 204;
       const ack = outcome.producer ? producerHeaders(outcome.producer) : {};
-      return send(res, status, { ...base, ...receiptHeaders(outcome.receipt), ...ack, [H.streamIncarnation]: outcome.incarnation });
+      return { status, headers: { ...receiptHeaders(outcome.receipt), ...ack, [H.streamIncarnation]: outcome.incarnation }, error: null };
     }
   }
+}
+
+function renderAppend(res: ServerResponse, outcome: AppendOutcome): void {
+  const answer = appendAnswer(outcome);
+  if (answer.error) return sendError(res, answer.error);
+  send(res, answer.status, { 'cache-control': 'no-store', ...answer.headers });
 }
 
 export async function handleDelete(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {

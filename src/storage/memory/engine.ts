@@ -4,6 +4,7 @@
  * trace. Nothing survives the process.
  */
 import type { BucketState } from '../../core/bucket.js';
+import { compareEvictionOrder } from '../../core/producer.js';
 import { expiryMs } from '../../core/stream.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore } from '../batched.js';
@@ -123,7 +124,7 @@ export class MemoryStore extends BatchedStore {
         expiredMaxEpoch = Math.max(expiredMaxEpoch ?? p.epoch, p.epoch);
       } else if (p.id !== excludeId) {
         liveCount++;
-        if (!leastRecentLive || p.lastSeenMs < leastRecentLive.lastSeenMs) {
+        if (!leastRecentLive || compareEvictionOrder(p, leastRecentLive) < 0) {
           leastRecentLive = { id: p.id, epoch: p.epoch, lastSeenMs: p.lastSeenMs };
         }
       }

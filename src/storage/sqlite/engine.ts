@@ -190,8 +190,9 @@ function prepareStatements(db: Database.Database) {
     expiredMaxEpoch: db.prepare<[number, number], { e: number | null }>(
       `SELECT max(epoch) AS e FROM producers WHERE stream_id = ? AND last_seen_ms <= ?`,
     ),
+    // The order of compareEvictionOrder (core/producer.ts): BINARY collation compares UTF-8 bytes.
     leastRecentLive: db.prepare<[number, number, string], { producer_id: string; epoch: number; last_seen_ms: number }>(
-      `SELECT producer_id, epoch, last_seen_ms FROM producers WHERE stream_id = ? AND last_seen_ms > ? AND producer_id <> ? ORDER BY last_seen_ms LIMIT 1`,
+      `SELECT producer_id, epoch, last_seen_ms FROM producers WHERE stream_id = ? AND last_seen_ms > ? AND producer_id <> ? ORDER BY last_seen_ms, producer_id LIMIT 1`,
     ),
   };
 }
