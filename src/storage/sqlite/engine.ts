@@ -246,10 +246,11 @@ export class SqliteStore extends BatchedStore {
     this.persistedNextStreamId = this.nextStreamId;
   }
 
-  private streamByName(name: string): StreamState | undefined {
-    let stream = this.cache.getByName(name);
+  /** A stream from the cache, or from SQLite (then cached), as reads see it. */
+  private cached(fromCache: StreamState | undefined, load: () => StreamRow | undefined): StreamState | undefined {
+    let stream = fromCache;
     if (!stream) {
-      const row = this.sql.streamByName.get(name);
+      const row = load();
       if (!row) return undefined;
       stream = rowToStream(row);
       this.cache.remember(stream);
@@ -257,15 +258,12 @@ export class SqliteStore extends BatchedStore {
     return this.withPendingTouch(stream);
   }
 
+  private streamByName(name: string): StreamState | undefined {
+    return this.cached(this.cache.getByName(name), () => this.sql.streamByName.get(name));
+  }
+
   private streamById(id: number): StreamState | undefined {
-    let stream = this.cache.getById(id);
-    if (!stream) {
-      const row = this.sql.streamById.get(id);
-      if (!row) return undefined;
-      stream = rowToStream(row);
-      this.cache.remember(stream);
-    }
-    return this.withPendingTouch(stream);
+    return this.cached(this.cache.getById(id), () => this.sql.streamById.get(id));
   }
 
   /** Writes only the columns that changed since the cached state. */
