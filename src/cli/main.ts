@@ -35,6 +35,7 @@ interface ServeFlags {
   longPollTimeout: number;
   sseLifetime: number;
   maxBody: number;
+  maxSnapshotBytes: number;
   maxProducers: number;
   producerIdleEvict: number;
   producerTtl: number;
@@ -50,6 +51,7 @@ function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     longPollTimeoutMs: flags.longPollTimeout,
     sseLifetimeMs: flags.sseLifetime,
     maxBodyBytes: flags.maxBody,
+    maxSnapshotBytes: flags.maxSnapshotBytes,
     maxLiveConnections: flags.maxLiveConnections,
     producers: { maxProducers: flags.maxProducers, idleEvictMs: flags.producerIdleEvict, forgetAfterMs: flags.producerTtl },
   };
@@ -90,6 +92,7 @@ export function buildProgram(): Command {
     .option('--long-poll-timeout <duration>', 'how long a long-poll waits for data', parseDurationMs, d.longPollTimeoutMs)
     .option('--sse-lifetime <duration>', 'how long an SSE connection stays open', parseDurationMs, d.sseLifetimeMs)
     .option('--max-body <bytes>', 'largest append or create body in bytes', parseCount, d.maxBodyBytes)
+    .option('--max-snapshot-bytes <bytes>', 'largest snapshot body in bytes', parseCount, d.maxSnapshotBytes)
     .option('--max-live-connections <n>', 'long-poll and SSE readers held at once', parseCount, d.maxLiveConnections)
     .option('--max-producers <n>', 'producers remembered per stream', parseCount, d.producers.maxProducers)
     .option('--producer-idle-evict <duration>', 'idle time after which a producer may be replaced', parseDurationMs, d.producers.idleEvictMs)

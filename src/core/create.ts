@@ -4,6 +4,7 @@
  */
 import { isJsonContentType, DEFAULT_CONTENT_TYPE } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { isMessageBoundary } from './boundary.js';
 import { absenceError, incarnationError, notFound, visibility } from './stream.js';
 import type { Decision, ForkLink, StreamConfig, StreamState } from './types.js';
 
@@ -27,6 +28,8 @@ export interface CreateRequest {
   streamSeq: string | null;
   incarnation: string | null;
   fork: ForkRequest | null;
+  /** Canonical attribute text (see core/attrs.ts); absent or null for none. */
+  attrs?: string | null;
 }
 
 /** The append of the fork source that starts at or contains the fork offset. */
@@ -103,6 +106,7 @@ function configConflict(existing: StreamState, input: CreateInput): string | nul
   if (wanted.ttlSeconds !== existing.config.ttlSeconds) return 'TTL';
   if (wanted.expiresAtMs !== existing.config.expiresAtMs) return 'expiry';
   if (request.close && !existing.closed) return 'closure (the stream is open)';
+  if ((request.attrs ?? null) !== existing.attrs) return 'attributes';
   const fork = request.fork;
   if ((fork === null) !== (existing.fork === null)) return 'fork source';
   if (fork && existing.fork) {
@@ -163,6 +167,8 @@ function planNewStream(input: CreateInput): Planned {
     earliestOffset,
     deleted: false,
     forkRefs: 0,
+    attrs: request.attrs ?? null,
+    snapshot: null,
   };
   const source = link ? { ...input.forkSource!, forkRefs: input.forkSource!.forkRefs + 1 } : null;
   return { stream, chunks, source };
@@ -191,18 +197,13 @@ function planFork(input: CreateInput): { link: ForkLink; prefix: Buffer | null }
   const json = isJsonContentType(src.config.contentType);
   const anchor = input.forkAnchor;
   if (fork.subOffset === 0) {
-    if (json && !isMessageBoundary(anchor, offset)) return forkError('Stream-Fork-Offset is inside a JSON message');
+    if (json && !isMessageBoundary(anchor, offset, true)) return forkError('Stream-Fork-Offset is inside a JSON message');
     return { link: { sourceId: src.id, offset, subOffset: 0 }, prefix: null };
   }
   if (anchor === null || anchor.start !== offset) return forkError('Stream-Fork-Sub-Offset needs an append that starts at Stream-Fork-Offset');
   const prefix = json ? jsonPrefix(anchor.data, fork.subOffset) : binaryPrefix(anchor.data, fork.subOffset);
   if (prefix === null) return forkError('Stream-Fork-Sub-Offset is beyond the append at Stream-Fork-Offset');
   return { link: { sourceId: src.id, offset, subOffset: fork.subOffset }, prefix };
-}
-
-function isMessageBoundary(anchor: ChunkView | null, offset: number): boolean {
-  if (anchor === null || anchor.start === offset) return true;
-  return anchor.data[offset - anchor.start - 1] === 0x0a;
 }
 
 function binaryPrefix(data: Buffer, length: number): Buffer | null {

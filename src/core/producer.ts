@@ -123,9 +123,27 @@ export function judgeOrder(standing: ProducerStanding, req: ProducerHeaders): Pr
   });
 }
 
+/**
+ * The order in which producers are replaced: least recently seen first. Producers seen
+ * in the same millisecond (a whole group commit shares one clock reading) go by id,
+ * compared as UTF-8 bytes as SQLite compares text, so every engine replaces the same one.
+ */
+export function compareEvictionOrder(a: { id: string; lastSeenMs: number }, b: { id: string; lastSeenMs: number }): number {
+  if (a.lastSeenMs !== b.lastSeenMs) return a.lastSeenMs - b.lastSeenMs;
+  return Buffer.compare(Buffer.from(a.id, 'utf8'), Buffer.from(b.id, 'utf8'));
+}
+
 export type LimitVerdict =
   | { kind: 'ok'; evict: { id: string; epoch: number } | null }
   | { kind: 'rejected'; error: ProtocolError };
+
+/**
+ * Retry-After of a 429: when the least recently seen producer becomes replaceable if it
+ * stays idle. A hint (it may write again), so that a refused producer need not poll.
+ */
+function secondsUntilReplaceable(lastSeenMs: number, settings: ProducerSettings, nowMs: number): number {
+  return Math.max(1, Math.ceil((lastSeenMs + settings.idleEvictMs - nowMs) / 1000));
+}
 
 /** A new producer beyond the limit replaces the least recently seen one idle long enough. */
 export function judgeLimit(standing: ProducerStanding, view: ProducerView, settings: ProducerSettings, nowMs: number): LimitVerdict {
@@ -137,9 +155,10 @@ export function judgeLimit(standing: ProducerStanding, view: ProducerView, setti
   if (oldest !== null && nowMs - oldest.lastSeenMs >= settings.idleEvictMs) {
     return { kind: 'ok', evict: { id: oldest.id, epoch: oldest.epoch } };
   }
+  const fields = oldest === null ? undefined : { retryAfterSeconds: secondsUntilReplaceable(oldest.lastSeenMs, settings, nowMs) };
   return {
     kind: 'rejected',
-    error: protocolError('PRODUCER_LIMIT', `the stream already has ${settings.maxProducers} producers and none has been idle long enough to replace`),
+    error: protocolError('PRODUCER_LIMIT', `the stream already has ${settings.maxProducers} producers and none has been idle long enough to replace`, fields),
   };
 }
 

@@ -61,6 +61,17 @@ export function planRead(stream: StreamState | undefined, request: ReadRequest, 
   return { ok: true, stream: s, position, atTail: position >= s.tail };
 }
 
+/**
+ * A live reader woken by a commit, re-planned at the position it reached. Its response
+ * already named an incarnation (SSE sends its headers once, with the stream's token), so
+ * it is checked against that token whether or not the client sent one: seed 001, "Every
+ * successful response that addresses a stream ... carries Stream-Incarnation" -- data
+ * of a stream recreated at the same URL must never follow another incarnation's token.
+ */
+export function planLiveResume(stream: StreamState | undefined, position: number, live: 'long-poll' | 'sse', announced: string, nowMs: number): ReadPlan {
+  return planRead(stream, { offset: { kind: 'at', position }, live, incarnation: announced }, nowMs);
+}
+
 /** HEAD: existence and incarnation only. */
 export function planHead(stream: StreamState | undefined, incarnation: string | null, nowMs: number): ReadPlan {
   const absent = absenceError(stream, nowMs);

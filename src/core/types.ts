@@ -47,6 +47,19 @@ export interface StreamState {
   deleted: boolean;
   /** Number of streams whose fork link points at this one. */
   forkRefs: number;
+  /** Application attributes as canonical JSON text; null when none are set. */
+  attrs: string | null;
+  /** The visible snapshot, if one was published. Its body is stored apart. */
+  snapshot: SnapshotMeta | null;
+}
+
+/** What is known of a stream's visible snapshot without its body. */
+export interface SnapshotMeta {
+  /** The snapshot covers everything before this position. */
+  offset: number;
+  contentType: string;
+  /** BLAKE3-256 of the content type and body, lowercase hex. */
+  digest: string;
 }
 
 /** Where a write's bytes landed. */
@@ -100,7 +113,7 @@ export interface ProducerView {
   /**
    * The rest is needed only when the writer is new to the stream (no record, or a
    * forgotten one): producers above the forget cutoff, the highest epoch among those at
-   * or below it, and the least recently seen producer above it.
+   * or below it, and the first producer above it in `compareEvictionOrder` order.
    */
   others?: {
     liveCount: number;

@@ -6,11 +6,20 @@
 
 const NEWLINE = 0x0a;
 
-/** Bytes of `window` a response may carry; 0 means "read further to finish a message". */
-export function usableLength(window: Uint8Array, json: boolean, reachesTail: boolean): number {
-  if (!json || reachesTail) return window.length;
-  for (let i = window.length - 1; i >= 0; i--) if (window[i] === NEWLINE) return i + 1;
-  return 0;
+/**
+ * Bytes of `window` a response may carry when the reader asked for at most `limitBytes`.
+ * `window` is longer than the limit only when it was read further to finish a message.
+ * A JSON response holds the most whole messages that fit the limit or, when the first
+ * message alone is larger, exactly that message: the limit is exceeded only as far as
+ * one whole message needs. 0 means "read further to finish the first message".
+ */
+export function usableLength(window: Uint8Array, json: boolean, reachesTail: boolean, limitBytes: number = window.length): number {
+  const within = Math.min(window.length, limitBytes);
+  if (!json || (reachesTail && within === window.length)) return within;
+  for (let i = within - 1; i >= 0; i--) if (window[i] === NEWLINE) return i + 1;
+  const firstEnd = window.indexOf(NEWLINE, within);
+  if (firstEnd >= 0) return firstEnd + 1;
+  return reachesTail ? window.length : 0;
 }
 
 /** Length of the longest prefix of `window` that does not split a UTF-8 sequence. */

@@ -1,7 +1,7 @@
 /** GET of a stream: catch-up and long-poll reads. SSE lives in `live/sse.ts`. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { nextCursor } from '../core/cursor.js';
-import { endsStream, planRead, type LiveMode, type ReadRequest } from '../core/read.js';
+import { endsStream, planLiveResume, planRead, type LiveMode, type ReadRequest } from '../core/read.js';
 import type { StreamState } from '../core/types.js';
 import { startsOnMessage } from '../core/window.js';
 import { isJsonContentType } from '../protocol/content-type.js';
@@ -112,11 +112,13 @@ export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx:
   const parsed = parseReadQuery(search, req, ctx);
   if (!parsed.ok) return sendError(res, parsed.error);
   const { query } = parsed;
-  const plan = planRead(await ctx.store.getStream(address.key), query.request, ctx.now());
+  const nowMs = ctx.now();
+  const plan = planRead(await ctx.store.getStream(address.key), query.request, nowMs);
   if (!plan.ok) return sendError(res, plan.error);
   const misaligned = await misalignedError(ctx, plan.stream, plan.position);
   if (misaligned) return sendError(res, misaligned);
-  ctx.store.touch(plan.stream, ctx.now());
+  // The same instant that judged the stream live renews it, so an expired stream is never revived.
+  ctx.store.touch(plan.stream, nowMs);
   if (query.request.live === 'sse') {
     if (!ctx.hub.acquire()) return sendError(res, tooManyLive());
     return serveSse(res, {
@@ -126,7 +128,6 @@ export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx:
       stream: plan.stream,
       position: plan.position,
       clientCursor: query.cursor,
-      incarnation: query.request.incarnation,
       maxBytes: query.maxBytes,
       lifetimeMs: ctx.settings.sseLifetimeMs,
       heartbeatMs: ctx.settings.sseHeartbeatMs,
@@ -182,7 +183,9 @@ async function longPoll(
       }
       const woke = await ctx.hub.wait(address.key, remaining, abort.signal);
       if (woke === 'aborted' && abort.signal.aborted) return;
-      const plan = planRead(await ctx.store.getStream(address.key), { offset: { kind: 'at', position }, live: 'long-poll', incarnation: query.request.incarnation }, ctx.now());
+      // The wait began on one incarnation: if the stream was recreated meanwhile, its
+      // bytes at this position belong to another stream, so the reader is told (412).
+      const plan = planLiveResume(await ctx.store.getStream(address.key), position, 'long-poll', first.incarnation, ctx.now());
       if (!plan.ok) return sendError(res, plan.error);
       stream = plan.stream;
     }

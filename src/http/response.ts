@@ -22,6 +22,8 @@ const EXPOSED_HEADERS = [
   H.streamIncarnation,
   H.streamSseDataEncoding,
   H.streamEarliestOffset,
+  H.streamSnapshotOffset,
+  H.streamSnapshotDigest,
   H.producerEpoch,
   H.producerSeq,
   H.producerExpectedSeq,
@@ -34,14 +36,23 @@ const EXPOSED_HEADERS = [
   'location',
 ].join(', ');
 
-/** Security and CORS headers on every response, errors included. */
+const SECURITY_HEADERS: HeaderMap = {
+  'x-content-type-options': 'nosniff',
+  'cross-origin-resource-policy': 'cross-origin',
+};
+
+/**
+ * Security headers go on every response, errors included. CORS headers go only where a
+ * browser asks for them (it always sends Origin cross-origin), which keeps the answers
+ * to other clients small.
+ */
 export function baseHeaders(origin: string | undefined): HeaderMap {
+  if (origin === undefined) return SECURITY_HEADERS;
   return {
-    'x-content-type-options': 'nosniff',
-    'cross-origin-resource-policy': 'cross-origin',
-    'access-control-allow-origin': origin ?? '*',
+    ...SECURITY_HEADERS,
+    'access-control-allow-origin': origin,
     'access-control-expose-headers': EXPOSED_HEADERS,
-    ...(origin ? { vary: 'Origin' } : {}),
+    vary: 'Origin',
   };
 }
 

@@ -13,8 +13,13 @@ export interface StreamAddress {
   path: string;
 }
 
+/** Sub-resources of a stream, on both URL families. */
+export const STREAM_EXTENSIONS = ['snapshot', 'retention', 'bootstrap', 'attrs', 'append-batch'] as const;
+export type StreamExtension = (typeof STREAM_EXTENSIONS)[number];
+
 export type Route =
   | { kind: 'health' }
+  | { kind: 'stream-ext'; stream: StreamAddress; ext: StreamExtension; arg: string | null }
   | { kind: 'bucket'; bucket: string }
   | { kind: 'bucket-streams'; bucket: string }
   | { kind: 'stream'; stream: StreamAddress }
@@ -38,24 +43,35 @@ export function route(pathname: string): Route {
   const segments = decodeSegments(pathname);
   if (segments === undefined) return invalid('the path is not valid percent-encoding');
   if (segments.length === 1 && segments[0] === 'healthz') return { kind: 'health' };
-  if (segments[0] === 'v1') return routeV1(segments, pathname);
+  if (segments[0] === 'v1') return routeV1(segments);
   if (segments.length === 0 || segments[0] === '') return notFound();
   const bucket = segments[0]!;
   if (RESERVED_TOP_LEVEL.has(bucket)) return notFound();
   if (!isValidBucketId(bucket)) return invalid('bucket ids are 4 to 64 characters of a-z, 0-9, _ and -');
   if (segments.length === 1) return { kind: 'bucket', bucket };
   if (segments.length === 2 && segments[1] === 'streams') return { kind: 'bucket-streams', bucket };
-  if (segments.length !== 2) return notFound();
   const id = segments[1]!;
   if (!isValidStreamId(id)) return invalid('stream ids are 1 to 122 bytes without "/", control characters or ".."');
-  return { kind: 'stream', stream: { key: bucketStreamKey(bucket, id), bucket, path: pathname } };
+  const stream = { key: bucketStreamKey(bucket, id), bucket, path: `/${segments.slice(0, 2).map(encodeURIComponent).join('/')}` };
+  return withExtension(stream, segments.slice(2));
 }
 
-function routeV1(segments: string[], pathname: string): Route {
-  if (segments[1] !== 'stream' || segments.length !== 3) return notFound();
+/** `{stream}`, `{stream}/{ext}` or `{stream}/{ext}/{arg}`. */
+function withExtension(stream: StreamAddress, rest: string[]): Route {
+  if (rest.length === 0) return { kind: 'stream', stream };
+  const ext = rest[0] as StreamExtension;
+  if (!STREAM_EXTENSIONS.includes(ext) || rest.length > 2) return notFound();
+  const takesArg = ext === 'snapshot' || ext === 'retention';
+  if (rest.length === 2 && !takesArg) return notFound();
+  return { kind: 'stream-ext', stream, ext, arg: rest[1] ?? null };
+}
+
+function routeV1(segments: string[]): Route {
+  if (segments[1] !== 'stream' || segments.length < 3) return notFound();
   const name = segments[2]!;
   if (!isValidV1Name(name)) return invalid('stream names are 1 to 122 bytes without "/", control characters or ".."');
-  return { kind: 'stream', stream: { key: v1StreamKey(name), bucket: null, path: pathname } };
+  const stream = { key: v1StreamKey(name), bucket: null, path: `/v1/stream/${encodeURIComponent(name)}` };
+  return withExtension(stream, segments.slice(3));
 }
 
 /** Resolves a stream reference from a header: a path or an absolute URL. */

@@ -16,7 +16,9 @@ import { handleBucket, handleListStreams } from './buckets.js';
 import type { HandlerContext } from './context.js';
 import { handleRead } from './reads.js';
 import { ALLOWED_METHODS, baseHeaders, send, sendError, sendJson } from './response.js';
-import { route, type StreamAddress } from './router.js';
+import { route, type Route, type StreamAddress } from './router.js';
+import { handleAppendBatch, handleGetAttrs, handlePutAttrs } from './attrs-batch.js';
+import { handleBootstrap, handlePublishSnapshot, handleReadSnapshot, handleRetention } from './snapshots.js';
 import { DEFAULT_SETTINGS, type ServerSettings } from './settings.js';
 import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
 
@@ -91,7 +93,32 @@ async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerC
       return handleListStreams(req, res, ctx, target.bucket, search);
     case 'stream':
       return dispatchStream(req, res, ctx, target.stream, search);
+    case 'stream-ext':
+      return dispatchExtension(req, res, ctx, target, search);
   }
+}
+
+async function dispatchExtension(
+  req: IncomingMessage,
+  res: ServerResponse,
+  ctx: HandlerContext,
+  target: Extract<Route, { kind: 'stream-ext' }>,
+  search: string,
+): Promise<void> {
+  const { stream, ext, arg } = target;
+  const method = req.method === 'HEAD' ? 'GET' : req.method;
+  const handlers: Record<string, (() => Promise<void>) | undefined> = {
+    'snapshot GET': () => handleReadSnapshot(req, res, ctx, stream, arg),
+    'snapshot PUT': arg === null ? undefined : () => handlePublishSnapshot(req, res, ctx, stream, arg),
+    'retention PUT': arg === null ? undefined : () => handleRetention(req, res, ctx, stream, arg),
+    'bootstrap GET': () => handleBootstrap(req, res, ctx, stream, search),
+    'attrs GET': () => handleGetAttrs(req, res, ctx, stream),
+    'attrs PUT': () => handlePutAttrs(req, res, ctx, stream),
+    'append-batch POST': () => handleAppendBatch(req, res, ctx, stream),
+  };
+  const handler = handlers[`${ext} ${method}`];
+  if (handler) return handler();
+  return sendError(res, protocolError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on ${ext}${arg === null ? '' : '/{offset}'}`));
 }
 
 function failureOf(error: unknown): ProtocolError {

@@ -1,4 +1,5 @@
 /** Server settings with their defaults. Every limit a client can reach is here. */
+import { MAX_SNAPSHOT_BYTES } from '../core/snapshot.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings } from '../core/types.js';
 
 export interface ServerSettings {
@@ -18,6 +19,8 @@ export interface ServerSettings {
   sseMaxBufferedBytes: number;
   /** Largest append or create body. */
   maxBodyBytes: number;
+  /** Largest snapshot body. */
+  maxSnapshotBytes: number;
   /** Default size of one read response. */
   readChunkBytes: number;
   /** Largest read response a client may ask for with `max_bytes`. */
@@ -46,6 +49,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   sseHeartbeatMs: 15_000,
   sseMaxBufferedBytes: 4 * 1024 * 1024,
   maxBodyBytes: 32 * 1024 * 1024,
+  maxSnapshotBytes: MAX_SNAPSHOT_BYTES,
   readChunkBytes: 4 * 1024 * 1024,
   maxReadBytes: 8 * 1024 * 1024,
   maxLiveConnections: 10_000,

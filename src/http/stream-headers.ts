@@ -21,6 +21,10 @@ export function metadataHeaders(stream: StreamState): HeaderMap {
   if (stream.config.expiresAtMs !== null) headers[H.streamExpiresAt] = new Date(stream.config.expiresAtMs).toISOString();
   if (stream.lastStreamSeq !== null) headers[H.streamLastSeq] = stream.lastStreamSeq;
   if (stream.earliestOffset > 0) headers[H.streamEarliestOffset] = encodeOffset(stream.earliestOffset);
+  if (stream.snapshot) {
+    headers[H.streamSnapshotOffset] = encodeOffset(stream.snapshot.offset);
+    headers[H.streamSnapshotDigest] = stream.snapshot.digest;
+  }
   return headers;
 }
 

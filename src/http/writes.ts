@@ -3,13 +3,12 @@
  * the request into a command, runs it, and renders the outcome; the rules are in core.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { blake3 } from '@noble/hashes/blake3.js';
-import { bytesToHex } from '@noble/hashes/utils.js';
 import type { CreateRequest, ForkRequest } from '../core/create.js';
 import { planHead } from '../core/read.js';
 import type { AppendOutcome, AppendRequest } from '../core/types.js';
 import { isJsonContentType, normalizeContentType } from '../protocol/content-type.js';
-import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { bodyDigest } from '../protocol/digest.js';
+import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
 import { frameJsonBody } from '../protocol/json.js';
 import { encodeOffset, parsePosition } from '../protocol/offset.js';
@@ -23,9 +22,10 @@ import {
   type Parsed,
   type ProducerHeaders,
 } from '../protocol/parse.js';
+import { parseAttrsText } from './attrs-batch.js';
 import type { HandlerContext } from './context.js';
 import { header, readBody } from './request.js';
-import { send, sendError, type HeaderMap } from './response.js';
+import { errorHeaders, send, sendError, type HeaderMap } from './response.js';
 import { resolveStreamReference, type StreamAddress } from './router.js';
 import { describeStream, metadataHeaders, producerHeaders, receiptHeaders } from './stream-headers.js';
 
@@ -144,6 +144,7 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
       streamSeq: unwrap(parseStreamSeq(header(req, H.streamSeq))) ?? null,
       incarnation: incarnationOf(req),
       fork,
+      attrs: attrsHeader(req),
     };
     const body = await bodyOf(req, ctx);
     const framingType = contentType ?? (fork ? ((await ctx.store.getStream(fork.sourceName))?.config.contentType ?? null) : null);
@@ -154,6 +155,15 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
     if (outcome.kind === 'created') headers['location'] = absoluteUrl(req, address.path);
     send(res, outcome.kind === 'created' ? 201 : 200, { ...headers, 'cache-control': 'no-store' });
   });
+}
+
+/** Stream-Attrs on create: JSON text, sent as UTF-8 bytes (Node reads header bytes as latin1). */
+function attrsHeader(req: IncomingMessage): string | null {
+  const raw = header(req, H.streamAttrs);
+  if (raw === undefined) return null;
+  const parsed = parseAttrsText(Buffer.from(raw, 'latin1').toString('utf8'));
+  if (!parsed.ok) throw new RequestError(parsed.error);
+  return parsed.canonical;
 }
 
 function absoluteUrl(req: IncomingMessage, path: string): string {
@@ -178,7 +188,7 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
       close,
       streamSeq,
       producer,
-      bodyDigest: producer?.digest !== undefined ? bytesToHex(blake3(body)) : null,
+      bodyDigest: producer?.digest !== undefined ? bodyDigest(body) : null,
       incarnation: incarnationOf(req),
     };
     renderAppend(res, await ctx.store.run('append', { name: address.key, request }));
@@ -194,28 +204,42 @@ function requestContentTypeLenient(req: IncomingMessage): string | null {
   }
 }
 
-function renderAppend(res: ServerResponse, outcome: AppendOutcome): void {
-  const base: HeaderMap = { 'cache-control': 'no-store' };
+/** What an append answers on the wire: status and headers, or the typed refusal. */
+export interface AppendAnswer {
+  status: number;
+  headers: HeaderMap;
+  error: ProtocolError | null;
+}
+
+/** The one mapping from an append outcome to its HTTP answer; pure, so tests can check it. */
+export function appendAnswer(outcome: AppendOutcome): AppendAnswer {
   switch (outcome.kind) {
     case 'rejected':
-      return sendError(res, outcome.error);
+      return { status: statusOf(outcome.error.code), headers: errorHeaders(outcome.error), error: outcome.error };
     case 'already-closed':
-      return send(res, 204, {
-        ...base,
-        [H.streamNextOffset]: encodeOffset(outcome.tail),
-        [H.streamClosed]: 'true',
-        [H.streamIncarnation]: outcome.incarnation,
-      });
+      return {
+        status: 204,
+        headers: { [H.streamNextOffset]: encodeOffset(outcome.tail), [H.streamClosed]: 'true', [H.streamIncarnation]: outcome.incarnation },
+        error: null,
+      };
     case 'duplicate': {
       const range = outcome.receipt ? receiptHeaders(outcome.receipt) : {};
-      return send(res, 204, { ...base, ...range, ...producerHeaders(outcome.producer), [H.streamIncarnation]: outcome.incarnation });
+      return { status: 204, headers: { ...range, ...producerHeaders(outcome.producer), [H.streamIncarnation]: outcome.incarnation }, error: null };
     }
     case 'appended': {
+      // A new producer write answers 200 with its receipt; a plain append and a producer
+      // close-only write answer 204 (the upstream conformance suite requires the latter).
       const status = outcome.producer && !outcome.closeOnly ? 200 : 204;
       const ack = outcome.producer ? producerHeaders(outcome.producer) : {};
-      return send(res, status, { ...base, ...receiptHeaders(outcome.receipt), ...ack, [H.streamIncarnation]: outcome.incarnation });
+      return { status, headers: { ...receiptHeaders(outcome.receipt), ...ack, [H.streamIncarnation]: outcome.incarnation }, error: null };
     }
   }
+}
+
+function renderAppend(res: ServerResponse, outcome: AppendOutcome): void {
+  const answer = appendAnswer(outcome);
+  if (answer.error) return sendError(res, answer.error);
+  send(res, answer.status, { 'cache-control': 'no-store', ...answer.headers });
 }
 
 export async function handleDelete(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {

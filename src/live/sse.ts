@@ -7,7 +7,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { nextCursor } from '../core/cursor.js';
-import { endsStream, planRead } from '../core/read.js';
+import { endsStream, planLiveResume } from '../core/read.js';
 import type { StreamState } from '../core/types.js';
 import { isJsonContentType, isTextualContentType } from '../protocol/content-type.js';
 import { H } from '../protocol/headers.js';
@@ -24,7 +24,6 @@ export interface SseOptions {
   stream: StreamState;
   position: number;
   clientCursor: string | null;
-  incarnation: string | null;
   maxBytes: number;
   lifetimeMs: number;
   heartbeatMs: number;
@@ -86,27 +85,36 @@ export async function serveSse(res: ServerResponse, options: SseOptions): Promis
   }
 }
 
+/** Sends what lies between the reader's position and the tail; false when the connection must end. */
+async function sendBacklog(res: ServerResponse, options: SseOptions, encoding: Encoding, state: ControlState, signal: AbortSignal): Promise<boolean> {
+  while (state.position < state.stream.tail) {
+    const window = await readWindow(options.store, state.stream, state.position, options.maxBytes, encoding === 'text');
+    // No bytes below the tail means the stream was dropped under this reader: stop rather than spin.
+    if (window.data.length === 0) return false;
+    state.position = window.next;
+    const ok = res.write(dataEvent(window.data, encoding) + controlEvent(state));
+    if (res.writableLength > options.maxBufferedBytes) {
+      res.destroy();
+      return false;
+    }
+    if (!ok && !(await drained(res, signal))) return false;
+  }
+  return true;
+}
+
 async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding, signal: AbortSignal): Promise<void> {
   const { store, hub, key, now } = options;
   const state: ControlState = { position: options.position, stream: options.stream, cursor: nextCursor(now(), options.clientCursor, Math.random()) };
   const endAt = now() + options.lifetimeMs;
   let announced = false;
   for (;;) {
-    while (state.position < state.stream.tail) {
-      const window = await readWindow(store, state.stream, state.position, options.maxBytes, encoding === 'text');
-      state.position = window.next;
-      const ok = res.write(dataEvent(window.data, encoding) + controlEvent(state));
-      announced = true;
-      if (res.writableLength > options.maxBufferedBytes) return void res.destroy();
-      if (!ok && !(await drained(res, signal))) return;
-    }
-    if (endsStream(state.stream, state.position)) {
+    const before = state.position;
+    if (!(await sendBacklog(res, options, encoding, state, signal))) return;
+    announced ||= state.position > before;
+    if (!announced || endsStream(state.stream, state.position)) {
       if (!announced) res.write(controlEvent(state));
-      return;
-    }
-    if (!announced) {
-      res.write(controlEvent(state));
       announced = true;
+      if (endsStream(state.stream, state.position)) return;
     }
     const remaining = endAt - now();
     if (remaining <= 0 || signal.aborted || hub.isDraining) return;
@@ -116,7 +124,8 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
       if (now() < endAt) res.write(': keep-alive\n\n');
       continue;
     }
-    const plan = planRead(await store.getStream(key), { offset: { kind: 'at', position: state.position }, live: 'sse', incarnation: options.incarnation }, now());
+    // Bound to the incarnation the response headers named: a deleted or recreated stream ends the connection.
+    const plan = planLiveResume(await store.getStream(key), state.position, 'sse', options.stream.incarnation, now());
     if (!plan.ok) return;
     state.stream = plan.stream;
   }

@@ -11,7 +11,8 @@ export interface ReadWindow {
 
 /**
  * Reads up to `maxBytes` from `position`. A JSON message larger than the window is
- * returned whole; `textSafe` keeps a text window from splitting a UTF-8 character.
+ * returned whole and alone (the window grows until it holds the message's end);
+ * `textSafe` keeps a text window from splitting a UTF-8 character.
  */
 export async function readWindow(store: Store, stream: StreamState, position: number, maxBytes: number, textSafe: boolean): Promise<ReadWindow> {
   const json = isJsonContentType(stream.config.contentType);
@@ -19,7 +20,7 @@ export async function readWindow(store: Store, stream: StreamState, position: nu
   for (;;) {
     const raw = await store.readRange(stream, position, size);
     const reachesTail = position + raw.length >= stream.tail;
-    let n = usableLength(raw, json, reachesTail);
+    let n = usableLength(raw, json, reachesTail, maxBytes);
     if (n === 0 && raw.length > 0) {
       size *= 2;
       continue;

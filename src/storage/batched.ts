@@ -4,6 +4,7 @@
  * only after that commit; if the commit fails, every command of the batch is refused
  * with STORAGE_UNAVAILABLE and none of them applied.
  */
+import { touched } from '../core/stream.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings, type StreamState } from '../core/types.js';
 import { protocolError } from '../protocol/errors.js';
 import { Executor, type Txn } from './executor.js';
@@ -52,13 +53,11 @@ export abstract class BatchedStore implements Store {
 
   /** Runs `body` in one transaction and makes it durable, or throws having applied nothing. */
   protected abstract transact(body: (txn: Txn) => void): void;
-  /** Runs `body` so that a throw undoes only what `body` did. */
-  protected abstract atomically<T>(txn: Txn, body: () => T): T;
-  /** Applies pending TTL renewals inside the batch transaction. */
-  protected abstract storeTouches(txn: Txn, touches: Map<number, number>): void;
 
   abstract getStream(name: string): Promise<StreamState | undefined>;
   abstract readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer>;
+  abstract readChunks(stream: StreamState, from: number, maxBytes: number): Promise<Array<{ start: number; data: Buffer }>>;
+  abstract snapshotBody(stream: StreamState): Promise<Buffer | null>;
   abstract chunkAt(stream: StreamState, position: number): Promise<{ start: number; data: Buffer } | null>;
   abstract getBucket(id: string): Promise<BucketInfo | undefined>;
   abstract listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing>;
@@ -74,8 +73,18 @@ export abstract class BatchedStore implements Store {
 
   touch(stream: StreamState, nowMs: number): void {
     if (stream.config.ttlSeconds === null) return;
-    const previous = this.pendingTouches.get(stream.id) ?? 0;
-    if (nowMs > previous) this.pendingTouches.set(stream.id, nowMs);
+    this.touchAt(stream.id, nowMs);
+  }
+
+  private touchAt(streamId: number, nowMs: number): void {
+    const previous = this.pendingTouches.get(streamId) ?? 0;
+    if (nowMs > previous) this.pendingTouches.set(streamId, nowMs);
+  }
+
+  /** A loaded stream as reads see it: with its pending TTL renewal, as core applies it. */
+  protected withPendingTouch(stream: StreamState): StreamState {
+    const touchedAtMs = this.pendingTouches.get(stream.id);
+    return touchedAtMs === undefined ? stream : touched(stream, touchedAtMs);
   }
 
   onCommit(listener: (events: CommitEvent[]) => void): () => void {
@@ -85,7 +94,10 @@ export abstract class BatchedStore implements Store {
 
   async close(): Promise<void> {
     if (this.closed) return;
-    this.flush();
+    // Every queued command gets its answer: a batch takes at most MAX_BATCH_COMMANDS.
+    // A failed batch rejects its commands, so the queue always shrinks.
+    do this.flush();
+    while (this.queue.length > 0);
     this.closed = true;
     this.closeEngine();
   }
@@ -103,37 +115,63 @@ export abstract class BatchedStore implements Store {
     if (this.queue.length === 0 && this.pendingTouches.size === 0) return;
     const batch = this.queue.splice(0, MAX_BATCH_COMMANDS);
     if (this.queue.length > 0) this.schedule();
-    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
-    let events: CommitEvent[] = [];
+    // Taken out of the pending map so that, inside the transaction, streams load as
+    // stored and core decides whether each renewal applies.
     const touches = new Map(this.pendingTouches);
-    try {
-      this.transact((txn) => {
-        outcomes.length = 0;
-        if (touches.size > 0) this.storeTouches(txn, touches);
-        const executor = new Executor(txn, this.settings, this.now());
-        for (const op of batch) outcomes.push(this.runOne(txn, executor, op));
-        events = [...executor.events.values()];
-      });
-    } catch (error) {
-      const refusal = new StorageUnavailableError(error);
-      for (const op of batch) op.reject(refusal);
-      return;
+    this.pendingTouches.clear();
+    const failed = new Map<Pending, CommandFailedError>();
+    let committed: { outcomes: Map<Pending, unknown>; events: CommitEvent[] } | null = null;
+    // A command that throws (a broken invariant) aborts the transaction; the batch then
+    // runs again without it, so one bad command never fails the others.
+    while (committed === null) {
+      try {
+        committed = this.runBatch(batch, failed, touches);
+      } catch (error) {
+        if (error instanceof CommandFault) {
+          failed.set(error.op, new CommandFailedError(error.cause));
+          continue;
+        }
+        for (const [id, at] of touches) this.touchAt(id, at);
+        const refusal = new StorageUnavailableError(error);
+        for (const op of batch) op.reject(failed.get(op) ?? refusal);
+        return;
+      }
     }
-    for (const [id, at] of touches) if (this.pendingTouches.get(id) === at) this.pendingTouches.delete(id);
-    batch.forEach((op, i) => {
-      const result = outcomes[i]!;
-      if (result.ok) op.resolve(result.value);
-      else op.reject(result.error);
-    });
-    if (events.length > 0) for (const listener of this.listeners) listener(events);
+    for (const op of batch) {
+      const failure = failed.get(op);
+      if (failure) op.reject(failure);
+      else op.resolve(committed.outcomes.get(op));
+    }
+    if (committed.events.length > 0) for (const listener of this.listeners) listener(committed.events);
   }
 
-  private runOne(txn: Txn, executor: Executor, op: Pending): { ok: true; value: unknown } | { ok: false; error: unknown } {
-    try {
-      const value = this.atomically(txn, () => executor.run(op.kind, op.input as never));
-      return { ok: true, value };
-    } catch (error) {
-      return { ok: false, error: new CommandFailedError(error) };
-    }
+  private runBatch(batch: Pending[], failed: Map<Pending, unknown>, touches: Map<number, number>) {
+    const outcomes = new Map<Pending, unknown>();
+    let events: CommitEvent[] = [];
+    this.transact((txn) => {
+      outcomes.clear();
+      const executor = new Executor(txn, this.settings, this.now());
+      executor.storeTouches(touches);
+      for (const op of batch) {
+        if (failed.has(op)) continue;
+        try {
+          outcomes.set(op, executor.run(op.kind, op.input as never));
+        } catch (cause) {
+          throw new CommandFault(op, cause);
+        }
+      }
+      events = [...executor.events.values()];
+    });
+    return { outcomes, events };
+  }
+}
+
+/** A command's own step threw inside the batch transaction. */
+class CommandFault extends Error {
+  constructor(
+    readonly op: Pending,
+    override readonly cause: unknown,
+  ) {
+    super('command failed inside a batch');
   }
 }

@@ -29,7 +29,7 @@ function sourceOf(source: ChunkSource, stream: StreamState): StreamState {
   return parent;
 }
 
-function collect(source: ChunkSource, stream: StreamState, from: number, end: number, parts: Buffer[]): void {
+function collect(source: ChunkSource, stream: StreamState, from: number, end: number, parts: StoredChunk[]): void {
   const base = ownStart(stream);
   if (from < base) {
     collect(source, sourceOf(source, stream), from, Math.min(end, base), parts);
@@ -40,23 +40,30 @@ function collect(source: ChunkSource, stream: StreamState, from: number, end: nu
   if (first && first.start < from) {
     const chunkEnd = first.start + first.data.length;
     if (chunkEnd > from) {
-      parts.push(first.data.subarray(from - first.start, Math.min(first.data.length, end - first.start)));
+      parts.push({ start: from, data: first.data.subarray(from - first.start, Math.min(first.data.length, end - first.start)) });
       from = chunkEnd;
     }
   }
   if (from >= end) return;
   for (const chunk of source.chunksFrom(stream.id, from, end)) {
-    parts.push(chunk.start + chunk.data.length <= end ? chunk.data : chunk.data.subarray(0, end - chunk.start));
+    const data = chunk.start + chunk.data.length <= end ? chunk.data : chunk.data.subarray(0, end - chunk.start);
+    parts.push({ start: chunk.start, data });
   }
+}
+
+/** The stored appends covering `[from, min(tail, from + maxBytes))`, cut to that range. */
+export function chunksFromChain(source: ChunkSource, stream: StreamState, from: number, maxBytes: number): StoredChunk[] {
+  const end = Math.min(stream.tail, from + maxBytes);
+  const parts: StoredChunk[] = [];
+  if (from < end) collect(source, stream, from, end, parts);
+  return parts;
 }
 
 /** The bytes `[from, min(tail, from + maxBytes))` of a stream. */
 export function readFromChain(source: ChunkSource, stream: StreamState, from: number, maxBytes: number): Buffer {
-  const end = Math.min(stream.tail, from + maxBytes);
-  if (from >= end) return Buffer.alloc(0);
-  const parts: Buffer[] = [];
-  collect(source, stream, from, end, parts);
-  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+  const parts = chunksFromChain(source, stream, from, maxBytes);
+  if (parts.length === 0) return Buffer.alloc(0);
+  return parts.length === 1 ? parts[0]!.data : Buffer.concat(parts.map((p) => p.data));
 }
 
 /** The append that starts at or contains `position`, clipped to what the stream sees. */

@@ -5,10 +5,18 @@
  */
 import { randomBytes } from 'node:crypto';
 import { decideAppend } from '../core/append.js';
+import { decidePutAttrs } from '../core/attrs.js';
+import {
+  decidePublishSnapshot,
+  decideRetention,
+  physicalTrimPosition,
+  type PublishSnapshotRequest,
+  type RetentionRequest,
+} from '../core/snapshot.js';
 import { decideCreateBucket, decideDeleteBucket, type BucketState } from '../core/bucket.js';
 import { decideCreate, type ChunkView } from '../core/create.js';
 import { forgetCutoffMs } from '../core/producer.js';
-import { decideDelete, decideExpire, decideRelease } from '../core/stream.js';
+import { decideDelete, decideExpire, decideRelease, touched } from '../core/stream.js';
 import type { AppendChanges, ProducerRecord, ProducerSettings, ProducerView, StreamState } from '../core/types.js';
 import type { CommandName, CommitEvent, StoreCommands } from './store.js';
 
@@ -19,6 +27,8 @@ export interface Txn {
   getBucket(id: string): BucketState | undefined;
   /** Stream rows in the bucket, including deleted ones kept for forks. */
   countBucketRows(bucket: string): number;
+  /** The bucket's streams past their expiry that are not yet deleted. */
+  expiredBucketStreams(bucket: string, nowMs: number): StreamState[];
   getProducer(streamId: number, producerId: string): ProducerRecord | undefined;
   producerSummary(streamId: number, cutoffMs: number, excludeId: string): NonNullable<ProducerView['others']>;
   chunkAt(stream: StreamState, position: number): ChunkView | null;
@@ -36,6 +46,11 @@ export interface Txn {
   putProducer(streamId: number, record: ProducerRecord): void;
   deleteProducers(streamId: number, ids: string[]): void;
   forgetProducers(streamId: number, seenAtOrBeforeMs: number): void;
+  putSnapshotBody(streamId: number, body: Buffer): void;
+  /** Deletes the stream's own bytes before `position` (a message boundary). */
+  trimBefore(stream: StreamState, position: number): void;
+  /** The lowest earliest offset among every stream forked, directly or not, from this one. */
+  descendantsEarliest(streamId: number): number | null;
 }
 
 export function newIncarnation(): string {
@@ -60,8 +75,21 @@ export class Executor {
       append: (i) => this.append(i.name, i.request),
       deleteStream: (i) => this.deleteStream(i.name, i.incarnation),
       expireStreams: (i) => this.expireStreams(i.limit),
+      publishSnapshot: (i) => this.publishSnapshot(i.name, i.request, i.body),
+      setRetention: (i) => this.setRetention(i.name, i.request),
+      putAttrs: (i) => this.putAttrs(i.name, i.attrs, i.incarnation),
     };
     return handlers[kind](input);
+  }
+
+  /** Stores reads' renewals of sliding TTLs (stream id -> read time); core decides each. */
+  storeTouches(touches: ReadonlyMap<number, number>): void {
+    for (const [id, atMs] of touches) {
+      const stream = this.txn.getStreamById(id);
+      if (!stream) continue;
+      const next = touched(stream, atMs);
+      if (next !== stream) this.txn.updateStream(next);
+    }
   }
 
   private changed(stream: StreamState): void {
@@ -79,8 +107,15 @@ export class Executor {
   }
 
   private deleteBucket(id: string): StoreCommands['deleteBucket']['output'] {
-    const outcome = decideDeleteBucket(this.txn.getBucket(id), this.txn.countBucketRows(id));
-    if (outcome.kind === 'deleted') this.txn.dropBucket(id);
+    const { outcome, collect } = decideDeleteBucket(
+      this.txn.getBucket(id),
+      this.txn.countBucketRows(id),
+      this.txn.expiredBucketStreams(id, this.nowMs),
+      this.nowMs,
+    );
+    if (outcome.kind !== 'deleted') return outcome;
+    for (const stream of collect) this.drop(stream);
+    this.txn.dropBucket(id);
     return outcome;
   }
 
@@ -164,6 +199,38 @@ export class Executor {
       }
     }
     return { expired };
+  }
+
+  private anchorFor(stream: StreamState | undefined, position: number): ChunkView | null {
+    return stream && position <= stream.tail ? this.txn.chunkAt(stream, position) : null;
+  }
+
+  private publishSnapshot(name: string, request: PublishSnapshotRequest, body: Buffer): StoreCommands['publishSnapshot']['output'] {
+    const stream = this.txn.getStream(name);
+    const outcome = decidePublishSnapshot({ stream, request, anchor: this.anchorFor(stream, request.offset), nowMs: this.nowMs });
+    if (outcome.kind === 'published' && outcome.replaced) {
+      this.txn.putSnapshotBody(outcome.stream.id, body);
+      this.txn.updateStream(outcome.stream);
+      this.changed(outcome.stream);
+    }
+    return outcome;
+  }
+
+  private setRetention(name: string, request: RetentionRequest): StoreCommands['setRetention']['output'] {
+    const stream = this.txn.getStream(name);
+    const outcome = decideRetention(stream, request, this.anchorFor(stream, request.offset), this.nowMs);
+    if (outcome.kind === 'retained' && outcome.changed) {
+      this.txn.updateStream(outcome.stream);
+      this.txn.trimBefore(outcome.stream, physicalTrimPosition(outcome.stream, this.txn.descendantsEarliest(outcome.stream.id)));
+      this.changed(outcome.stream);
+    }
+    return outcome;
+  }
+
+  private putAttrs(name: string, attrs: string | null, incarnation: string | null): StoreCommands['putAttrs']['output'] {
+    const outcome = decidePutAttrs(this.txn.getStream(name), attrs, incarnation, this.nowMs);
+    if (outcome.kind === 'replaced' && outcome.changed) this.txn.updateStream(outcome.stream);
+    return outcome;
   }
 
   /** Drops a stream and releases the fork sources it held, collecting those left unused. */

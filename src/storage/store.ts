@@ -4,6 +4,8 @@
  * commands' promises only after that transaction is durable. Reads see committed state
  * only.
  */
+import type { PutAttrsOutcome } from '../core/attrs.js';
+import type { PublishSnapshotOutcome, PublishSnapshotRequest, RetentionOutcome, RetentionRequest } from '../core/snapshot.js';
 import type { BucketCreateOutcome, BucketDeleteOutcome, BucketState } from '../core/bucket.js';
 import type { CreateOutcome, CreateRequest } from '../core/create.js';
 import type { DeleteDecision } from '../core/stream.js';
@@ -19,6 +21,9 @@ export interface StoreCommands {
   deleteStream: { input: { name: string; incarnation: string | null }; output: DeleteOutcome };
   /** Collect expired streams; answers how many were dropped or soft-deleted. */
   expireStreams: { input: { limit: number }; output: { expired: number } };
+  publishSnapshot: { input: { name: string; request: PublishSnapshotRequest; body: Buffer }; output: PublishSnapshotOutcome };
+  setRetention: { input: { name: string; request: RetentionRequest }; output: RetentionOutcome };
+  putAttrs: { input: { name: string; attrs: string | null; incarnation: string | null }; output: PutAttrsOutcome };
 }
 
 export type CommandName = keyof StoreCommands;
@@ -58,6 +63,13 @@ export interface Store {
    * links into the history the stream inherits.
    */
   readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer>;
+  /**
+   * The same bytes as `readRange`, as the stored appends they belong to (the first and
+   * last may be cut), so callers can tell where each message starts.
+   */
+  readChunks(stream: StreamState, from: number, maxBytes: number): Promise<Array<{ start: number; data: Buffer }>>;
+  /** The body of the stream's visible snapshot. */
+  snapshotBody(stream: StreamState): Promise<Buffer | null>;
   /** The append that starts at or contains `position`, or null at the tail. */
   chunkAt(stream: StreamState, position: number): Promise<{ start: number; data: Buffer } | null>;
   getBucket(id: string): Promise<BucketInfo | undefined>;

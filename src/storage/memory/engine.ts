@@ -4,10 +4,11 @@
  * trace. Nothing survives the process.
  */
 import type { BucketState } from '../../core/bucket.js';
+import { compareEvictionOrder } from '../../core/producer.js';
 import { expiryMs } from '../../core/stream.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore } from '../batched.js';
-import { chunkFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
+import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 
@@ -15,6 +16,7 @@ interface StreamData {
   /** Own chunks in position order. */
   chunks: StoredChunk[];
   producers: Map<string, ProducerRecord>;
+  snapshot: Buffer | null;
 }
 
 /** Index of the last chunk with `start <= position`, or -1. */
@@ -30,6 +32,11 @@ function lastAtOrBefore(chunks: StoredChunk[], position: number): number {
     } else hi = mid - 1;
   }
   return found;
+}
+
+/** Listings sort names as UTF-8 bytes, like SQLite's BINARY collation (not UTF-16 code units). */
+function byUtf8(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
 export class MemoryStore extends BatchedStore {
@@ -63,7 +70,7 @@ export class MemoryStore extends BatchedStore {
   private streamData(id: number): StreamData {
     let entry = this.data.get(id);
     if (!entry) {
-      entry = { chunks: [], producers: new Map() };
+      entry = { chunks: [], producers: new Map(), snapshot: null };
       this.data.set(id, entry);
     }
     return entry;
@@ -81,28 +88,10 @@ export class MemoryStore extends BatchedStore {
     }
   }
 
-  protected atomically<T>(_txn: Txn, body: () => T): T {
-    const mark = this.undo!.length;
-    try {
-      return body();
-    } catch (error) {
-      for (const step of this.undo!.splice(mark).reverse()) step();
-      throw error;
-    }
-  }
-
-  protected storeTouches(_txn: Txn, touches: Map<number, number>): void {
-    for (const [id, at] of touches) {
-      const name = this.byId.get(id);
-      const stream = name === undefined ? undefined : this.streams.get(name);
-      if (stream && stream.config.ttlSeconds !== null && at > stream.lastAccessMs) this.setStream({ ...stream, lastAccessMs: at });
-    }
-  }
-
   private view(stream: StreamState | undefined): StreamState | undefined {
     if (!stream) return undefined;
-    const touchedAt = this.pendingTouches.get(stream.id);
-    return touchedAt !== undefined && touchedAt > stream.lastAccessMs ? { ...stream, lastAccessMs: touchedAt } : { ...stream };
+    const seen = this.withPendingTouch(stream);
+    return seen === stream ? { ...stream } : seen;
   }
 
   private byIdView(id: number): StreamState | undefined {
@@ -135,7 +124,7 @@ export class MemoryStore extends BatchedStore {
         expiredMaxEpoch = Math.max(expiredMaxEpoch ?? p.epoch, p.epoch);
       } else if (p.id !== excludeId) {
         liveCount++;
-        if (!leastRecentLive || p.lastSeenMs < leastRecentLive.lastSeenMs) {
+        if (!leastRecentLive || compareEvictionOrder(p, leastRecentLive) < 0) {
           leastRecentLive = { id: p.id, epoch: p.epoch, lastSeenMs: p.lastSeenMs };
         }
       }
@@ -170,6 +159,10 @@ export class MemoryStore extends BatchedStore {
       getStreamById: (id) => this.byIdView(id),
       getBucket: (id) => this.buckets.get(id),
       countBucketRows: (bucket) => [...this.streams.values()].filter((s) => s.bucket === bucket).length,
+      expiredBucketStreams: (bucket, nowMs) =>
+        [...this.streams.values()]
+          .map((s) => this.view(s)!)
+          .filter((s) => s.bucket === bucket && !s.deleted && (expiryMs(s) ?? Infinity) <= nowMs),
       getProducer: (streamId, producerId) => this.data.get(streamId)?.producers.get(producerId),
       producerSummary: (streamId, cutoffMs, excludeId) => this.producerSummary(streamId, cutoffMs, excludeId),
       chunkAt: (stream, position) => chunkFromChain(this.chunkSource, stream, position),
@@ -203,12 +196,55 @@ export class MemoryStore extends BatchedStore {
         this.record(() => (previous ? producers.set(record.id, previous) : producers.delete(record.id)));
       },
       deleteProducers: (streamId, ids) => ids.forEach((id) => this.deleteProducer(streamId, id)),
+      putSnapshotBody: (streamId, body) => {
+        const entry = this.streamData(streamId);
+        const previous = entry.snapshot;
+        entry.snapshot = Buffer.from(body);
+        this.record(() => (entry.snapshot = previous));
+      },
+      trimBefore: (stream, position) => this.trimBefore(stream, position),
+      descendantsEarliest: (streamId) => this.descendantsEarliest(streamId),
       forgetProducers: (streamId, atOrBeforeMs) => {
         for (const p of [...(this.data.get(streamId)?.producers.values() ?? [])]) {
           if (p.lastSeenMs <= atOrBeforeMs) this.deleteProducer(streamId, p.id);
         }
       },
     };
+  }
+
+  /** Deletes whole appends before `position`; an append cut by it keeps only its tail part. */
+  private trimBefore(stream: StreamState, position: number): void {
+    const entry = this.streamData(stream.id);
+    const previous = entry.chunks;
+    const kept: StoredChunk[] = [];
+    for (const chunk of previous) {
+      const end = chunk.start + chunk.data.length;
+      if (end <= position) continue;
+      kept.push(chunk.start < position ? { start: position, data: chunk.data.subarray(position - chunk.start) } : chunk);
+    }
+    entry.chunks = kept;
+    this.record(() => (entry.chunks = previous));
+  }
+
+  private descendantsEarliest(streamId: number): number | null {
+    let lowest: number | null = null;
+    const visit = (id: number) => {
+      for (const s of this.streams.values()) {
+        if (s.fork?.sourceId !== id) continue;
+        lowest = lowest === null ? s.earliestOffset : Math.min(lowest, s.earliestOffset);
+        visit(s.id);
+      }
+    };
+    visit(streamId);
+    return lowest;
+  }
+
+  async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
+    return chunksFromChain(this.chunkSource, stream, from, maxBytes);
+  }
+
+  async snapshotBody(stream: StreamState): Promise<Buffer | null> {
+    return this.data.get(stream.id)?.snapshot ?? null;
   }
 
   async getStream(name: string): Promise<StreamState | undefined> {
@@ -239,8 +275,8 @@ export class MemoryStore extends BatchedStore {
     const ids = [...this.streams.values()]
       .filter((s) => s.bucket === bucket && !s.deleted && (expiryMs(s) ?? Infinity) > now)
       .map((s) => s.name.slice(keyPrefix.length))
-      .filter((id) => id.startsWith(prefix) && (after === null || id > after))
-      .sort();
+      .filter((id) => id.startsWith(prefix) && (after === null || byUtf8(id, after) > 0))
+      .sort(byUtf8);
     const names = ids.slice(0, limit);
     return { names, nextAfter: ids.length > limit ? names[names.length - 1]! : null };
   }

@@ -11,8 +11,9 @@ import { expiryMs } from '../../core/stream.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore } from '../batched.js';
 import type { Txn } from '../executor.js';
-import { readFromChain, chunkFromChain, type ChunkSource } from '../chain.js';
+import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource } from '../chain.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
+import { StreamCache } from './cache.js';
 import { migrate } from './schema.js';
 
 interface StreamRow {
@@ -35,6 +36,10 @@ interface StreamRow {
   earliest_offset: number;
   deleted: number;
   fork_refs: number;
+  attrs: string | null;
+  snapshot_offset: number | null;
+  snapshot_content_type: string | null;
+  snapshot_digest: string | null;
 }
 
 interface ProducerRow {
@@ -71,6 +76,11 @@ function rowToStream(row: StreamRow): StreamState {
     earliestOffset: row.earliest_offset,
     deleted: row.deleted === 1,
     forkRefs: row.fork_refs,
+    attrs: row.attrs,
+    snapshot:
+      row.snapshot_offset === null
+        ? null
+        : { offset: row.snapshot_offset, contentType: row.snapshot_content_type!, digest: row.snapshot_digest! },
   };
 }
 
@@ -96,6 +106,10 @@ function streamParams(s: StreamState) {
     earliest_offset: s.earliestOffset,
     deleted: s.deleted ? 1 : 0,
     fork_refs: s.forkRefs,
+    attrs: s.attrs,
+    snapshot_offset: s.snapshot?.offset ?? null,
+    snapshot_content_type: s.snapshot?.contentType ?? null,
+    snapshot_digest: s.snapshot?.digest ?? null,
   };
 }
 
@@ -112,24 +126,33 @@ function rowToProducer(row: ProducerRow): ProducerRecord {
 }
 
 const STREAM_COLUMNS =
-  'id, name, bucket, incarnation, content_type, ttl_s, expires_at_ms, created_at_ms, last_access_ms, expiry_ms, tail, closed, last_stream_seq, epoch_floor, fork_source_id, fork_offset, fork_sub_offset, earliest_offset, deleted, fork_refs';
+  'id, name, bucket, incarnation, content_type, ttl_s, expires_at_ms, created_at_ms, last_access_ms, expiry_ms, tail, closed, last_stream_seq, epoch_floor, fork_source_id, fork_offset, fork_sub_offset, earliest_offset, deleted, fork_refs, attrs, snapshot_offset, snapshot_content_type, snapshot_digest';
 
 function prepareStatements(db: Database.Database) {
   const named = STREAM_COLUMNS.split(', ').map((c) => `@${c}`).join(', ');
-  const assignments = STREAM_COLUMNS.split(', ')
-    .filter((c) => c !== 'id')
-    .map((c) => `${c} = @${c}`)
-    .join(', ');
   return {
     streamByName: db.prepare<[string], StreamRow>(`SELECT * FROM streams WHERE name = ?`),
     streamById: db.prepare<[number], StreamRow>(`SELECT * FROM streams WHERE id = ?`),
     insertStream: db.prepare(`INSERT INTO streams (${STREAM_COLUMNS}) VALUES (${named})`),
-    updateStream: db.prepare(`UPDATE streams SET ${assignments} WHERE id = @id`),
     deleteStream: db.prepare<[number]>(`DELETE FROM streams WHERE id = ?`),
     deleteChunks: db.prepare<[number]>(`DELETE FROM chunks WHERE stream_id = ?`),
     deleteAllProducers: db.prepare<[number]>(`DELETE FROM producers WHERE stream_id = ?`),
-    touchStream: db.prepare<[number, number, number, number]>(
-      `UPDATE streams SET last_access_ms = ?, expiry_ms = CASE WHEN expires_at_ms IS NULL OR ? + ttl_s * 1000 < expires_at_ms THEN ? + ttl_s * 1000 ELSE expires_at_ms END WHERE id = ? AND ttl_s IS NOT NULL`,
+    deleteSnapshot: db.prepare<[number]>(`DELETE FROM snapshots WHERE stream_id = ?`),
+    putSnapshot: db.prepare<[number, Buffer]>(`INSERT OR REPLACE INTO snapshots (stream_id, data) VALUES (?, ?)`),
+    snapshotBody: db.prepare<[number], { data: Buffer }>(`SELECT data FROM snapshots WHERE stream_id = ?`),
+    trimWhole: db.prepare<[number, number, number]>(`DELETE FROM chunks WHERE stream_id = ? AND start < ? AND start + length(data) <= ?`),
+    chunkBefore: db.prepare<[number, number], { id: number; start: number; data: Buffer }>(
+      `SELECT id, start, data FROM chunks WHERE stream_id = ? AND start < ? ORDER BY start DESC LIMIT 1`,
+    ),
+    deleteChunk: db.prepare<[number]>(`DELETE FROM chunks WHERE id = ?`),
+    descendantsEarliest: db.prepare<[number], { e: number | null }>(
+      `WITH RECURSIVE d(id, earliest) AS (
+         SELECT id, earliest_offset FROM streams WHERE fork_source_id = ?
+         UNION ALL SELECT s.id, s.earliest_offset FROM streams s JOIN d ON s.fork_source_id = d.id)
+       SELECT min(earliest) AS e FROM d`,
+    ),
+    bucketExpired: db.prepare<[string, number], StreamRow>(
+      `SELECT * FROM streams WHERE bucket = ? AND deleted = 0 AND expiry_ms IS NOT NULL AND expiry_ms <= ?`,
     ),
     expired: db.prepare<[number, number], StreamRow>(
       `SELECT * FROM streams WHERE expiry_ms IS NOT NULL AND deleted = 0 AND expiry_ms <= ? ORDER BY expiry_ms LIMIT ?`,
@@ -143,8 +166,9 @@ function prepareStatements(db: Database.Database) {
     bucketLive: db.prepare<[string, number], { n: number }>(
       `SELECT count(*) AS n FROM streams WHERE bucket = ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?)`,
     ),
-    listFrom: db.prepare<[string, string, number], { name: string }>(
-      `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
+    // Names compare as UTF-8 bytes (BINARY collation), the order listings promise.
+    listFrom: db.prepare<[string, string, string, number], { name: string }>(
+      `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND name > ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
     ),
     insertChunk: db.prepare<[number, number, Buffer]>(`INSERT INTO chunks (stream_id, start, data) VALUES (?, ?, ?)`),
     chunkContaining: db.prepare<[number, number], { start: number; data: Buffer }>(
@@ -166,8 +190,9 @@ function prepareStatements(db: Database.Database) {
     expiredMaxEpoch: db.prepare<[number, number], { e: number | null }>(
       `SELECT max(epoch) AS e FROM producers WHERE stream_id = ? AND last_seen_ms <= ?`,
     ),
+    // The order of compareEvictionOrder (core/producer.ts): BINARY collation compares UTF-8 bytes.
     leastRecentLive: db.prepare<[number, number, string], { producer_id: string; epoch: number; last_seen_ms: number }>(
-      `SELECT producer_id, epoch, last_seen_ms FROM producers WHERE stream_id = ? AND last_seen_ms > ? AND producer_id <> ? ORDER BY last_seen_ms LIMIT 1`,
+      `SELECT producer_id, epoch, last_seen_ms FROM producers WHERE stream_id = ? AND last_seen_ms > ? AND producer_id <> ? ORDER BY last_seen_ms, producer_id LIMIT 1`,
     ),
   };
 }
@@ -183,8 +208,11 @@ export class SqliteStore extends BatchedStore {
   private readonly db: Database.Database;
   private readonly sql: Statements;
   private nextStreamId: number;
+  private persistedNextStreamId: number;
   private readonly txn: Txn;
-  private savepointDepth = 0;
+  private readonly cache = new StreamCache(200_000);
+  private readonly updates = new Map<string, Database.Statement>();
+  private readonly runTransaction: (body: (txn: Txn) => void) => void;
 
   constructor(options: SqliteStoreOptions) {
     super(options);
@@ -198,46 +226,67 @@ export class SqliteStore extends BatchedStore {
     migrate(this.db);
     this.sql = prepareStatements(this.db);
     this.nextStreamId = Number(this.sql.nextId.get()!.value);
+    this.persistedNextStreamId = this.nextStreamId;
     this.txn = this.createTxn();
+    this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
+      body(this.txn);
+      if (this.nextStreamId !== this.persistedNextStreamId) this.sql.setNextId.run(String(this.nextStreamId));
+    });
   }
 
   protected transact(body: (txn: Txn) => void): void {
-    this.db.transaction(() => {
-      body(this.txn);
-      this.sql.setNextId.run(String(this.nextStreamId));
-    })();
-  }
-
-  protected atomically<T>(_txn: Txn, body: () => T): T {
-    const name = `cmd${this.savepointDepth++}`;
-    this.db.exec(`SAVEPOINT ${name}`);
+    this.cache.begin();
     try {
-      const value = body();
-      this.db.exec(`RELEASE ${name}`);
-      return value;
+      this.runTransaction(body);
     } catch (error) {
-      this.db.exec(`ROLLBACK TO ${name}`);
-      this.db.exec(`RELEASE ${name}`);
+      this.cache.rollback();
       throw error;
-    } finally {
-      this.savepointDepth--;
     }
+    this.cache.commit();
+    this.persistedNextStreamId = this.nextStreamId;
   }
 
-  protected storeTouches(_txn: Txn, touches: Map<number, number>): void {
-    for (const [id, at] of touches) this.sql.touchStream.run(at, at, at, id);
+  /** A stream from the cache, or from SQLite (then cached), as reads see it. */
+  private cached(fromCache: StreamState | undefined, load: () => StreamRow | undefined): StreamState | undefined {
+    let stream = fromCache;
+    if (!stream) {
+      const row = load();
+      if (!row) return undefined;
+      stream = rowToStream(row);
+      this.cache.remember(stream);
+    }
+    return this.withPendingTouch(stream);
   }
 
-  private loadStream(row: StreamRow | undefined): StreamState | undefined {
-    if (!row) return undefined;
-    const stream = rowToStream(row);
-    const touchedAt = this.pendingTouches.get(stream.id);
-    if (touchedAt !== undefined && touchedAt > stream.lastAccessMs) stream.lastAccessMs = touchedAt;
-    return stream;
+  private streamByName(name: string): StreamState | undefined {
+    return this.cached(this.cache.getByName(name), () => this.sql.streamByName.get(name));
+  }
+
+  private streamById(id: number): StreamState | undefined {
+    return this.cached(this.cache.getById(id), () => this.sql.streamById.get(id));
+  }
+
+  /** Writes only the columns that changed since the cached state. */
+  private updateStream(next: StreamState): void {
+    const previous = this.cache.getById(next.id) ?? this.streamById(next.id);
+    if (!previous) throw new Error(`invariant: updating stream ${next.id}, which is not stored`);
+    const before = streamParams(previous) as Record<string, unknown>;
+    const after = streamParams(next) as Record<string, unknown>;
+    const changed = Object.keys(after).filter((column) => column !== 'id' && before[column] !== after[column]);
+    if (changed.length > 0) {
+      const key = changed.join(',');
+      let statement = this.updates.get(key);
+      if (!statement) {
+        statement = this.db.prepare(`UPDATE streams SET ${changed.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`);
+        this.updates.set(key, statement);
+      }
+      statement.run(Object.fromEntries([['id', next.id], ...changed.map((c) => [c, after[c]])]));
+    }
+    this.cache.set(next);
   }
 
   private readonly chunkSource: ChunkSource = {
-    streamById: (id) => this.loadStream(this.sql.streamById.get(id)),
+    streamById: (id) => this.streamById(id),
     chunkContaining: (streamId, position) => this.sql.chunkContaining.get(streamId, position) ?? null,
     chunksFrom: (streamId, from, before) => this.sql.chunksFrom.iterate(streamId, from, before),
   };
@@ -245,13 +294,14 @@ export class SqliteStore extends BatchedStore {
   private createTxn(): Txn {
     const sql = this.sql;
     return {
-      getStream: (name) => this.loadStream(sql.streamByName.get(name)),
-      getStreamById: (id) => this.loadStream(sql.streamById.get(id)),
+      getStream: (name) => this.streamByName(name),
+      getStreamById: (id) => this.streamById(id),
       getBucket: (id) => {
         const row = sql.bucket.get(id);
         return row ? { id: row.id, createdAtMs: row.created_at_ms } : undefined;
       },
       countBucketRows: (bucket) => sql.bucketRows.get(bucket)!.n,
+      expiredBucketStreams: (bucket, nowMs) => sql.bucketExpired.all(bucket, nowMs).map(rowToStream),
       getProducer: (streamId, producerId) => {
         const row = sql.producer.get(streamId, producerId);
         return row ? rowToProducer(row) : undefined;
@@ -269,13 +319,21 @@ export class SqliteStore extends BatchedStore {
       expiredStreams: (nowMs, limit) => sql.expired.all(nowMs, limit).map(rowToStream),
       putBucket: (bucket: BucketState) => void sql.insertBucket.run(bucket.id, bucket.createdAtMs),
       dropBucket: (id) => void sql.deleteBucket.run(id),
-      insertStream: (stream) => void sql.insertStream.run(streamParams(stream)),
-      updateStream: (stream) => void sql.updateStream.run(streamParams(stream)),
+      insertStream: (stream) => {
+        sql.insertStream.run(streamParams(stream));
+        this.cache.set(stream);
+      },
+      updateStream: (stream) => this.updateStream(stream),
       dropStream: (stream) => {
+        this.cache.delete(stream);
         sql.deleteChunks.run(stream.id);
         sql.deleteAllProducers.run(stream.id);
+        sql.deleteSnapshot.run(stream.id);
         sql.deleteStream.run(stream.id);
       },
+      putSnapshotBody: (streamId, body) => void sql.putSnapshot.run(streamId, body),
+      trimBefore: (stream, position) => this.trimBefore(stream, position),
+      descendantsEarliest: (streamId) => sql.descendantsEarliest.get(streamId)!.e,
       appendChunk: (streamId, start, data) => void sql.insertChunk.run(streamId, start, data),
       putProducer: (streamId, r) =>
         void sql.upsertProducer.run({
@@ -297,8 +355,25 @@ export class SqliteStore extends BatchedStore {
     };
   }
 
+  /** Deletes whole appends before `position`; an append cut by it keeps only its tail part. */
+  private trimBefore(stream: StreamState, position: number): void {
+    this.sql.trimWhole.run(stream.id, position, position);
+    const straddling = this.sql.chunkBefore.get(stream.id, position);
+    if (!straddling || straddling.start + straddling.data.length <= position) return;
+    this.sql.deleteChunk.run(straddling.id);
+    this.sql.insertChunk.run(stream.id, position, straddling.data.subarray(position - straddling.start));
+  }
+
+  async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<Array<{ start: number; data: Buffer }>> {
+    return chunksFromChain(this.chunkSource, stream, from, maxBytes);
+  }
+
+  async snapshotBody(stream: StreamState): Promise<Buffer | null> {
+    return this.sql.snapshotBody.get(stream.id)?.data ?? null;
+  }
+
   async getStream(name: string): Promise<StreamState | undefined> {
-    return this.loadStream(this.sql.streamByName.get(name));
+    return this.streamByName(name);
   }
 
   async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
@@ -318,11 +393,10 @@ export class SqliteStore extends BatchedStore {
   async listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing> {
     const keyPrefix = `b/${bucket}/`;
     const names: string[] = [];
-    const startId = after !== null && after >= prefix ? after : prefix;
-    for (const row of this.sql.listFrom.iterate(bucket, keyPrefix + startId, this.now())) {
+    // Names with the prefix are one contiguous run from `keyPrefix + prefix` on.
+    for (const row of this.sql.listFrom.iterate(bucket, keyPrefix + prefix, keyPrefix + (after ?? ''), this.now())) {
       const id = row.name.slice(keyPrefix.length);
       if (!id.startsWith(prefix)) break;
-      if (id === after) continue;
       if (names.length === limit) return { names, nextAfter: names[names.length - 1]! };
       names.push(id);
     }

@@ -4,7 +4,7 @@
  */
 import type Database from 'better-sqlite3';
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -58,6 +58,15 @@ const MIGRATIONS: Record<number, string> = {
     ) WITHOUT ROWID;
     CREATE INDEX producers_seen ON producers (stream_id, last_seen_ms);
     INSERT INTO meta (key, value) VALUES ('next_stream_id', '1');
+  `,
+  // Snapshots, retention bookkeeping and attributes.
+  2: `
+    ALTER TABLE streams ADD COLUMN attrs TEXT;
+    ALTER TABLE streams ADD COLUMN snapshot_offset INTEGER;
+    ALTER TABLE streams ADD COLUMN snapshot_content_type TEXT;
+    ALTER TABLE streams ADD COLUMN snapshot_digest TEXT;
+    CREATE TABLE snapshots (stream_id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+    CREATE INDEX streams_fork_source ON streams (fork_source_id) WHERE fork_source_id IS NOT NULL;
   `,
 };
 

@@ -1,0 +1,146 @@
+/**
+ * Snapshots and retention. A snapshot is the application's own summary of everything
+ * before an offset; retention then drops history before a published snapshot, so a long
+ * stream never costs a full replay. Bootstrap serves the snapshot plus what follows it.
+ */
+import { isJsonContentType } from '../protocol/content-type.js';
+import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { isMessageBoundary } from './boundary.js';
+import type { ChunkView } from './create.js';
+import { absenceError, incarnationError, touched } from './stream.js';
+import type { SnapshotMeta, StreamState } from './types.js';
+
+/** Largest snapshot body. */
+export const MAX_SNAPSHOT_BYTES = 128 * 1024 * 1024;
+
+/** Checks shared by every operation that names a position of a live stream. */
+function positionError(stream: StreamState, position: number, anchor: ChunkView | null): ProtocolError | null {
+  if (position > stream.tail) {
+    return protocolError('OFFSET_BEYOND_TAIL_CONFLICT', 'the offset is beyond the stream tail', { nextOffset: stream.tail });
+  }
+  if (position < stream.earliestOffset) {
+    return protocolError('OFFSET_TRIMMED', 'the offset is before the earliest retained offset', { nextOffset: stream.earliestOffset });
+  }
+  if (!isMessageBoundary(anchor, position, isJsonContentType(stream.config.contentType))) {
+    return protocolError('MISALIGNED_OFFSET', 'the offset is not where a message starts');
+  }
+  return null;
+}
+
+function liveStreamError(stream: StreamState | undefined, incarnation: string | null, nowMs: number): ProtocolError | null {
+  return absenceError(stream, nowMs) ?? incarnationError(stream!, incarnation);
+}
+
+export interface PublishSnapshotRequest {
+  offset: number;
+  contentType: string;
+  /** Digest of this snapshot's content type and body (see `snapshotDigest` in protocol). */
+  digest: string;
+  /** Stream-Snapshot-Match: the digest the writer believes is visible. */
+  match: string | null;
+  incarnation: string | null;
+}
+
+export type PublishSnapshotOutcome =
+  | { kind: 'published'; stream: StreamState; snapshot: SnapshotMeta; replaced: boolean }
+  | { kind: 'rejected'; error: ProtocolError };
+
+export interface PublishSnapshotInput {
+  stream: StreamState | undefined;
+  request: PublishSnapshotRequest;
+  /** The append at or containing the snapshot offset. */
+  anchor: ChunkView | null;
+  nowMs: number;
+}
+
+const snapshotConflict = (message: string) => ({ kind: 'rejected' as const, error: protocolError('SNAPSHOT_CONFLICT', message) });
+
+/**
+ * Order: exists (404/410) -> incarnation (412) -> offset (409 beyond tail, 410 trimmed,
+ * 400 not a boundary) -> repeat of the visible snapshot (success) -> Stream-Snapshot-Match
+ * (409) -> another body at that offset or an older offset (409) -> publish.
+ */
+export function decidePublishSnapshot(input: PublishSnapshotInput): PublishSnapshotOutcome {
+  const { stream, request, nowMs } = input;
+  const refused = liveStreamError(stream, request.incarnation, nowMs) ?? positionError(stream!, request.offset, input.anchor);
+  if (refused) return { kind: 'rejected', error: refused };
+  const s = stream!;
+  const visible = s.snapshot;
+  if (visible && visible.offset === request.offset && visible.digest === request.digest) {
+    return { kind: 'published', stream: s, snapshot: visible, replaced: false };
+  }
+  if (request.match !== null && visible?.digest !== request.match) {
+    return snapshotConflict('Stream-Snapshot-Match does not name the visible snapshot');
+  }
+  if (visible && visible.offset === request.offset) return snapshotConflict('a different snapshot was already published at this offset');
+  if (visible && visible.offset > request.offset) return snapshotConflict('a newer snapshot is already visible');
+  const snapshot: SnapshotMeta = { offset: request.offset, contentType: request.contentType, digest: request.digest };
+  return { kind: 'published', stream: { ...touched(s, nowMs), snapshot }, snapshot, replaced: true };
+}
+
+export interface RetentionRequest {
+  offset: number;
+  incarnation: string | null;
+}
+
+export type RetentionOutcome =
+  | { kind: 'retained'; stream: StreamState; changed: boolean }
+  | { kind: 'rejected'; error: ProtocolError };
+
+/**
+ * Retention trims history before a published snapshot: aligned to a message, never
+ * backward, never past the visible snapshot (so bootstrap can always rebuild what it
+ * trimmed).
+ */
+export function decideRetention(stream: StreamState | undefined, request: RetentionRequest, anchor: ChunkView | null, nowMs: number): RetentionOutcome {
+  const refused = liveStreamError(stream, request.incarnation, nowMs);
+  if (refused) return { kind: 'rejected', error: refused };
+  const s = stream!;
+  const conflict = (message: string): RetentionOutcome => ({
+    kind: 'rejected',
+    error: protocolError('RETENTION_CONFLICT', message, { nextOffset: s.earliestOffset }),
+  });
+  if (request.offset === s.earliestOffset) return { kind: 'retained', stream: s, changed: false };
+  if (request.offset < s.earliestOffset) return conflict('retention never moves backward');
+  if (s.snapshot === null || request.offset > s.snapshot.offset) return conflict('retention may not pass the latest published snapshot');
+  const aligned = positionError(s, request.offset, anchor);
+  if (aligned) return { kind: 'rejected', error: aligned };
+  return { kind: 'retained', stream: { ...touched(s, nowMs), earliestOffset: request.offset }, changed: true };
+}
+
+/**
+ * Bytes below the retention point that forks still read stay stored until those forks
+ * no longer need them; `descendantsEarliest` is the lowest position any fork reads
+ * through this stream.
+ */
+export function physicalTrimPosition(stream: StreamState, descendantsEarliest: number | null): number {
+  return descendantsEarliest === null ? stream.earliestOffset : Math.min(stream.earliestOffset, descendantsEarliest);
+}
+
+export type BootstrapPlan =
+  | { ok: true; stream: StreamState; snapshotPoint: number }
+  | { ok: false; error: ProtocolError };
+
+/** Bootstrap starts at the visible snapshot, or at the earliest retained message. */
+export function planBootstrap(stream: StreamState | undefined, incarnation: string | null, nowMs: number): BootstrapPlan {
+  const refused = liveStreamError(stream, incarnation, nowMs);
+  if (refused) return { ok: false, error: refused };
+  return { ok: true, stream: stream!, snapshotPoint: stream!.snapshot?.offset ?? stream!.earliestOffset };
+}
+
+/**
+ * Reading a published snapshot by offset. Order: exists (404/410) -> snapshot visible
+ * (404) -> incarnation (412): a read that would answer 404 without Stream-Incarnation
+ * still does with it (seed 001), like a stream read's 410 and 416.
+ */
+export function planSnapshotRead(stream: StreamState | undefined, offset: number | null, incarnation: string | null, nowMs: number): { ok: true; stream: StreamState; snapshot: SnapshotMeta } | { ok: false; error: ProtocolError } {
+  const absent = absenceError(stream, nowMs);
+  if (absent) return { ok: false, error: absent };
+  const visible = stream!.snapshot;
+  if (visible === null || (offset !== null && visible.offset !== offset)) {
+    return { ok: false, error: protocolError('SNAPSHOT_NOT_FOUND', offset === null ? 'the stream has no snapshot' : 'no visible snapshot at this offset') };
+  }
+  const stale = incarnationError(stream!, incarnation);
+  if (stale) return { ok: false, error: stale };
+  return { ok: true, stream: stream!, snapshot: visible };
+}

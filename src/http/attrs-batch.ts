@@ -1,0 +1,145 @@
+/**
+ * Stream attributes (`GET/PUT {stream}/attrs`) and batched appends
+ * (`POST {stream}/append-batch`: length-prefixed frames, each an independent append).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { canonicalAttrs, MAX_ATTRS_BYTES } from '../core/attrs.js';
+import { planHead } from '../core/read.js';
+import type { AppendOutcome, AppendRequest } from '../core/types.js';
+import { isJsonContentType, mediaType, normalizeContentType } from '../protocol/content-type.js';
+import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
+import { H } from '../protocol/headers.js';
+import { frameJsonBody } from '../protocol/json.js';
+import { encodeOffset } from '../protocol/offset.js';
+import type { HandlerContext } from './context.js';
+import { header, readBody } from './request.js';
+import { send, sendError, sendJson } from './response.js';
+import type { StreamAddress } from './router.js';
+
+function incarnationOf(req: IncomingMessage): string | null {
+  return header(req, H.streamIncarnation) ?? null;
+}
+
+/** Parses attribute JSON text from a body or a Stream-Attrs header. */
+export function parseAttrsText(text: string): { ok: true; canonical: string | null } | { ok: false; error: ProtocolError } {
+  if (Buffer.byteLength(text) > MAX_ATTRS_BYTES) {
+    return { ok: false, error: protocolError('PAYLOAD_TOO_LARGE', `attributes are limited to ${MAX_ATTRS_BYTES} bytes`) };
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { ok: false, error: protocolError('INVALID_ATTRS', 'attributes must be a JSON object') };
+  }
+  return canonicalAttrs(value);
+}
+
+export async function handleGetAttrs(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
+  const plan = planHead(await ctx.store.getStream(address.key), incarnationOf(req), ctx.now());
+  if (!plan.ok) return sendError(res, plan.error);
+  send(res, 200, { 'content-type': 'application/json', 'cache-control': 'no-store', [H.streamIncarnation]: plan.stream.incarnation }, plan.stream.attrs ?? '{}');
+}
+
+export async function handlePutAttrs(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
+  const type = normalizeContentType(header(req, 'content-type') ?? '');
+  if (type === undefined || mediaType(type) !== 'application/json') {
+    return sendError(res, protocolError('INVALID_CONTENT_TYPE', 'attributes are sent as application/json'));
+  }
+  const body = await readBody(req, MAX_ATTRS_BYTES);
+  if (!body.ok) {
+    res.setHeader('connection', 'close');
+    return sendError(res, body.error);
+  }
+  const parsed = parseAttrsText(body.body.toString('utf8'));
+  if (!parsed.ok) return sendError(res, parsed.error);
+  const outcome = await ctx.store.run('putAttrs', { name: address.key, attrs: parsed.canonical, incarnation: incarnationOf(req) });
+  if (outcome.kind === 'rejected') return sendError(res, outcome.error);
+  send(res, 204, { 'cache-control': 'no-store', [H.streamIncarnation]: outcome.stream.incarnation });
+}
+
+/** At most this many frames, and this many bytes, in one append-batch request. */
+export const MAX_BATCH_FRAMES = 512;
+export const MAX_BATCH_BYTES = 32 * 1024 * 1024;
+
+/** Splits `u32 big-endian length + bytes` frames; zero-length or truncated frames are malformed. */
+export function parseFrames(body: Buffer): { ok: true; frames: Buffer[] } | { ok: false; error: ProtocolError } {
+  const frames: Buffer[] = [];
+  let at = 0;
+  while (at < body.length) {
+    if (frames.length === MAX_BATCH_FRAMES) {
+      return { ok: false, error: protocolError('PAYLOAD_TOO_LARGE', `an append batch holds at most ${MAX_BATCH_FRAMES} frames`) };
+    }
+    if (at + 4 > body.length) return { ok: false, error: protocolError('INVALID_BATCH', 'a frame length is cut short') };
+    const length = body.readUInt32BE(at);
+    at += 4;
+    if (length === 0) return { ok: false, error: protocolError('INVALID_BATCH', 'zero-length frames are not allowed') };
+    if (at + length > body.length) return { ok: false, error: protocolError('INVALID_BATCH', 'a frame is longer than the rest of the body') };
+    frames.push(body.subarray(at, at + length));
+    at += length;
+  }
+  if (frames.length === 0) return { ok: false, error: protocolError('EMPTY_BODY', 'an append batch needs at least one frame') };
+  return { ok: true, frames };
+}
+
+type FrameAck = Record<string, unknown>;
+
+function ackOf(outcome: AppendOutcome | { kind: 'rejected'; error: ProtocolError }): FrameAck {
+  if (outcome.kind === 'appended') {
+    const ack: FrameAck = { status: 204, streamOffset: encodeOffset(outcome.receipt.start), streamNextOffset: encodeOffset(outcome.receipt.next) };
+    return ack;
+  }
+  if (outcome.kind !== 'rejected') throw new Error(`invariant: a batch frame cannot end as ${outcome.kind}`);
+  const { error } = outcome;
+  const ack: FrameAck = { status: statusOf(error.code), code: error.code, message: error.message };
+  if (error.fields?.nextOffset !== undefined) ack.streamNextOffset = encodeOffset(error.fields.nextOffset);
+  if (error.fields?.closed) ack.streamClosed = true;
+  return ack;
+}
+
+/** The append request of one frame, or the frame's own refusal (invalid JSON). */
+function frameRequest(frame: Buffer, contentType: string, incarnation: string | null): AppendRequest | ProtocolError {
+  let data = frame;
+  if (isJsonContentType(contentType)) {
+    const framed = frameJsonBody(frame, true);
+    if (!framed.ok) {
+      return framed.reason === 'empty-array'
+        ? protocolError('EMPTY_JSON_ARRAY', 'an append of an empty JSON array has no messages')
+        : protocolError('INVALID_JSON', 'the frame is not valid JSON');
+    }
+    data = Buffer.concat(framed.messages);
+  }
+  return { contentType, data, close: false, streamSeq: null, producer: null, bodyDigest: null, incarnation };
+}
+
+export async function handleAppendBatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
+  for (const name of [H.producerId, H.producerEpoch, H.producerSeq, H.streamSeq, H.streamClosed]) {
+    if (header(req, name) !== undefined) {
+      return sendError(res, protocolError('BATCH_HEADERS_NOT_ALLOWED', `${name} is not supported on append-batch; use a plain append`));
+    }
+  }
+  const contentType = normalizeContentType(header(req, 'content-type') ?? '');
+  if (contentType === undefined) return sendError(res, protocolError('MISSING_CONTENT_TYPE', 'an append batch needs the Content-Type of its frames'));
+  const body = await readBody(req, Math.min(MAX_BATCH_BYTES, ctx.settings.maxBodyBytes));
+  if (!body.ok) {
+    res.setHeader('connection', 'close');
+    return sendError(res, body.error);
+  }
+  const parsed = parseFrames(body.body);
+  if (!parsed.ok) return sendError(res, parsed.error);
+  const incarnation = incarnationOf(req);
+  // All frames are queued in this turn of the event loop, so they commit in one batch, in order.
+  const pending = parsed.frames.map((frame) => {
+    const request = frameRequest(frame, contentType, incarnation);
+    if ('code' in request) return Promise.resolve({ kind: 'rejected' as const, error: request });
+    return ctx.store.run('append', { name: address.key, request });
+  });
+  const outcomes = await Promise.all(pending);
+  sendJson(res, 200, outcomes.map(ackOf), await incarnationHeader(ctx, address, outcomes));
+}
+
+/** Like every successful answer about a stream, the batch's carries its incarnation. */
+async function incarnationHeader(ctx: HandlerContext, address: StreamAddress, outcomes: Array<AppendOutcome | { kind: 'rejected' }>): Promise<Record<string, string>> {
+  const applied = outcomes.find((o): o is Exclude<AppendOutcome, { kind: 'rejected' }> => o.kind !== 'rejected');
+  const token = applied?.incarnation ?? (await ctx.store.getStream(address.key))?.incarnation;
+  return token === undefined ? {} : { [H.streamIncarnation]: token };
+}

@@ -1,0 +1,160 @@
+/**
+ * Snapshot, retention and bootstrap routes of a stream:
+ *   PUT {stream}/snapshot/{offset}   publish       GET {stream}/snapshot   307 to the latest
+ *   GET {stream}/snapshot/{offset}   read          PUT {stream}/retention/{offset}
+ *   GET {stream}/bootstrap           snapshot + retained messages as multipart/mixed
+ */
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { planBootstrap, planSnapshotRead } from '../core/snapshot.js';
+import type { StreamState } from '../core/types.js';
+import { DEFAULT_CONTENT_TYPE, isJsonContentType, normalizeContentType } from '../protocol/content-type.js';
+import { snapshotDigest } from '../protocol/digest.js';
+import { protocolError } from '../protocol/errors.js';
+import { H } from '../protocol/headers.js';
+import { splitStoredJson } from '../protocol/json.js';
+import { encodeOffset, parsePosition } from '../protocol/offset.js';
+import type { HandlerContext } from './context.js';
+import { header, parseQuery, readBody } from './request.js';
+import { baseHeaders, originOf, send, sendError, type HeaderMap } from './response.js';
+import type { StreamAddress } from './router.js';
+
+function incarnationOf(req: IncomingMessage): string | null {
+  return header(req, H.streamIncarnation) ?? null;
+}
+
+function offsetArg(arg: string | null): number | undefined {
+  return arg === null ? undefined : parsePosition(arg);
+}
+
+const badOffset = () => protocolError('INVALID_OFFSET', 'the path must end with an offset such as 00000000000000000042');
+
+export async function handlePublishSnapshot(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, arg: string | null): Promise<void> {
+  const offset = offsetArg(arg);
+  if (offset === undefined) return sendError(res, badOffset());
+  const rawType = header(req, 'content-type');
+  const contentType = rawType === undefined ? DEFAULT_CONTENT_TYPE : normalizeContentType(rawType);
+  if (contentType === undefined) return sendError(res, protocolError('INVALID_CONTENT_TYPE', `"${rawType}" is not a media type`));
+  const body = await readBody(req, ctx.settings.maxSnapshotBytes);
+  if (!body.ok) {
+    res.setHeader('connection', 'close');
+    return sendError(res, body.error);
+  }
+  const request = {
+    offset,
+    contentType,
+    digest: snapshotDigest(contentType, body.body),
+    match: header(req, H.streamSnapshotMatch) ?? null,
+    incarnation: incarnationOf(req),
+  };
+  const outcome = await ctx.store.run('publishSnapshot', { name: address.key, request, body: body.body });
+  if (outcome.kind === 'rejected') return sendError(res, outcome.error);
+  send(res, 204, {
+    [H.streamSnapshotOffset]: encodeOffset(outcome.snapshot.offset),
+    [H.streamSnapshotDigest]: outcome.snapshot.digest,
+    [H.streamIncarnation]: outcome.stream.incarnation,
+    'cache-control': 'no-store',
+  });
+}
+
+export async function handleReadSnapshot(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, arg: string | null): Promise<void> {
+  const offset = arg === null ? null : offsetArg(arg);
+  if (offset === undefined) return sendError(res, badOffset());
+  const plan = planSnapshotRead(await ctx.store.getStream(address.key), offset, incarnationOf(req), ctx.now());
+  if (!plan.ok) return sendError(res, plan.error);
+  const { stream, snapshot } = plan;
+  const described: HeaderMap = {
+    [H.streamSnapshotOffset]: encodeOffset(snapshot.offset),
+    [H.streamSnapshotDigest]: snapshot.digest,
+    [H.streamIncarnation]: stream.incarnation,
+    'cache-control': 'no-store',
+  };
+  if (offset === null) {
+    return send(res, 307, { ...described, location: `${address.path}/snapshot/${encodeOffset(snapshot.offset)}` });
+  }
+  const body = await ctx.store.snapshotBody(stream);
+  if (body === null) throw new Error(`invariant: stream ${stream.id} has snapshot metadata but no body`);
+  const headers: HeaderMap = { ...described, 'content-type': snapshot.contentType, [H.streamNextOffset]: encodeOffset(snapshot.offset) };
+  if (snapshot.offset >= stream.tail) headers[H.streamUpToDate] = 'true';
+  send(res, 200, headers, body);
+}
+
+export async function handleRetention(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, arg: string | null): Promise<void> {
+  const offset = offsetArg(arg);
+  if (offset === undefined) return sendError(res, badOffset());
+  const outcome = await ctx.store.run('setRetention', { name: address.key, request: { offset, incarnation: incarnationOf(req) } });
+  if (outcome.kind === 'rejected') return sendError(res, outcome.error);
+  send(res, 204, {
+    [H.streamEarliestOffset]: encodeOffset(outcome.stream.earliestOffset),
+    [H.streamIncarnation]: outcome.stream.incarnation,
+    'cache-control': 'no-store',
+  });
+}
+
+/** Update parts of one bootstrap response stop near this size (at least one message is sent). */
+export const BOOTSTRAP_MAX_UPDATE_BYTES = 8 * 1024 * 1024;
+
+interface BootstrapUpdates {
+  messages: Buffer[];
+  next: number;
+}
+
+/**
+ * The retained messages from `from`, each whole: JSON values for JSON streams, the
+ * original appends for others. Stops before a message that would pass `maxBytes`.
+ */
+async function retainedMessages(ctx: HandlerContext, stream: StreamState, from: number, maxBytes: number): Promise<BootstrapUpdates> {
+  const json = isJsonContentType(stream.config.contentType);
+  const pieces = await ctx.store.readChunks(stream, from, maxBytes);
+  const messages: Buffer[] = [];
+  let next = from;
+  for (const piece of pieces) {
+    if (json) {
+      for (const message of splitStoredJson(piece.data)) {
+        messages.push(message);
+        next += message.length + 1;
+      }
+      continue;
+    }
+    const whole = await ctx.store.chunkAt(stream, piece.start);
+    if (whole === null || whole.start !== piece.start || whole.data.length !== piece.data.length) break;
+    messages.push(piece.data);
+    next += piece.data.length;
+  }
+  if (messages.length === 0 && from < stream.tail) return retainedMessages(ctx, stream, from, maxBytes * 2);
+  return { messages, next };
+}
+
+function part(boundary: string, contentType: string, body: Buffer): Buffer[] {
+  return [Buffer.from(`--${boundary}\r\ncontent-type: ${contentType}\r\ncontent-length: ${body.length}\r\n\r\n`), body, Buffer.from('\r\n')];
+}
+
+export async function handleBootstrap(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Promise<void> {
+  const query = parseQuery(search);
+  if (!query.ok) return sendError(res, query.error);
+  if (query.params.has('live')) return sendError(res, protocolError('LIVE_NOT_ALLOWED', 'bootstrap is one-shot; tail with live reads from its Stream-Next-Offset'));
+  const plan = planBootstrap(await ctx.store.getStream(address.key), incarnationOf(req), ctx.now());
+  if (!plan.ok) return sendError(res, plan.error);
+  const { stream, snapshotPoint } = plan;
+  const snapshot = stream.snapshot ? await ctx.store.snapshotBody(stream) : null;
+  const updates = await retainedMessages(ctx, stream, snapshotPoint, BOOTSTRAP_MAX_UPDATE_BYTES);
+  ctx.store.touch(stream, ctx.now());
+  const boundary = `rill-${randomBytes(12).toString('hex')}`;
+  const complete = updates.next >= stream.tail;
+  const headers: HeaderMap = {
+    ...baseHeaders(originOf(res)),
+    'content-type': `multipart/mixed; boundary=${boundary}`,
+    'cache-control': 'no-store',
+    [H.streamSnapshotOffset]: stream.snapshot ? encodeOffset(stream.snapshot.offset) : '-1',
+    [H.streamNextOffset]: encodeOffset(updates.next),
+    [H.streamIncarnation]: stream.incarnation,
+  };
+  if (complete) headers[H.streamUpToDate] = 'true';
+  if (complete && stream.closed) headers[H.streamClosed] = 'true';
+  const chunks = part(boundary, stream.snapshot?.contentType ?? DEFAULT_CONTENT_TYPE, snapshot ?? Buffer.alloc(0));
+  for (const message of updates.messages) chunks.push(...part(boundary, stream.config.contentType, message));
+  chunks.push(Buffer.from(`--${boundary}--\r\n`));
+  const body = Buffer.concat(chunks);
+  res.writeHead(200, { ...headers, 'content-length': String(body.length) });
+  res.end(req.method === 'HEAD' ? undefined : body);
+}

@@ -1,0 +1,78 @@
+/**
+ * Committed stream state kept in memory, so that appends and reads do not query SQLite
+ * for it. The engine is the only writer of its database, which keeps the cache exact.
+ * Changes made inside a transaction are logged and undone if it rolls back.
+ */
+import type { StreamState } from '../../core/types.js';
+
+export class StreamCache {
+  private readonly byName = new Map<string, StreamState>();
+  private readonly byId = new Map<number, StreamState>();
+  private undo: Array<() => void> | null = null;
+
+  constructor(private readonly maxEntries: number) {}
+
+  getByName(name: string): StreamState | undefined {
+    return this.byName.get(name);
+  }
+
+  getById(id: number): StreamState | undefined {
+    return this.byId.get(id);
+  }
+
+  /** Remembers a state read from the database (not a change). */
+  remember(stream: StreamState): void {
+    if (this.byName.size >= this.maxEntries) this.evictOldest();
+    this.byName.set(stream.name, stream);
+    this.byId.set(stream.id, stream);
+  }
+
+  /** Records a change made by the current transaction. */
+  set(stream: StreamState): void {
+    const previousByName = this.byName.get(stream.name);
+    const previousById = this.byId.get(stream.id);
+    this.remember(stream);
+    this.undo?.push(() => {
+      this.restore(stream.name, stream.id, previousByName, previousById);
+    });
+  }
+
+  delete(stream: StreamState): void {
+    const previousByName = this.byName.get(stream.name);
+    const previousById = this.byId.get(stream.id);
+    if (previousByName?.id === stream.id) this.byName.delete(stream.name);
+    this.byId.delete(stream.id);
+    this.undo?.push(() => this.restore(stream.name, stream.id, previousByName, previousById));
+  }
+
+  private restore(name: string, id: number, byName: StreamState | undefined, byId: StreamState | undefined): void {
+    if (byName) this.byName.set(name, byName);
+    else this.byName.delete(name);
+    if (byId) this.byId.set(id, byId);
+    else this.byId.delete(id);
+  }
+
+  begin(): void {
+    this.undo = [];
+  }
+
+  commit(): void {
+    this.undo = null;
+  }
+
+  rollback(): void {
+    const steps = this.undo ?? [];
+    this.undo = null;
+    for (const step of steps.reverse()) step();
+  }
+
+  /** Drops the oldest tenth of the entries; they are reloaded from SQLite when needed. */
+  private evictOldest(): void {
+    let toDrop = Math.max(1, Math.floor(this.maxEntries / 10));
+    for (const [name, stream] of this.byName) {
+      if (toDrop-- <= 0) break;
+      this.byName.delete(name);
+      if (this.byId.get(stream.id) === stream) this.byId.delete(stream.id);
+    }
+  }
+}
