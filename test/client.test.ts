@@ -238,6 +238,26 @@ describe('stream handle', () => {
     expect((error as GoneError).status).toBe(410);
   });
 
+  it('answers 410 with the earliest offset once retention trimmed the start', async () => {
+    const stream = fresh('trimmed');
+    await stream.create({ contentType: 'application/json' });
+    await stream.appendMessages([{ a: 1 }, { a: 2 }, { a: 3 }]);
+    const second = (await collect(stream.read())).flatMap((b) => b.messages)[1]!.nextOffset!;
+    const put = (path: string, body?: string) =>
+      fetch(`${stream.url}/${path}`, { method: 'PUT', headers: { 'content-type': 'application/json' }, ...(body ? { body } : {}) });
+    expect((await put(`snapshot/${second}`, '{"sum":3}')).ok).toBe(true);
+    expect((await put(`retention/${second}`)).ok).toBe(true);
+    for (const offset of ['-1', '00000000000000000000']) {
+      const error = await collect(stream.read({ offset })).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(GoneError);
+      expect((error as GoneError).code).toBe('OFFSET_TRIMMED');
+      expect((error as GoneError).earliestOffset).toBe(second);
+    }
+    // Reading on from the earliest offset works.
+    expect(values(await collect(stream.read({ offset: second })))).toEqual([{ a: 3 }]);
+    expect((await stream.head()).earliestOffset).toBe(second);
+  });
+
   it('parses a 410 answer into GoneError with the earliest offset', async () => {
     const response = new Response(JSON.stringify({ code: 'OFFSET_TRIMMED', message: 'trimmed' }), {
       status: 410,
