@@ -4,8 +4,8 @@
  */
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CLI, removeDir, startServer, type ServerProcess } from './helpers/server.js';
-import { sleep } from './helpers/processing.js';
+import { CLI, removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { sleep } from '../helpers/processing.js';
 
 let server: ServerProcess;
 

@@ -5,8 +5,8 @@
  * target stays exactly-once throughout.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { RillClient, type StreamHandle } from '../src/client/index.js';
-import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
+import { RillClient, type StreamHandle } from '../../src/client/index.js';
+import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import {
   expectSource,
   expectWindows,
@@ -22,7 +22,7 @@ import {
   type Aggregate,
   type ChildConfig,
   type ProcessorChild,
-} from './helpers/processing.js';
+} from '../helpers/processing.js';
 
 const FENCED_EXIT = 3;
 let server: ServerProcess | undefined;

@@ -6,8 +6,8 @@
  * the results must add up to the source.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { RillClient, type StreamHandle } from '../src/client/index.js';
-import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
+import { RillClient, type StreamHandle } from '../../src/client/index.js';
+import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import {
   expectSource,
   expectWindows,
@@ -24,7 +24,7 @@ import {
   type Aggregate,
   type ChildConfig,
   type ProcessorChild,
-} from './helpers/processing.js';
+} from '../helpers/processing.js';
 
 const KILLS = 12;
 const SERVER_KILL_AT = 5;

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
-const DIST = resolve(import.meta.dirname, '../dist');
+const DIST = resolve(import.meta.dirname, '../../dist');
 const IMPORT = /(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
 const NODE_GLOBALS = /\b(Buffer|process|__dirname|require)\s*[.(]/;
 

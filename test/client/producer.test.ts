@@ -13,9 +13,9 @@ import {
   StreamSeqConflictError,
   type FetchLike,
   type StreamHandle,
-} from '../src/client/index.js';
-import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
-import { readAll, retrying, sleep } from './helpers/processing.js';
+} from '../../src/client/index.js';
+import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { readAll, retrying, sleep } from '../helpers/processing.js';
 
 let server: ServerProcess;
 let counter = 0;

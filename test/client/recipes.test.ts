@@ -11,9 +11,9 @@ import {
   StreamClosedError,
   type FetchLike,
   type StreamHandle,
-} from '../src/client/index.js';
-import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
-import { readAll } from './helpers/processing.js';
+} from '../../src/client/index.js';
+import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { readAll } from '../helpers/processing.js';
 
 let server: ServerProcess;
 let client: RillClient;

@@ -5,9 +5,9 @@
  */
 import { DurableStream, IdempotentProducer as OfficialProducer, stream as officialStream } from '@durable-streams/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RillClient } from '../src/client/index.js';
-import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
-import { readAll, sleep } from './helpers/processing.js';
+import { RillClient } from '../../src/client/index.js';
+import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { readAll, sleep } from '../helpers/processing.js';
 
 let server: ServerProcess;
 let rill: RillClient;

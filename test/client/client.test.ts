@@ -13,9 +13,9 @@ import {
   StreamSeqConflictError,
   type ReadBatch,
   type StreamHandle,
-} from '../src/client/index.js';
-import { errorFromResponse } from '../src/client/errors.js';
-import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
+} from '../../src/client/index.js';
+import { errorFromResponse } from '../../src/client/errors.js';
+import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 
 let server: ServerProcess;
 let client: RillClient;

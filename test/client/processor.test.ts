@@ -4,9 +4,9 @@
  * stopping, and a partitioned target. The crash tests cover it killed mid-step.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IdempotentProducer, RillClient, runProcessor, type StreamHandle, type Window } from '../src/client/index.js';
-import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
-import { expectWindows, readAll, sleep, type Aggregate } from './helpers/processing.js';
+import { IdempotentProducer, RillClient, runProcessor, type StreamHandle, type Window } from '../../src/client/index.js';
+import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { expectWindows, readAll, sleep, type Aggregate } from '../helpers/processing.js';
 
 let server: ServerProcess;
 let client: RillClient;
