@@ -98,11 +98,21 @@ function positionHeaders(stream: StreamState, next: number): HeaderMap {
   return headers;
 }
 
+/**
+ * History below the tail never changes, so shared caches may keep it a minute. A reader
+ * that names an incarnation must reach the server to learn the stream was recreated
+ * (412), so its answers are revalidated every time, and cached answers vary on it.
+ */
+function cacheHeaders(req: IncomingMessage, upToDate: boolean): HeaderMap {
+  const vary = header(req, 'origin') === undefined ? 'Stream-Incarnation' : 'Origin, Stream-Incarnation';
+  if (header(req, H.streamIncarnation) !== undefined) return { 'cache-control': 'private, no-cache', vary };
+  return { 'cache-control': upToDate ? 'no-cache' : 'public, max-age=60, stale-while-revalidate=300', vary };
+}
+
 function sendData(req: IncomingMessage, res: ServerResponse, stream: StreamState, from: number, window: ReadWindow, extra: HeaderMap): void {
   const etag = etagFor(stream, from, window.next);
   const upToDate = window.next >= stream.tail;
-  const cache = upToDate ? 'no-cache' : 'public, max-age=60, stale-while-revalidate=300';
-  const headers = { ...positionHeaders(stream, window.next), etag, 'cache-control': cache, ...extra };
+  const headers = { ...positionHeaders(stream, window.next), etag, ...cacheHeaders(req, upToDate), ...extra };
   if (etagMatches(req, etag)) return send(res, 304, headers);
   const rendered = body(req, stream, window.data);
   send(res, 200, { ...headers, 'content-type': rendered.contentType }, rendered.payload);

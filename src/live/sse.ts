@@ -40,11 +40,19 @@ function encodingOf(stream: StreamState): Encoding {
   return isTextualContentType(stream.config.contentType) ? 'text' : 'base64';
 }
 
+/**
+ * An SSE reader drops one space after `data:`, so a line that starts with a space gets
+ * one extra; other lines are written without it.
+ */
+function dataLine(line: string): string {
+  return line.startsWith(' ') ? `data: ${line}\n` : `data:${line}\n`;
+}
+
 function dataEvent(data: Buffer, encoding: Encoding): string {
   if (encoding === 'base64') return `event: data\ndata:${data.toString('base64')}\n\n`;
   if (encoding === 'json') return `event: data\ndata:${ndjsonToArray(data).toString('utf8')}\n\n`;
   const lines = data.toString('utf8').split(/\r\n|\r|\n/);
-  return `event: data\n${lines.map((line) => `data:${line}\n`).join('')}\n`;
+  return `event: data\n${lines.map(dataLine).join('')}\n`;
 }
 
 interface ControlState {

@@ -477,3 +477,16 @@ describe('Live readers never carry one incarnation\'s token with another incarna
     }
   });
 });
+
+describe('Caches cannot answer for a stream that was recreated', () => {
+  it('history reads vary on Stream-Incarnation, and a reader that sends it is revalidated every time', async () => {
+    const { url, token } = await created('cache-vary', TEXT_TYPE, 'old history');
+    await call(url, 'POST', TEXT_TYPE, ' more');
+    const partial = await call(`${url}?offset=-1&max_bytes=3`, 'GET');
+    expect(partial.headers.get('cache-control')).toContain('public');
+    expect(partial.headers.get('vary')).toContain('Stream-Incarnation');
+    const named = await call(`${url}?offset=-1&max_bytes=3`, 'GET', inc(token));
+    expect(named.headers.get('cache-control')).toBe('private, no-cache');
+    expect(named.headers.get('vary')).toContain('Stream-Incarnation');
+  });
+});
