@@ -24,6 +24,18 @@ export class StorageUnavailableError extends Error {
   }
 }
 
+/**
+ * Thrown by an engine when storage itself failed beneath a command (disk full, I/O
+ * error, the transaction lost). The batch's transaction can no longer be trusted, so the
+ * whole batch is abandoned and refused with STORAGE_UNAVAILABLE, rather than the command
+ * alone failing while the others commit.
+ */
+export class StorageFailure extends Error {
+  constructor(override readonly cause: unknown) {
+    super(`storage failed: ${cause instanceof Error ? cause.message : String(cause)}`);
+  }
+}
+
 /** Thrown to a command whose own step failed on an invariant; the rest of the batch commits. */
 export class CommandFailedError extends Error {
   readonly protocol = protocolError('INTERNAL', 'the server failed to process the request');
@@ -52,7 +64,10 @@ export abstract class BatchedStore implements Store {
 
   /** Runs `body` in one transaction and makes it durable, or throws having applied nothing. */
   protected abstract transact(body: (txn: Txn) => void): void;
-  /** Runs `body` so that a throw undoes only what `body` did. */
+  /**
+   * Runs `body` so that a throw undoes only what `body` did. When the storage fails
+   * beneath it, throws StorageFailure instead, which abandons the whole batch.
+   */
   protected abstract atomically<T>(txn: Txn, body: () => T): T;
   /** Applies pending TTL renewals inside the batch transaction. */
   protected abstract storeTouches(txn: Txn, touches: Map<number, number>): void;
@@ -133,6 +148,8 @@ export abstract class BatchedStore implements Store {
       const value = this.atomically(txn, () => executor.run(op.kind, op.input as never));
       return { ok: true, value };
     } catch (error) {
+      // A storage failure aborts the batch's transaction; only rule failures stay local.
+      if (error instanceof StorageFailure) throw error;
       return { ok: false, error: new CommandFailedError(error) };
     }
   }

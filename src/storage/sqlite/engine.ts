@@ -9,11 +9,28 @@ import Database from 'better-sqlite3';
 import type { BucketState } from '../../core/bucket.js';
 import { expiryMs } from '../../core/stream.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
-import { BatchedStore } from '../batched.js';
+import { BatchedStore, StorageFailure } from '../batched.js';
 import type { Txn } from '../executor.js';
 import { readFromChain, chunkFromChain, type ChunkSource } from '../chain.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { migrate } from './schema.js';
+
+/** SQLite result codes that mean the storage failed, not that a statement broke a rule. */
+const STORAGE_FAULT_CODES = ['SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_NOMEM', 'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_READONLY', 'SQLITE_CORRUPT', 'SQLITE_CANTOPEN', 'SQLITE_NOTADB', 'SQLITE_PROTOCOL', 'SQLITE_NOLFS'];
+
+function isStorageFault(error: unknown): boolean {
+  if (!(error instanceof Database.SqliteError)) return false;
+  return STORAGE_FAULT_CODES.some((code) => error.code === code || error.code.startsWith(`${code}_`));
+}
+
+/** Runs one transaction-control statement; its failure is a storage failure. */
+function storageStep(step: () => void): void {
+  try {
+    step();
+  } catch (error) {
+    throw new StorageFailure(error);
+  }
+}
 
 interface StreamRow {
   id: number;
@@ -180,7 +197,8 @@ export interface SqliteStoreOptions extends StoreOptions {
 }
 
 export class SqliteStore extends BatchedStore {
-  private readonly db: Database.Database;
+  /** Protected so that test subclasses can inject faults (e.g. PRAGMA max_page_count). */
+  protected readonly db: Database.Database;
   private readonly sql: Statements;
   private nextStreamId: number;
   private readonly txn: Txn;
@@ -210,18 +228,31 @@ export class SqliteStore extends BatchedStore {
 
   protected atomically<T>(_txn: Txn, body: () => T): T {
     const name = `cmd${this.savepointDepth++}`;
-    this.db.exec(`SAVEPOINT ${name}`);
     try {
-      const value = body();
-      this.db.exec(`RELEASE ${name}`);
-      return value;
-    } catch (error) {
-      this.db.exec(`ROLLBACK TO ${name}`);
-      this.db.exec(`RELEASE ${name}`);
-      throw error;
+      return this.underSavepoint(name, body);
     } finally {
       this.savepointDepth--;
     }
+  }
+
+  /**
+   * SQLite rolls the whole transaction back on some errors (SQLITE_FULL, I/O errors);
+   * the statements after that would run in autocommit mode and become durable one by
+   * one while their batch is refused. So any storage-level error, or a transaction found
+   * gone, aborts the batch instead of being taken for this command's own failure.
+   */
+  private underSavepoint<T>(name: string, body: () => T): T {
+    storageStep(() => this.db.exec(`SAVEPOINT ${name}`));
+    let value: T;
+    try {
+      value = body();
+    } catch (error) {
+      if (isStorageFault(error) || !this.db.inTransaction) throw new StorageFailure(error);
+      storageStep(() => this.db.exec(`ROLLBACK TO ${name}; RELEASE ${name}`));
+      throw error;
+    }
+    storageStep(() => this.db.exec(`RELEASE ${name}`));
+    return value;
   }
 
   protected storeTouches(_txn: Txn, touches: Map<number, number>): void {
