@@ -12,9 +12,15 @@ export interface ServerSettings {
   maxLongPollTimeoutMs: number;
   /** An SSE connection is closed after this long, so that clients reconnect through caches. */
   sseLifetimeMs: number;
-  /** Comment lines sent on a quiet SSE connection, so proxies keep it open. */
+  /**
+   * Comment lines are sent on a quiet SSE connection this often, so proxies keep it
+   * open; a reader that takes none of its pending output for this long is disconnected.
+   */
   sseHeartbeatMs: number;
-  /** A slow SSE reader is disconnected once this much output waits unsent. */
+  /**
+   * Most output waiting unsent for one SSE reader (a single larger message excepted):
+   * past it the server stops reading the stream for that reader until it catches up.
+   */
   sseMaxBufferedBytes: number;
   /** Largest append or create body. */
   maxBodyBytes: number;
