@@ -118,7 +118,7 @@ export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx:
   if (misaligned) return sendError(res, misaligned);
   ctx.store.touch(plan.stream, ctx.now());
   if (query.request.live === 'sse') {
-    if (!ctx.hub.acquire()) return sendError(res, tooManyLive());
+    if (!ctx.hub.acquire()) return sendError(res, liveRefusal(ctx));
     return serveSse(res, {
       store: ctx.store,
       hub: ctx.hub,
@@ -177,7 +177,7 @@ async function longPoll(
       const remaining = deadline - ctx.now();
       if (stream.closed || remaining <= 0 || ctx.hub.isDraining) return sendNoData(res, stream, cursor);
       if (!holding) {
-        if (!ctx.hub.acquire()) return sendError(res, tooManyLive());
+        if (!ctx.hub.acquire()) return sendError(res, liveRefusal(ctx));
         holding = true;
       }
       const woke = await ctx.hub.wait(address.key, remaining, abort.signal);
@@ -191,6 +191,8 @@ async function longPoll(
   }
 }
 
-export function tooManyLive(): ProtocolError {
+/** Why a live reader gets no slot: the server is shutting down, or it holds too many. */
+export function liveRefusal(ctx: HandlerContext): ProtocolError {
+  if (ctx.hub.isDraining) return protocolError('UNAVAILABLE', 'the server is shutting down; retry later', { retryAfterSeconds: 1 });
   return protocolError('TOO_MANY_CONNECTIONS', 'the server holds too many live readers; retry later', { retryAfterSeconds: 1 });
 }

@@ -135,6 +135,45 @@ function timeoutOptions(settings: ServerSettings) {
   return { headersTimeout, requestTimeout, connectionsCheckingInterval };
 }
 
+/**
+ * Shutdown of the HTTP side: stop listening, let requests in flight finish with
+ * `Connection: close` (so keep-alive clients cannot keep the process up or send more),
+ * and cut whatever is still open after the drain timeout.
+ */
+class Drain {
+  private readonly active = new Set<ServerResponse>();
+  private draining = false;
+
+  constructor(
+    private readonly server: Server,
+    private readonly timeoutMs: number,
+  ) {}
+
+  track(res: ServerResponse): void {
+    if (this.draining) res.setHeader('connection', 'close');
+    this.active.add(res);
+    res.once('close', () => {
+      this.active.delete(res);
+      // A keep-alive connection whose response ended during the drain is idle now.
+      if (this.draining) setImmediate(() => this.server.closeIdleConnections());
+    });
+  }
+
+  async run(endLiveReaders: () => void): Promise<void> {
+    this.draining = true;
+    for (const res of this.active) if (!res.headersSent) res.setHeader('connection', 'close');
+    endLiveReaders();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
+    const deadline = setTimeout(() => this.server.closeAllConnections(), this.timeoutMs);
+    try {
+      await closed;
+    } finally {
+      clearTimeout(deadline);
+    }
+  }
+}
+
 export function createRillServer(options: CreateServerOptions = {}): RillServer {
   const settings: ServerSettings = { ...DEFAULT_SETTINGS, ...options.settings };
   const log = options.logger ?? pino({ level: process.env.RILL_LOG_LEVEL ?? 'info' });
@@ -144,6 +183,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const server = createServer(
     { maxHeaderSize: settings.maxHeaderBytes, ...timeoutOptions(settings), keepAliveTimeout: 5_000 },
     (req, res) => {
+      drain.track(res);
       dispatch(req, res, ctx).catch((error: unknown) => {
         const failure = failureOf(error);
         if (failure.code === 'INTERNAL') log.error({ err: error, method: req.method, url: req.url }, 'request failed');
@@ -158,6 +198,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   }, settings.sweepIntervalMs);
   sweep.unref();
 
+  const drain = new Drain(server, settings.drainTimeoutMs);
   let closing: Promise<void> | null = null;
   return {
     server,
@@ -180,10 +221,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
     close() {
       closing ??= (async () => {
         clearInterval(sweep);
-        hub.drain();
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeIdleConnections();
-        await closed;
+        await drain.run(() => hub.drain());
         hub.close();
         await store.close();
       })();

@@ -36,6 +36,11 @@ export interface ServerSettings {
   headersTimeoutMs: number;
   /** Time allowed to receive a whole request. */
   requestTimeoutMs: number;
+  /**
+   * On shutdown, how long in-flight requests may take to finish before the connections
+   * still open are cut (a client that stops reading must not hold the process).
+   */
+  drainTimeoutMs: number;
   /** How often expired streams are collected. */
   sweepIntervalMs: number;
   producers: ProducerSettings;
@@ -59,6 +64,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   maxUrlBytes: 8 * 1024,
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 120_000,
+  drainTimeoutMs: 10_000,
   sweepIntervalMs: 1_000,
   producers: DEFAULT_PRODUCER_SETTINGS,
 };
