@@ -91,6 +91,47 @@ describe('request size limits', () => {
   });
 });
 
+describe('protocol limits', () => {
+  let s: ServerProcess;
+  beforeAll(async () => {
+    s = await serve(['--max-producers', '2', '--producer-idle-evict', '1h']);
+  });
+
+  it('answers 400 to a Stream-Seq over 256 bytes and stores nothing', async () => {
+    const stream = `${s.url}/v1/stream/seq-limit`;
+    await create(stream);
+    const refused = await fetch(stream, { method: 'POST', headers: { ...text, 'stream-seq': 'a'.repeat(257) }, body: 'x' });
+    expectJsonRefusal(await refusalOf(refused), 400, 'STREAM_SEQ_TOO_LONG');
+    expect((await fetch(stream, { method: 'POST', headers: { ...text, 'stream-seq': 'a'.repeat(256) }, body: 'y' })).status).toBe(204);
+    const head = await fetch(stream, { method: 'HEAD' });
+    expect(head.headers.get('stream-last-seq')).toBe('a'.repeat(256));
+    expect(head.headers.get('stream-next-offset')).toBe('00000000000000000001');
+  });
+
+  it('answers 429 PRODUCER_LIMIT to a producer beyond --max-producers when none is idle', async () => {
+    const stream = `${s.url}/v1/stream/producer-limit`;
+    await create(stream);
+    const write = (pid: string) =>
+      fetch(stream, { method: 'POST', headers: { ...text, 'producer-id': pid, 'producer-epoch': '0', 'producer-seq': '0' }, body: `${pid};` });
+    expect((await write('p1')).status).toBe(200);
+    expect((await write('p2')).status).toBe(200);
+    expectJsonRefusal(await refusalOf(await write('p3')), 429, 'PRODUCER_LIMIT');
+    expect(await (await fetch(`${stream}?offset=-1`)).text()).toBe('p1;p2;');
+  });
+
+  it('bounds one read response to 8 MiB whatever max_bytes asks', async () => {
+    const stream = `${s.url}/v1/stream/read-limit`;
+    await create(stream, 'application/octet-stream');
+    const body = Buffer.alloc(9 * 1024 * 1024, 0x7a);
+    expect((await fetch(stream, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body })).status).toBe(204);
+    const res = await fetch(`${stream}?offset=-1&max_bytes=1000000000`);
+    expect(res.status).toBe(200);
+    expect((await res.arrayBuffer()).byteLength).toBe(8 * 1024 * 1024);
+    expect(res.headers.get('stream-next-offset')).toBe(String(8 * 1024 * 1024).padStart(20, '0'));
+    expect(res.headers.get('stream-up-to-date')).toBeNull();
+  });
+});
+
 describe('live connection limits', () => {
   let s: ServerProcess;
   const stream = () => `${s.url}/v1/stream/live`;

@@ -178,7 +178,7 @@ function checkReaders(spec: StreamSpec, ledger: Ledger, snap: Snapshot, readers:
 
 export async function checkStream(base: string, spec: StreamSpec, ledger: Ledger, readers: Reader[]): Promise<number> {
   // Taken before the stream is read: each of these must be in what the read returns.
-  const acked = [...ledger.writes.values()].filter((w) => w.stream === spec.name && w.state === 'acked');
+  const acked = (ledger.byStream.get(spec.name) ?? []).filter((w) => w.state === 'acked');
   const closeAcked = spec.closeAcked;
   const snap = await snapshot(base, spec, ledger);
   const found = occurrencesIn(snap.content, spec, ledger);

@@ -60,6 +60,8 @@ export function parseLine(line: string, json: boolean): { key: string; index: nu
 
 export class Ledger {
   readonly writes = new Map<string, WriteRecord>();
+  /** The same writes, by stream, in the order they were sent. */
+  readonly byStream = new Map<string, WriteRecord[]>();
   readonly streams = new Map<string, StreamSpec>();
   readonly ackedByKind = new Map<string, number>();
   readonly unknownReasons = new Map<string, number>();
@@ -77,6 +79,9 @@ export class Ledger {
   sent(record: Omit<WriteRecord, 'state'>): WriteRecord {
     const entry: WriteRecord = { ...record, state: 'pending' };
     this.writes.set(record.key, entry);
+    const list = this.byStream.get(record.stream);
+    if (list) list.push(entry);
+    else this.byStream.set(record.stream, [entry]);
     return entry;
   }
 

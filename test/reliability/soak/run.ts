@@ -34,6 +34,14 @@ export interface SoakReport {
   readerBytes: number;
   readerReads: number;
   streamBytes: number;
+  streams: number;
+  restartMs: { mean: number; max: number };
+  checkMs: { mean: number; max: number };
+}
+
+function spread(values: number[]): { mean: number; max: number } {
+  if (values.length === 0) return { mean: 0, max: 0 };
+  return { mean: Math.round(values.reduce((a, b) => a + b, 0) / values.length), max: Math.max(...values) };
 }
 
 const BUCKET = '/soak-bucket';
@@ -54,6 +62,8 @@ const STREAMS = {
 class Supervisor {
   server!: ServerProcess;
   restarts = 0;
+  /** Time from SIGKILL to the restarted server answering /healthz. */
+  readonly restartMs: number[] = [];
 
   constructor(
     readonly dataDir: string,
@@ -65,8 +75,10 @@ class Supervisor {
   }
 
   async crash(): Promise<void> {
+    const killedAt = Date.now();
     await this.server.kill();
     await this.start();
+    this.restartMs.push(Date.now() - killedAt);
     this.restarts += 1;
   }
 
@@ -113,6 +125,7 @@ function startReaders(ctx: ReaderContext, rng: Rng, readers: Reader[]): Array<Pr
 }
 
 interface Phase {
+  checkMs: number[];
   supervisor: Supervisor;
   ledger: Ledger;
   readers: Reader[];
@@ -126,7 +139,9 @@ async function crashLoop(p: Phase, untilMs: number, gapMs: [number, number]): Pr
   while (Date.now() + gapMs[0] < untilMs) {
     await sleep(p.rng.int(gapMs[0], gapMs[1]));
     await p.supervisor.crash();
+    const checkStarted = Date.now();
     await checkAll(p.supervisor.base, p.ledger, p.readers);
+    p.checkMs.push(Date.now() - checkStarted);
     checks += 1;
     if (p.supervisor.restarts % 10 === 0) {
       const l = p.ledger;
@@ -155,7 +170,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const started = Date.now();
   const rng = new Rng(options.seed);
   const supervisor = new Supervisor(tempDataDir('rill-soak-'), await freePort());
-  const p: Phase = { supervisor, ledger: new Ledger(), readers: [], rng, log: options.log ?? (() => {}) };
+  const p: Phase = { checkMs: [], supervisor, ledger: new Ledger(), readers: [], rng, log: options.log ?? (() => {}) };
   let stopping = false;
   let readerDeadline = Number.POSITIVE_INFINITY;
   const finalTails = new Map<string, number>();
@@ -197,6 +212,9 @@ function report(options: SoakOptions, p: Phase, checks: number, durationMs: numb
     readerBytes: p.readers.reduce((n, r) => n + r.offset, 0),
     readerReads: p.readers.reduce((n, r) => n + r.reads, 0),
     streamBytes: [...tails.values()].reduce((n, t) => n + t, 0),
+    streams: tails.size,
+    restartMs: spread(p.supervisor.restartMs),
+    checkMs: spread(p.checkMs),
   };
 }
 
@@ -205,11 +223,11 @@ export function formatReport(r: SoakReport): string {
   const unknown = Object.entries(r.unknownOutcomes).map(([k, n]) => `${k} ${n}`).join(', ');
   return [
     `rill crash soak: ${(r.durationMs / 60_000).toFixed(1)} min, seed ${r.seed}`,
-    `restarts (SIGKILL): ${r.restarts}`,
-    `checks: ${r.checks}`,
+    `restarts (SIGKILL): ${r.restarts} (kill to healthy: mean ${r.restartMs.mean} ms, max ${r.restartMs.max} ms)`,
+    `checks: ${r.checks} (mean ${r.checkMs.mean} ms, max ${r.checkMs.max} ms)`,
     `writes acknowledged: ${r.acknowledged} (${kinds})`,
     `outcomes unknown to clients: ${Object.values(r.unknownOutcomes).reduce((a, b) => a + b, 0)} (${unknown})`,
-    `stream bytes at the end: ${r.streamBytes}; readers verified ${r.readerBytes} bytes in ${r.readerReads} reads/events`,
+    `streams: ${r.streams}, bytes at the end: ${r.streamBytes}; readers verified ${r.readerBytes} bytes in ${r.readerReads} reads/events`,
     `lost: ${r.lost}`,
     `duplicated: ${r.duplicated}`,
     `other violations: ${r.violations}`,

@@ -193,7 +193,7 @@ export async function closer(ctx: SoakContext, rng: Rng, prefix: string, maxStre
       if (!(await producerWrite(ctx, rng, spec, opts, at, last))) return;
       if (last) spec.closeAcked = true;
     }
-    await sleep(rng.int(300, 1500));
+    await sleep(rng.int(1_000, 4_000));
   }
 }
 
