@@ -161,7 +161,7 @@ describe('live connection limits', () => {
     const took = Date.now() - started;
     expect(res.status).toBe(204);
     expect(took).toBeGreaterThanOrEqual(900);
-    expect(took).toBeLessThan(3_000);
+    expect(took).toBeLessThan(5_000);
     const byDefault = Date.now();
     expect((await fetch(`${stream()}?offset=now&live=long-poll`)).status).toBe(204);
     expect(Date.now() - byDefault).toBeLessThan(1_500);
@@ -174,7 +174,7 @@ describe('live connection limits', () => {
     const body = await res.text();
     const took = Date.now() - started;
     expect(took).toBeGreaterThanOrEqual(900);
-    expect(took).toBeLessThan(4_000);
+    expect(took).toBeLessThan(6_000);
     expect(body).toContain('"streamNextOffset":"00000000000000000000"');
   });
 });
@@ -190,27 +190,27 @@ describe('slow clients', () => {
     const socket = await openSocket(s.port);
     socket.write('GET /v1/stream/slow HTTP/1.1\r\nHost: x\r\nX-Slow: ');
     const drip = setInterval(() => socket.writable && socket.write('a'), 100);
-    const reply = await collect(socket, 8_000);
+    const reply = await collect(socket, 12_000);
     clearInterval(drip);
     expect(reply.ended).not.toBe('timeout');
-    expect(reply.afterMs).toBeLessThan(2_500);
+    expect(reply.afterMs).toBeLessThan(5_000);
     expectJsonRefusal(refusalFrom(reply), 408, 'REQUEST_TIMEOUT');
   });
 
   it('closes a connection that never sends a request', async () => {
-    const reply = await collect(await openSocket(s.port), 8_000);
+    const reply = await collect(await openSocket(s.port), 12_000);
     expect(reply.ended).not.toBe('timeout');
-    expect(reply.afterMs).toBeLessThan(2_500);
+    expect(reply.afterMs).toBeLessThan(5_000);
   });
 
   it('drops a request whose body trickles past --request-timeout, applying nothing', async () => {
     const socket = await openSocket(s.port);
     socket.write('POST /v1/stream/slow HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nab');
     const drip = setInterval(() => socket.writable && socket.write('c'), 100);
-    const reply = await collect(socket, 8_000);
+    const reply = await collect(socket, 12_000);
     clearInterval(drip);
     expect(reply.ended).not.toBe('timeout');
-    expect(reply.afterMs).toBeLessThan(4_000);
+    expect(reply.afterMs).toBeLessThan(6_000);
     expect(await tailOf(`${s.url}/v1/stream/slow`)).toBe(0);
     expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
   });
