@@ -33,9 +33,17 @@ interface ServeFlags {
   data: string;
   store: 'sqlite' | 'memory';
   longPollTimeout: number;
+  maxLongPollTimeout: number;
   sseLifetime: number;
+  sseHeartbeat: number;
+  sseMaxBuffered: number;
   maxBody: number;
   maxSnapshotBytes: number;
+  maxHeaderBytes: number;
+  maxUrlBytes: number;
+  headersTimeout: number;
+  requestTimeout: number;
+  drainTimeout: number;
   maxProducers: number;
   producerIdleEvict: number;
   producerTtl: number;
@@ -49,9 +57,17 @@ function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     dataDir: flags.data,
     store: flags.store,
     longPollTimeoutMs: flags.longPollTimeout,
+    maxLongPollTimeoutMs: flags.maxLongPollTimeout,
     sseLifetimeMs: flags.sseLifetime,
+    sseHeartbeatMs: flags.sseHeartbeat,
+    sseMaxBufferedBytes: flags.sseMaxBuffered,
     maxBodyBytes: flags.maxBody,
     maxSnapshotBytes: flags.maxSnapshotBytes,
+    maxHeaderBytes: flags.maxHeaderBytes,
+    maxUrlBytes: flags.maxUrlBytes,
+    headersTimeoutMs: flags.headersTimeout,
+    requestTimeoutMs: flags.requestTimeout,
+    drainTimeoutMs: flags.drainTimeout,
     maxLiveConnections: flags.maxLiveConnections,
     producers: { maxProducers: flags.maxProducers, idleEvictMs: flags.producerIdleEvict, forgetAfterMs: flags.producerTtl },
   };
@@ -90,9 +106,17 @@ export function buildProgram(): Command {
     .option('--data <dir>', 'data directory (sqlite store)', d.dataDir)
     .addOption(new Option('--store <engine>', 'storage engine').choices(['sqlite', 'memory']).default(d.store))
     .option('--long-poll-timeout <duration>', 'how long a long-poll waits for data', parseDurationMs, d.longPollTimeoutMs)
+    .option('--max-long-poll-timeout <duration>', 'longest long-poll wait a client may ask for (timeout_ms)', parseDurationMs, d.maxLongPollTimeoutMs)
     .option('--sse-lifetime <duration>', 'how long an SSE connection stays open', parseDurationMs, d.sseLifetimeMs)
+    .option('--sse-heartbeat <duration>', 'SSE keep-alive interval; a reader taking nothing for this long is dropped', parseDurationMs, d.sseHeartbeatMs)
+    .option('--sse-max-buffered <bytes>', 'most SSE output held unsent for one reader', parseCount, d.sseMaxBufferedBytes)
     .option('--max-body <bytes>', 'largest append or create body in bytes', parseCount, d.maxBodyBytes)
     .option('--max-snapshot-bytes <bytes>', 'largest snapshot body in bytes', parseCount, d.maxSnapshotBytes)
+    .option('--max-header-bytes <bytes>', 'largest request head (request line and headers) in bytes', parseCount, d.maxHeaderBytes)
+    .option('--max-url-bytes <bytes>', 'longest request URL in bytes', parseCount, d.maxUrlBytes)
+    .option('--headers-timeout <duration>', 'time allowed to receive request headers', parseDurationMs, d.headersTimeoutMs)
+    .option('--request-timeout <duration>', 'time allowed to receive a whole request', parseDurationMs, d.requestTimeoutMs)
+    .option('--drain-timeout <duration>', 'on SIGTERM, how long open requests may finish before connections are cut', parseDurationMs, d.drainTimeoutMs)
     .option('--max-live-connections <n>', 'long-poll and SSE readers held at once', parseCount, d.maxLiveConnections)
     .option('--max-producers <n>', 'producers remembered per stream', parseCount, d.producers.maxProducers)
     .option('--producer-idle-evict <duration>', 'idle time after which a producer may be replaced', parseDurationMs, d.producers.idleEvictMs)

@@ -130,7 +130,7 @@ export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx:
   // The same instant that judged the stream live renews it, so an expired stream is never revived.
   ctx.store.touch(plan.stream, nowMs);
   if (query.request.live === 'sse') {
-    if (!ctx.hub.acquire()) return sendError(res, tooManyLive());
+    if (!ctx.hub.acquire()) return sendError(res, liveRefusal(ctx));
     return serveSse(res, {
       store: ctx.store,
       hub: ctx.hub,
@@ -188,7 +188,7 @@ async function longPoll(
       const remaining = deadline - ctx.now();
       if (stream.closed || remaining <= 0 || ctx.hub.isDraining) return sendNoData(res, stream, cursor);
       if (!holding) {
-        if (!ctx.hub.acquire()) return sendError(res, tooManyLive());
+        if (!ctx.hub.acquire()) return sendError(res, liveRefusal(ctx));
         holding = true;
       }
       const woke = await ctx.hub.wait(address.key, remaining, abort.signal);
@@ -204,6 +204,8 @@ async function longPoll(
   }
 }
 
-export function tooManyLive(): ProtocolError {
+/** Why a live reader gets no slot: the server is shutting down, or it holds too many. */
+export function liveRefusal(ctx: HandlerContext): ProtocolError {
+  if (ctx.hub.isDraining) return protocolError('UNAVAILABLE', 'the server is shutting down; retry later', { retryAfterSeconds: 1 });
   return protocolError('TOO_MANY_CONNECTIONS', 'the server holds too many live readers; retry later', { retryAfterSeconds: 1 });
 }

@@ -3,7 +3,7 @@
  * A request can never crash the server: every handler failure is answered with a JSON
  * error and logged.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { LiveHub } from '../live/hub.js';
@@ -126,24 +126,79 @@ function failureOf(error: unknown): ProtocolError {
   return protocolError('INTERNAL', 'the server failed to process the request');
 }
 
-/** Answers requests Node's parser refuses (malformed, oversized headers) with our JSON error. */
+/** The refusal for a request Node's parser gave up on. */
+function clientErrorRefusal(code: string | undefined): ProtocolError {
+  if (code === 'HPE_HEADER_OVERFLOW') return protocolError('HEADERS_TOO_LARGE', 'the request headers are too large');
+  if (code === 'ERR_HTTP_REQUEST_TIMEOUT') return protocolError('REQUEST_TIMEOUT', 'the request took too long to arrive');
+  return protocolError('BAD_REQUEST', 'the request is not valid HTTP');
+}
+
+/** Answers requests Node's parser refuses (malformed, oversized, too slow) with our JSON error. */
 function onClientError(error: Error & { code?: string }, socket: Socket): void {
   if (!socket.writable || (socket as Socket & { _httpMessage?: unknown })._httpMessage) {
     socket.destroy();
     return;
   }
-  const refusal =
-    error.code === 'HPE_HEADER_OVERFLOW'
-      ? protocolError('HEADERS_TOO_LARGE', 'the request headers are too large')
-      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-        ? protocolError('BAD_REQUEST', 'the request took too long to arrive')
-        : protocolError('BAD_REQUEST', 'the request is not valid HTTP');
+  const refusal = clientErrorRefusal(error.code);
   const body = JSON.stringify({ code: refusal.code, message: refusal.message });
   const status = statusOf(refusal.code);
   const headers = Object.entries({ ...baseHeaders(undefined), 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), connection: 'close' })
     .map(([k, v]) => `${k}: ${v}`)
     .join('\r\n');
-  socket.end(`HTTP/1.1 ${status} ${status === 431 ? 'Request Header Fields Too Large' : 'Bad Request'}\r\n${headers}\r\n\r\n${body}`);
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n${headers}\r\n\r\n${body}`);
+}
+
+/**
+ * Node checks header and request timeouts only every `connectionsCheckingInterval`
+ * (30 s by default), so a slow-header client would get up to 30 s more than the limit.
+ * Check a few times per limit instead.
+ */
+function timeoutOptions(settings: ServerSettings) {
+  const requestTimeout = settings.requestTimeoutMs;
+  // Node refuses a header timeout longer than the request timeout.
+  const headersTimeout = requestTimeout > 0 ? Math.min(settings.headersTimeoutMs, requestTimeout) : settings.headersTimeoutMs;
+  const shortest = Math.min(...[headersTimeout, requestTimeout].filter((ms) => ms > 0), 120_000);
+  const connectionsCheckingInterval = Math.max(50, Math.min(30_000, Math.floor(shortest / 4)));
+  return { headersTimeout, requestTimeout, connectionsCheckingInterval };
+}
+
+/**
+ * Shutdown of the HTTP side: stop listening, let requests in flight finish with
+ * `Connection: close` (so keep-alive clients cannot keep the process up or send more),
+ * and cut whatever is still open after the drain timeout.
+ */
+class Drain {
+  private readonly active = new Set<ServerResponse>();
+  private draining = false;
+
+  constructor(
+    private readonly server: Server,
+    private readonly timeoutMs: number,
+  ) {}
+
+  track(res: ServerResponse): void {
+    if (this.draining) res.setHeader('connection', 'close');
+    this.active.add(res);
+    res.once('close', () => {
+      this.active.delete(res);
+      // A keep-alive connection whose response ended during the drain is idle now.
+      if (this.draining) setImmediate(() => this.server.closeIdleConnections());
+    });
+  }
+
+  async run(endLiveReaders: () => void): Promise<void> {
+    this.draining = true;
+    for (const res of this.active) if (!res.headersSent) res.setHeader('connection', 'close');
+    endLiveReaders();
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.server.closeIdleConnections();
+    const deadline = setTimeout(() => this.server.closeAllConnections(), this.timeoutMs);
+    try {
+      await closed;
+    } finally {
+      clearTimeout(deadline);
+    }
+  }
 }
 
 export function createRillServer(options: CreateServerOptions = {}): RillServer {
@@ -153,8 +208,9 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const hub = new LiveHub(store, settings.maxLiveConnections);
   const ctx: HandlerContext = { store, hub, settings, log, now: Date.now };
   const server = createServer(
-    { maxHeaderSize: settings.maxHeaderBytes, requestTimeout: settings.requestTimeoutMs, headersTimeout: settings.headersTimeoutMs, keepAliveTimeout: 5_000 },
+    { maxHeaderSize: settings.maxHeaderBytes, ...timeoutOptions(settings), keepAliveTimeout: 5_000 },
     (req, res) => {
+      drain.track(res);
       dispatch(req, res, ctx).catch((error: unknown) => {
         const failure = failureOf(error);
         if (failure.code === 'INTERNAL') log.error({ err: error, method: req.method, url: req.url }, 'request failed');
@@ -169,6 +225,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   }, settings.sweepIntervalMs);
   sweep.unref();
 
+  const drain = new Drain(server, settings.drainTimeoutMs);
   let closing: Promise<void> | null = null;
   return {
     server,
@@ -191,10 +248,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
     close() {
       closing ??= (async () => {
         clearInterval(sweep);
-        hub.drain();
-        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeIdleConnections();
-        await closed;
+        await drain.run(() => hub.drain());
         hub.close();
         await store.close();
       })();

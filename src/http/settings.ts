@@ -13,9 +13,15 @@ export interface ServerSettings {
   maxLongPollTimeoutMs: number;
   /** An SSE connection is closed after this long, so that clients reconnect through caches. */
   sseLifetimeMs: number;
-  /** Comment lines sent on a quiet SSE connection, so proxies keep it open. */
+  /**
+   * Comment lines are sent on a quiet SSE connection this often, so proxies keep it
+   * open; a reader that takes none of its pending output for this long is disconnected.
+   */
   sseHeartbeatMs: number;
-  /** A slow SSE reader is disconnected once this much output waits unsent. */
+  /**
+   * Most output waiting unsent for one SSE reader (a single larger message excepted):
+   * past it the server stops reading the stream for that reader until it catches up.
+   */
   sseMaxBufferedBytes: number;
   /** Largest append or create body. */
   maxBodyBytes: number;
@@ -33,6 +39,11 @@ export interface ServerSettings {
   headersTimeoutMs: number;
   /** Time allowed to receive a whole request. */
   requestTimeoutMs: number;
+  /**
+   * On shutdown, how long in-flight requests may take to finish before the connections
+   * still open are cut (a client that stops reading must not hold the process).
+   */
+  drainTimeoutMs: number;
   /** How often expired streams are collected. */
   sweepIntervalMs: number;
   producers: ProducerSettings;
@@ -57,6 +68,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   maxUrlBytes: 8 * 1024,
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 120_000,
+  drainTimeoutMs: 10_000,
   sweepIntervalMs: 1_000,
   producers: DEFAULT_PRODUCER_SETTINGS,
 };

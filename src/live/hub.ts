@@ -72,6 +72,16 @@ export class LiveHub {
     });
   }
 
+  /** Calls `listener` when the server starts draining (at once if it already is). */
+  onDrain(listener: () => void): () => void {
+    if (this.draining) {
+      listener();
+      return () => {};
+    }
+    this.drainListeners.add(listener);
+    return () => this.drainListeners.delete(listener);
+  }
+
   /** Ends every wait (live readers answer and close) and refuses new live readers. */
   drain(): void {
     this.draining = true;

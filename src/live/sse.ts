@@ -3,7 +3,8 @@
  * position after it; text streams are sent as text (one `data:` line per line, so no
  * payload can forge an event), JSON streams as one JSON array per event, and every
  * other type base64-encoded. The connection ends when the stream ends, after its
- * lifetime, when the server drains, or when the reader falls too far behind.
+ * lifetime, when the server drains, or when the reader stops taking its output (the
+ * server never buffers more than about `maxBufferedBytes` for one reader).
  */
 import type { ServerResponse } from 'node:http';
 import { nextCursor } from '../core/cursor.js';
@@ -71,7 +72,7 @@ function controlEvent({ position, stream, cursor }: ControlState): string {
 }
 
 export async function serveSse(res: ServerResponse, options: SseOptions): Promise<void> {
-  const { store, hub, stream: first } = options;
+  const { hub, stream: first } = options;
   const encoding = encodingOf(first);
   res.writeHead(200, {
     ...options.baseHeaders,
@@ -89,46 +90,56 @@ export async function serveSse(res: ServerResponse, options: SseOptions): Promis
     await pump(res, options, encoding, abort.signal);
   } finally {
     hub.release();
-    if (!res.writableEnded) res.end();
+    finish(res, options.heartbeatMs);
   }
 }
 
-/** Sends what lies between the reader's position and the tail; false when the connection must end. */
-async function sendBacklog(res: ServerResponse, options: SseOptions, encoding: Encoding, state: ControlState, signal: AbortSignal): Promise<boolean> {
-  while (state.position < state.stream.tail) {
-    const window = await readWindow(options.store, state.stream, state.position, options.maxBytes, encoding === 'text');
-    // No bytes below the tail means the stream was dropped under this reader: stop rather than spin.
-    if (window.data.length === 0) return false;
-    state.position = window.next;
-    const ok = res.write(dataEvent(window.data, encoding) + controlEvent(state));
-    if (res.writableLength > options.maxBufferedBytes) {
-      res.destroy();
-      return false;
-    }
-    if (!ok && !(await drained(res, signal))) return false;
-  }
-  return true;
+/**
+ * Ends the response. A reader that does not take the rest within `graceMs` is cut, so
+ * that a stuck reader holds neither its buffer nor the connection (nor a shutdown).
+ */
+function finish(res: ServerResponse, graceMs: number): void {
+  if (res.destroyed || res.writableEnded) return;
+  res.end();
+  if (res.writableFinished) return;
+  const timer = setTimeout(() => res.destroy(), graceMs);
+  timer.unref();
+  res.once('close', () => clearTimeout(timer));
 }
 
 async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding, signal: AbortSignal): Promise<void> {
   const { store, hub, key, now } = options;
   const state: ControlState = { position: options.position, stream: options.stream, cursor: nextCursor(now(), options.clientCursor, Math.random()) };
   const endAt = now() + options.lifetimeMs;
+  // One event holds at most the buffer bound (a single larger JSON message excepted), so
+  // unsent output stays under the bound plus the socket's high-water mark.
+  const windowBytes = Math.min(options.maxBytes, options.maxBufferedBytes);
   let announced = false;
   for (;;) {
-    const before = state.position;
-    if (!(await sendBacklog(res, options, encoding, state, signal))) return;
-    announced ||= state.position > before;
-    if (!announced || endsStream(state.stream, state.position)) {
-      if (!announced) res.write(controlEvent(state));
+    while (state.position < state.stream.tail) {
+      if (!(await caughtUp(res, options, signal, endAt))) return void res.destroy();
+      const window = await readWindow(store, state.stream, state.position, windowBytes, encoding === 'text');
+      // No bytes below the tail means the stream was dropped under this reader: stop rather than spin.
+      if (window.data.length === 0) return;
+      state.position = window.next;
+      res.write(dataEvent(window.data, encoding) + controlEvent(state));
       announced = true;
-      if (endsStream(state.stream, state.position)) return;
+    }
+    if (endsStream(state.stream, state.position)) {
+      if (!announced) res.write(controlEvent(state));
+      return;
+    }
+    if (!announced) {
+      res.write(controlEvent(state));
+      announced = true;
     }
     const remaining = endAt - now();
     if (remaining <= 0 || signal.aborted || hub.isDraining) return;
     const woke = await hub.wait(key, Math.min(remaining, options.heartbeatMs), signal);
     if (woke === 'aborted') return;
     if (woke === 'timeout') {
+      // Output still unsent after a whole quiet interval: the reader has stopped reading.
+      if (res.writableLength > 0) return void res.destroy();
       if (now() < endAt) res.write(': keep-alive\n\n');
       continue;
     }
@@ -139,17 +150,34 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
   }
 }
 
-function drained(res: ServerResponse, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
+/**
+ * Before more data is read for the reader: when its buffer is over the socket's
+ * high-water mark, waits until it has taken it. False when it took nothing for a
+ * heartbeat interval, its lifetime ended, the server is draining or the reader left;
+ * the server then stops buffering for it and disconnects it.
+ */
+async function caughtUp(res: ServerResponse, options: SseOptions, signal: AbortSignal, endAt: number): Promise<boolean> {
+  if (signal.aborted) return false;
+  if (!res.writableNeedDrain) return true;
+  const waitMs = Math.min(options.heartbeatMs, endAt - options.now());
+  return waitMs > 0 && (await drained(res, signal, options.hub, waitMs));
+}
+
+function drained(res: ServerResponse, signal: AbortSignal, hub: LiveHub, timeoutMs: number): Promise<boolean> {
   return new Promise((resolve) => {
+    let stopWatchingDrain = () => {};
     const done = (value: boolean) => {
+      clearTimeout(timer);
       res.off('drain', onDrain);
-      signal.removeEventListener('abort', onAbort);
+      signal.removeEventListener('abort', onGiveUp);
+      stopWatchingDrain();
       resolve(value);
     };
     const onDrain = () => done(true);
-    const onAbort = () => done(false);
+    const onGiveUp = () => done(false);
+    const timer = setTimeout(onGiveUp, timeoutMs);
     res.once('drain', onDrain);
-    signal.addEventListener('abort', onAbort, { once: true });
+    signal.addEventListener('abort', onGiveUp, { once: true });
+    stopWatchingDrain = hub.onDrain(onGiveUp);
   });
 }

@@ -59,6 +59,8 @@ export const ERROR_STATUS = {
   // 410: the data or the stream is gone.
   STREAM_GONE: 410,
   OFFSET_TRIMMED: 410,
+  // 408: the request did not arrive in time (slow headers or body).
+  REQUEST_TIMEOUT: 408,
   // 412
   INCARNATION_MISMATCH: 412,
   // 413, 414, 416, 429, 431

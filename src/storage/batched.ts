@@ -25,6 +25,17 @@ export class StorageUnavailableError extends Error {
   }
 }
 
+/**
+ * The storage itself failed inside a batch (disk full, I/O error, a transaction the
+ * database abandoned). The whole batch is refused with STORAGE_UNAVAILABLE and applies
+ * nothing, rather than the one command failing while the others commit.
+ */
+export class StorageFailure extends Error {
+  constructor(override readonly cause: unknown) {
+    super(`storage failed: ${cause instanceof Error ? cause.message : String(cause)}`);
+  }
+}
+
 /** Thrown to a command whose own step failed on an invariant; the rest of the batch commits. */
 export class CommandFailedError extends Error {
   readonly protocol = protocolError('INTERNAL', 'the server failed to process the request');
@@ -53,6 +64,11 @@ export abstract class BatchedStore implements Store {
 
   /** Runs `body` in one transaction and makes it durable, or throws having applied nothing. */
   protected abstract transact(body: (txn: Txn) => void): void;
+
+  /** True when an error thrown inside a batch is the storage failing, not a command's own fault. */
+  protected isStorageFault(_error: unknown): boolean {
+    return false;
+  }
 
   abstract getStream(name: string): Promise<StreamState | undefined>;
   abstract readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer>;
@@ -157,6 +173,7 @@ export abstract class BatchedStore implements Store {
         try {
           outcomes.set(op, executor.run(op.kind, op.input as never));
         } catch (cause) {
+          if (cause instanceof StorageFailure || this.isStorageFault(cause)) throw new StorageFailure(cause);
           throw new CommandFault(op, cause);
         }
       }

@@ -1,7 +1,7 @@
 /**
  * The embedded default engine: SQLite through better-sqlite3, WAL journal, full fsync on
  * every commit. Each batch is one transaction; each command inside it runs under a
- * savepoint so that a failing command undoes only itself.
+ * transaction; a command that breaks an invariant is dropped and the batch rerun.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,6 +15,14 @@ import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource } from
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
 import { migrate } from './schema.js';
+
+/** SQLite result codes that mean the storage failed, not that a statement broke a rule. */
+const STORAGE_FAULT_CODES = ['SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_NOMEM', 'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_READONLY', 'SQLITE_CORRUPT', 'SQLITE_CANTOPEN', 'SQLITE_NOTADB', 'SQLITE_PROTOCOL', 'SQLITE_NOLFS'];
+
+function isStorageFault(error: unknown): boolean {
+  if (!(error instanceof Database.SqliteError)) return false;
+  return STORAGE_FAULT_CODES.some((code) => error.code === code || error.code.startsWith(`${code}_`));
+}
 
 interface StreamRow {
   id: number;
@@ -205,7 +213,8 @@ export interface SqliteStoreOptions extends StoreOptions {
 }
 
 export class SqliteStore extends BatchedStore {
-  private readonly db: Database.Database;
+  /** Protected so that test subclasses can inject faults (e.g. PRAGMA max_page_count). */
+  protected readonly db: Database.Database;
   private readonly sql: Statements;
   private nextStreamId: number;
   private persistedNextStreamId: number;
@@ -244,6 +253,15 @@ export class SqliteStore extends BatchedStore {
     }
     this.cache.commit();
     this.persistedNextStreamId = this.nextStreamId;
+  }
+
+  /**
+   * SQLite abandons the whole transaction on some errors (SQLITE_FULL, I/O errors). Such
+   * an error, or a transaction found gone, is the storage failing: the batch is refused
+   * whole instead of being rerun without one command.
+   */
+  protected override isStorageFault(error: unknown): boolean {
+    return isStorageFault(error) || !this.db.inTransaction;
   }
 
   /** A stream from the cache, or from SQLite (then cached), as reads see it. */

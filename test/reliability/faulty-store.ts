@@ -1,0 +1,66 @@
+/**
+ * A test wrapper around the real SQLite engine that injects storage faults. It lives in
+ * the tests only; the server has no switch for it, it is simply handed this store.
+ *
+ * - `failCommits`: every batch runs its commands, then its commit fails, so SQLite rolls
+ *   the transaction back (what a failed fsync or a lost disk looks like to the server).
+ * - `setMaxPages`: caps the database size with PRAGMA max_page_count, so SQLite really
+ *   runs out of space (SQLITE_FULL) in the middle of a batch.
+ * - `holdNext(n)`: queues the next `n` commands and releases them together in one turn
+ *   of the event loop, so that concurrent HTTP writes are certain to share one batch.
+ */
+import { SqliteStore, type SqliteStoreOptions } from '../../src/storage/sqlite/engine.js';
+import type { Txn } from '../../src/storage/executor.js';
+import type { CommandName, StoreCommands } from '../../src/storage/store.js';
+
+export class InjectedCommitFailure extends Error {}
+
+export class FaultyStore extends SqliteStore {
+  failCommits = false;
+  /** Transactions attempted, and how many of them failed. */
+  attempted = 0;
+  failed = 0;
+  private holding = 0;
+  private held: Array<() => void> = [];
+
+  constructor(options: SqliteStoreOptions) {
+    super(options);
+  }
+
+  protected override transact(body: (txn: Txn) => void): void {
+    this.attempted++;
+    try {
+      super.transact((txn) => {
+        body(txn);
+        if (this.failCommits) throw new InjectedCommitFailure('injected: the commit failed');
+      });
+    } catch (error) {
+      this.failed++;
+      throw error;
+    }
+  }
+
+  pageCount(): number {
+    return this.db.pragma('page_count', { simple: true }) as number;
+  }
+
+  setMaxPages(pages: number): void {
+    this.db.pragma(`max_page_count = ${pages}`);
+  }
+
+  holdNext(commands: number): void {
+    this.holding = commands;
+  }
+
+  override run<K extends CommandName>(kind: K, input: StoreCommands[K]['input']): Promise<StoreCommands[K]['output']> {
+    if (this.holding === 0) return super.run(kind, input);
+    return new Promise((resolve, reject) => {
+      this.held.push(() => super.run(kind, input).then(resolve, reject));
+      if (this.held.length < this.holding) return;
+      const release = this.held;
+      this.held = [];
+      this.holding = 0;
+      for (const start of release) start();
+    });
+  }
+}

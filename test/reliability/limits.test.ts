@@ -1,0 +1,261 @@
+/**
+ * Every limit of DESIGN.md, against the real server process with its limits shortened
+ * by flags: body 413, headers 431, URL 414, live connections 503 + Retry-After,
+ * long-poll and SSE lifetimes, slow headers and bodies, and a slow SSE reader that
+ * must be dropped rather than buffered for.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { expectJsonRefusal, refusalOf, sleep } from './checks.js';
+import { collect, openSocket, parseHead, rssBytes, type Collected } from './net.js';
+
+const servers: ServerProcess[] = [];
+
+async function serve(args: string[]): Promise<ServerProcess> {
+  const s = await startServer({ args });
+  servers.push(s);
+  return s;
+}
+
+afterAll(async () => {
+  for (const s of servers.splice(0)) {
+    if (s.child.exitCode === null && s.child.signalCode === null) await s.kill();
+    removeDir(s.dataDir);
+  }
+});
+
+const text = { 'content-type': 'text/plain' };
+
+async function create(url: string, contentType = 'text/plain'): Promise<void> {
+  const res = await fetch(url, { method: 'PUT', headers: { 'content-type': contentType } });
+  expect(res.status).toBe(201);
+}
+
+async function tailOf(url: string): Promise<number> {
+  const res = await fetch(url, { method: 'HEAD' });
+  return Number(res.headers.get('stream-next-offset'));
+}
+
+/** Sends raw bytes on a fresh connection and returns everything the server answers. */
+async function raw(port: number, bytes: string | Buffer, timeoutMs = 5_000): Promise<Collected> {
+  const socket = await openSocket(port);
+  socket.write(bytes);
+  return collect(socket, timeoutMs);
+}
+
+function refusalFrom(reply: Collected) {
+  const head = parseHead(reply.data);
+  expect(head).not.toBeNull();
+  const length = Number(head!.headers['content-length']);
+  return { status: head!.status, contentType: head!.headers['content-type'] ?? null, body: head!.rest.subarray(0, length).toString() };
+}
+
+describe('request size limits', () => {
+  let s: ServerProcess;
+  const stream = () => `${s.url}/v1/stream/sizes`;
+  beforeAll(async () => {
+    s = await serve(['--max-body', '1024', '--max-header-bytes', '4096', '--max-url-bytes', '1024']);
+    await create(stream());
+  });
+
+  it('answers 413 to a body over --max-body, declared or streamed, and applies nothing', async () => {
+    expect((await fetch(stream(), { method: 'POST', headers: text, body: 'x'.repeat(1024) })).status).toBe(204);
+    const declared = await fetch(stream(), { method: 'POST', headers: text, body: 'x'.repeat(1025) });
+    expectJsonRefusal(await refusalOf(declared), 413, 'PAYLOAD_TOO_LARGE');
+    // Chunked, without a Content-Length: refused once the bytes pass the limit.
+    const chunked = await raw(
+      s.port,
+      `POST /v1/stream/sizes HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n${'y'.repeat(1024)}\r\n400\r\n${'y'.repeat(1024)}\r\n0\r\n\r\n`,
+    );
+    expectJsonRefusal(refusalFrom(chunked), 413, 'PAYLOAD_TOO_LARGE');
+    const put = await fetch(`${s.url}/v1/stream/sizes-2`, { method: 'PUT', headers: text, body: 'z'.repeat(2048) });
+    expectJsonRefusal(await refusalOf(put), 413, 'PAYLOAD_TOO_LARGE');
+    expect((await fetch(`${s.url}/v1/stream/sizes-2`, { method: 'HEAD' })).status).toBe(404);
+    expect(await tailOf(stream())).toBe(1024);
+  });
+
+  it('answers 431 to request headers over --max-header-bytes', async () => {
+    const big = await raw(s.port, `GET /v1/stream/sizes HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(5000)}\r\n\r\n`);
+    expectJsonRefusal(refusalFrom(big), 431, 'HEADERS_TOO_LARGE');
+    const many = Array.from({ length: 300 }, (_, i) => `X-H${i}: ${'b'.repeat(10)}\r\n`).join('');
+    const manyReply = await raw(s.port, `GET /v1/stream/sizes HTTP/1.1\r\nHost: x\r\n${many}\r\n`);
+    expectJsonRefusal(refusalFrom(manyReply), 431, 'HEADERS_TOO_LARGE');
+    expect((await fetch(stream(), { method: 'HEAD' })).status).toBe(200);
+  });
+
+  it('answers 414 to a URL over --max-url-bytes', async () => {
+    const res = await fetch(`${stream()}?offset=-1&pad=${'p'.repeat(1100)}`);
+    expectJsonRefusal(await refusalOf(res), 414, 'URI_TOO_LONG');
+    const longId = await fetch(`${s.url}/v1/stream/${'n'.repeat(1100)}`, { method: 'PUT', headers: text });
+    expectJsonRefusal(await refusalOf(longId), 414, 'URI_TOO_LONG');
+  });
+});
+
+describe('protocol limits', () => {
+  let s: ServerProcess;
+  beforeAll(async () => {
+    s = await serve(['--max-producers', '2', '--producer-idle-evict', '1h']);
+  });
+
+  it('answers 400 to a Stream-Seq over 256 bytes and stores nothing', async () => {
+    const stream = `${s.url}/v1/stream/seq-limit`;
+    await create(stream);
+    const refused = await fetch(stream, { method: 'POST', headers: { ...text, 'stream-seq': 'a'.repeat(257) }, body: 'x' });
+    expectJsonRefusal(await refusalOf(refused), 400, 'STREAM_SEQ_TOO_LONG');
+    expect((await fetch(stream, { method: 'POST', headers: { ...text, 'stream-seq': 'a'.repeat(256) }, body: 'y' })).status).toBe(204);
+    const head = await fetch(stream, { method: 'HEAD' });
+    expect(head.headers.get('stream-last-seq')).toBe('a'.repeat(256));
+    expect(head.headers.get('stream-next-offset')).toBe('00000000000000000001');
+  });
+
+  it('answers 429 PRODUCER_LIMIT to a producer beyond --max-producers when none is idle', async () => {
+    const stream = `${s.url}/v1/stream/producer-limit`;
+    await create(stream);
+    const write = (pid: string) =>
+      fetch(stream, { method: 'POST', headers: { ...text, 'producer-id': pid, 'producer-epoch': '0', 'producer-seq': '0' }, body: `${pid};` });
+    expect((await write('p1')).status).toBe(200);
+    expect((await write('p2')).status).toBe(200);
+    expectJsonRefusal(await refusalOf(await write('p3')), 429, 'PRODUCER_LIMIT');
+    expect(await (await fetch(`${stream}?offset=-1`)).text()).toBe('p1;p2;');
+  });
+
+  it('bounds one read response to 8 MiB whatever max_bytes asks', async () => {
+    const stream = `${s.url}/v1/stream/read-limit`;
+    await create(stream, 'application/octet-stream');
+    const body = Buffer.alloc(9 * 1024 * 1024, 0x7a);
+    expect((await fetch(stream, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body })).status).toBe(204);
+    const res = await fetch(`${stream}?offset=-1&max_bytes=1000000000`);
+    expect(res.status).toBe(200);
+    expect((await res.arrayBuffer()).byteLength).toBe(8 * 1024 * 1024);
+    expect(res.headers.get('stream-next-offset')).toBe(String(8 * 1024 * 1024).padStart(20, '0'));
+    expect(res.headers.get('stream-up-to-date')).toBeNull();
+  });
+});
+
+describe('live connection limits', () => {
+  let s: ServerProcess;
+  const stream = () => `${s.url}/v1/stream/live`;
+  beforeAll(async () => {
+    s = await serve(['--max-live-connections', '2', '--long-poll-timeout', '300ms', '--max-long-poll-timeout', '1s', '--sse-lifetime', '1s']);
+    await create(stream());
+  });
+
+  it('answers 503 with Retry-After once --max-live-connections readers are held, and admits again after', async () => {
+    const held = [1, 2].map(() => fetch(`${stream()}?offset=now&live=long-poll&timeout_ms=1000`));
+    await sleep(200);
+    for (const query of ['offset=now&live=long-poll', 'offset=now&live=sse']) {
+      const refused = await fetch(`${stream()}?${query}`);
+      expect(refused.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+      expectJsonRefusal(await refusalOf(refused), 503, 'TOO_MANY_CONNECTIONS');
+    }
+    // Catch-up reads are not live and are never refused for it.
+    expect((await fetch(`${stream()}?offset=-1`)).status).toBe(200);
+    for (const res of await Promise.all(held)) expect(res.status).toBe(204);
+    const again = await fetch(`${stream()}?offset=now&live=long-poll`);
+    expect(again.status).toBe(204);
+  });
+
+  it('bounds a long-poll wait by --max-long-poll-timeout, whatever timeout_ms asks', async () => {
+    const started = Date.now();
+    const res = await fetch(`${stream()}?offset=now&live=long-poll&timeout_ms=600000`);
+    const took = Date.now() - started;
+    expect(res.status).toBe(204);
+    expect(took).toBeGreaterThanOrEqual(900);
+    expect(took).toBeLessThan(5_000);
+    const byDefault = Date.now();
+    expect((await fetch(`${stream()}?offset=now&live=long-poll`)).status).toBe(204);
+    expect(Date.now() - byDefault).toBeLessThan(1_500);
+  });
+
+  it('ends an SSE connection after --sse-lifetime, with a control event carrying where to resume', async () => {
+    const started = Date.now();
+    const res = await fetch(`${stream()}?offset=-1&live=sse`);
+    expect(res.status).toBe(200);
+    const body = await res.text();
+    const took = Date.now() - started;
+    expect(took).toBeGreaterThanOrEqual(900);
+    expect(took).toBeLessThan(6_000);
+    expect(body).toContain('"streamNextOffset":"00000000000000000000"');
+  });
+});
+
+describe('slow clients', () => {
+  let s: ServerProcess;
+  beforeAll(async () => {
+    s = await serve(['--headers-timeout', '1s', '--request-timeout', '2s']);
+    await create(`${s.url}/v1/stream/slow`);
+  });
+
+  it('answers 408 and closes a connection whose headers trickle in (slowloris)', async () => {
+    const socket = await openSocket(s.port);
+    socket.write('GET /v1/stream/slow HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+    const drip = setInterval(() => socket.writable && socket.write('a'), 100);
+    const reply = await collect(socket, 12_000);
+    clearInterval(drip);
+    expect(reply.ended).not.toBe('timeout');
+    expect(reply.afterMs).toBeLessThan(5_000);
+    expectJsonRefusal(refusalFrom(reply), 408, 'REQUEST_TIMEOUT');
+  });
+
+  it('closes a connection that never sends a request', async () => {
+    const reply = await collect(await openSocket(s.port), 12_000);
+    expect(reply.ended).not.toBe('timeout');
+    expect(reply.afterMs).toBeLessThan(5_000);
+  });
+
+  it('drops a request whose body trickles past --request-timeout, applying nothing', async () => {
+    const socket = await openSocket(s.port);
+    socket.write('POST /v1/stream/slow HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nab');
+    const drip = setInterval(() => socket.writable && socket.write('c'), 100);
+    const reply = await collect(socket, 12_000);
+    clearInterval(drip);
+    expect(reply.ended).not.toBe('timeout');
+    expect(reply.afterMs).toBeLessThan(6_000);
+    expect(await tailOf(`${s.url}/v1/stream/slow`)).toBe(0);
+    expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
+  });
+});
+
+describe('a slow SSE reader', () => {
+  it('is disconnected instead of being buffered for, while a reader that keeps up gets everything', async () => {
+    const bound = 64 * 1024;
+    const s = await serve(['--sse-max-buffered', String(bound), '--sse-heartbeat', '1s', '--sse-lifetime', '60s']);
+    const stream = `${s.url}/v1/stream/firehose`;
+    await create(stream, 'application/octet-stream');
+    const subscribe = async () => {
+      const socket = await openSocket(s.port);
+      socket.write('GET /v1/stream/firehose?offset=-1&live=sse HTTP/1.1\r\nHost: x\r\n\r\n');
+      return socket;
+    };
+    const stalled = await subscribe();
+    stalled.pause();
+    const keeping = await subscribe();
+    const keepingDone = collect(keeping, 60_000);
+    await sleep(300);
+    const rssBefore = await rssBytes(s.child.pid!);
+
+    const chunk = Buffer.alloc(1024 * 1024, 0x61);
+    const appends = 128;
+    for (let i = 0; i < appends; i++) {
+      const res = await fetch(stream, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: chunk });
+      expect(res.status).toBe(204);
+    }
+    const total = appends * chunk.length;
+    await sleep(2_500);
+    const rssAfter = await rssBytes(s.child.pid!);
+    // Closing the stream ends the reader that kept up once it has read everything.
+    expect((await fetch(stream, { method: 'POST', headers: { 'stream-closed': 'true' } })).status).toBe(204);
+
+    const fromStalled = await collect(stalled, 5_000);
+    expect(fromStalled.ended).not.toBe('timeout');
+    // Base64 SSE of 128 MiB is about 171 MiB; the stalled reader got the socket
+    // buffers' worth and the bound, then was cut.
+    expect(fromStalled.data.length).toBeLessThan(16 * 1024 * 1024);
+    const kept = await keepingDone;
+    expect(kept.ended).toBe('end');
+    expect(kept.data.toString()).toContain(`"streamNextOffset":"${String(total).padStart(20, '0')}"`);
+    // Writing 128 MiB alone grows the heap by some 50 MiB; had the server buffered for
+    // the stalled reader, it would hold about 171 MiB more on top of that.
+    expect(rssAfter - rssBefore).toBeLessThan(100 * 1024 * 1024);
+  }, 60_000);
+});

@@ -1,0 +1,236 @@
+/**
+ * The crash soak: the real server on SQLite under mixed load, SIGKILLed and restarted
+ * at random moments. After every restart, and at the end, the checker verifies every
+ * stream against what the clients were told. Used by `npm run soak` and, shortened, by
+ * the test suite.
+ */
+import { freePort, removeDir, startServer, tempDataDir, type ServerProcess } from '../../helpers/server.js';
+import { checkAll } from './checker.js';
+import { Ledger, type StreamSpec } from './ledger.js';
+import { pagingReader, sseReader, type Reader, type ReaderContext } from './readers.js';
+import { Rng, sleep } from './support.js';
+import { casWriter, closer, createStream, jsonBatchWriter, plainWriter, producerWriter, type SoakContext } from './writers.js';
+
+export interface SoakOptions {
+  durationMs: number;
+  seed: number;
+  /** A kill comes a random time in this range after the previous restart. */
+  killGapMs: [number, number];
+  log?: (line: string) => void;
+}
+
+export interface SoakReport {
+  seed: number;
+  durationMs: number;
+  restarts: number;
+  checks: number;
+  acknowledged: number;
+  ackedByKind: Record<string, number>;
+  unknownOutcomes: Record<string, number>;
+  lost: number;
+  duplicated: number;
+  violations: number;
+  violationSamples: string[];
+  readerBytes: number;
+  readerReads: number;
+  streamBytes: number;
+  streams: number;
+  restartMs: { mean: number; max: number };
+  checkMs: { mean: number; max: number };
+}
+
+function spread(values: number[]): { mean: number; max: number } {
+  if (values.length === 0) return { mean: 0, max: 0 };
+  return { mean: Math.round(values.reduce((a, b) => a + b, 0) / values.length), max: Math.max(...values) };
+}
+
+const BUCKET = '/soak-bucket';
+const SERVER_ARGS = ['--sse-lifetime', '3s', '--sse-heartbeat', '1s', '--long-poll-timeout', '1s'];
+
+function stream(name: string, contentType: string, path = `${BUCKET}/${name}`): StreamSpec {
+  return { name, path, contentType, incarnation: null, closeAcked: false, closable: false };
+}
+
+const STREAMS = {
+  plain: stream('plain', 'application/octet-stream'),
+  prod: stream('prod', 'text/plain'),
+  outbox: stream('outbox', 'text/plain', '/v1/stream/soak-outbox'),
+  cas: stream('cas', 'application/json'),
+  json: stream('json', 'application/json'),
+};
+
+class Supervisor {
+  server!: ServerProcess;
+  restarts = 0;
+  /** Time from SIGKILL to the restarted server answering /healthz. */
+  readonly restartMs: number[] = [];
+
+  constructor(
+    readonly dataDir: string,
+    readonly port: number,
+  ) {}
+
+  async start(): Promise<void> {
+    this.server = await startServer({ dataDir: this.dataDir, port: this.port, args: SERVER_ARGS });
+  }
+
+  async crash(): Promise<void> {
+    const killedAt = Date.now();
+    await this.server.kill();
+    await this.start();
+    this.restartMs.push(Date.now() - killedAt);
+    this.restarts += 1;
+  }
+
+  get base(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+}
+
+async function setUp(ctx: SoakContext, rng: Rng): Promise<void> {
+  const bucket = await fetch(ctx.base + BUCKET, { method: 'PUT' });
+  if (bucket.status !== 201) throw new Error(`creating the soak bucket answered ${bucket.status}`);
+  for (const spec of Object.values(STREAMS)) if (!(await createStream(ctx, rng, spec))) throw new Error(`could not create ${spec.path}`);
+}
+
+function startWriters(ctx: SoakContext, rng: Rng): Array<Promise<void>> {
+  const s = STREAMS;
+  return [
+    plainWriter(ctx, rng.fork(1), s.plain, 'w1'),
+    plainWriter(ctx, rng.fork(2), s.plain, 'w2'),
+    producerWriter(ctx, rng.fork(3), s.prod, { pid: 'pa', digest: true, outbox: false, restartChance: 0.01 }),
+    producerWriter(ctx, rng.fork(4), s.prod, { pid: 'pb', digest: false, outbox: false, restartChance: 0.02 }),
+    producerWriter(ctx, rng.fork(5), s.outbox, { pid: 'ob', digest: true, outbox: true, restartChance: 0.01 }),
+    casWriter(ctx, rng.fork(6), s.cas, 'c1'),
+    casWriter(ctx, rng.fork(7), s.cas, 'c2'),
+    jsonBatchWriter(ctx, rng.fork(8), s.json, 'j1'),
+    closer(ctx, rng.fork(9), BUCKET, 1000),
+  ];
+}
+
+function startReaders(ctx: ReaderContext, rng: Rng, readers: Reader[]): Array<Promise<void>> {
+  const reader = (label: string, spec: StreamSpec): Reader => {
+    const r: Reader = { label, stream: spec.name, offset: 0, chunks: [], verified: 0, reads: 0 };
+    readers.push(r);
+    return r;
+  };
+  const s = STREAMS;
+  return [
+    pagingReader(ctx, rng.fork(11), s.plain, reader('catch-up reader of plain', s.plain), false),
+    pagingReader(ctx, rng.fork(12), s.json, reader('catch-up reader of json', s.json), false),
+    pagingReader(ctx, rng.fork(13), s.cas, reader('long-poll reader of cas', s.cas), true),
+    sseReader(ctx, rng.fork(14), s.plain, reader('SSE tail of plain (base64)', s.plain)),
+    sseReader(ctx, rng.fork(15), s.prod, reader('SSE tail of prod (text)', s.prod)),
+  ];
+}
+
+interface Phase {
+  checkMs: number[];
+  supervisor: Supervisor;
+  ledger: Ledger;
+  readers: Reader[];
+  rng: Rng;
+  log: (line: string) => void;
+}
+
+/** Kills and restarts the server at random moments until `untilMs`, checking after each restart. */
+async function crashLoop(p: Phase, untilMs: number, gapMs: [number, number]): Promise<number> {
+  let checks = 0;
+  while (Date.now() + gapMs[0] < untilMs) {
+    await sleep(p.rng.int(gapMs[0], gapMs[1]));
+    await p.supervisor.crash();
+    const checkStarted = Date.now();
+    await checkAll(p.supervisor.base, p.ledger, p.readers);
+    p.checkMs.push(Date.now() - checkStarted);
+    checks += 1;
+    if (p.supervisor.restarts % 10 === 0) {
+      const l = p.ledger;
+      p.log(`  ${p.supervisor.restarts} restarts, ${l.acknowledged} acknowledged, lost ${l.lost.size}, duplicated ${l.duplicated.size}, violations ${l.violationCount}`);
+    }
+  }
+  return checks;
+}
+
+/** After the load: one more crash at rest, then the readers finish and everything is checked. */
+async function finish(p: Phase, finalTails: Map<string, number>, setReaderDeadline: (ms: number) => void, readerRuns: Array<Promise<void>>): Promise<number> {
+  await p.supervisor.crash();
+  for (const [name, tail] of await checkAll(p.supervisor.base, p.ledger, p.readers)) finalTails.set(name, tail);
+  setReaderDeadline(Date.now() + 60_000);
+  await Promise.all(readerRuns);
+  for (const r of p.readers) {
+    if (r.offset !== finalTails.get(r.stream)) p.ledger.violation(`${r.label} stopped at ${r.offset}, the stream ends at ${finalTails.get(r.stream)}`);
+  }
+  await checkAll(p.supervisor.base, p.ledger, p.readers);
+  const code = await p.supervisor.server.stop();
+  if (code !== 0) p.ledger.violation(`SIGTERM at the end exited with ${code}`);
+  return 2;
+}
+
+export async function runSoak(options: SoakOptions): Promise<SoakReport> {
+  const started = Date.now();
+  const rng = new Rng(options.seed);
+  const supervisor = new Supervisor(tempDataDir('rill-soak-'), await freePort());
+  const p: Phase = { checkMs: [], supervisor, ledger: new Ledger(), readers: [], rng, log: options.log ?? (() => {}) };
+  let stopping = false;
+  let readerDeadline = Number.POSITIVE_INFINITY;
+  const finalTails = new Map<string, number>();
+  const ctx: SoakContext = { base: supervisor.base, ledger: p.ledger, stopping: () => stopping };
+  const readerCtx: ReaderContext = { base: supervisor.base, ledger: p.ledger, finalTail: (s) => finalTails.get(s), deadline: () => readerDeadline };
+  await supervisor.start();
+  try {
+    await setUp(ctx, rng);
+    const writers = startWriters(ctx, rng);
+    const readerRuns = startReaders(readerCtx, rng, p.readers);
+    let checks = await crashLoop(p, started + options.durationMs, options.killGapMs);
+    stopping = true;
+    await Promise.all(writers);
+    checks += await finish(p, finalTails, (ms) => (readerDeadline = ms), readerRuns);
+    return report(options, p, checks, Date.now() - started, finalTails);
+  } finally {
+    stopping = true;
+    readerDeadline = 0;
+    const child = supervisor.server?.child;
+    if (child && child.exitCode === null && child.signalCode === null) await supervisor.server.kill();
+    removeDir(supervisor.dataDir);
+  }
+}
+
+function report(options: SoakOptions, p: Phase, checks: number, durationMs: number, tails: Map<string, number>): SoakReport {
+  const l = p.ledger;
+  return {
+    seed: options.seed,
+    durationMs,
+    restarts: p.supervisor.restarts,
+    checks,
+    acknowledged: l.acknowledged,
+    ackedByKind: Object.fromEntries(l.ackedByKind),
+    unknownOutcomes: Object.fromEntries(l.unknownReasons),
+    lost: l.lost.size,
+    duplicated: l.duplicated.size,
+    violations: l.violationCount,
+    violationSamples: l.violations.slice(0, 20),
+    readerBytes: p.readers.reduce((n, r) => n + r.offset, 0),
+    readerReads: p.readers.reduce((n, r) => n + r.reads, 0),
+    streamBytes: [...tails.values()].reduce((n, t) => n + t, 0),
+    streams: tails.size,
+    restartMs: spread(p.supervisor.restartMs),
+    checkMs: spread(p.checkMs),
+  };
+}
+
+export function formatReport(r: SoakReport): string {
+  const kinds = Object.entries(r.ackedByKind).map(([k, n]) => `${k} ${n}`).join(', ');
+  const unknown = Object.entries(r.unknownOutcomes).map(([k, n]) => `${k} ${n}`).join(', ');
+  return [
+    `rill crash soak: ${(r.durationMs / 60_000).toFixed(1)} min, seed ${r.seed}`,
+    `restarts (SIGKILL): ${r.restarts} (kill to healthy: mean ${r.restartMs.mean} ms, max ${r.restartMs.max} ms)`,
+    `checks: ${r.checks} (mean ${r.checkMs.mean} ms, max ${r.checkMs.max} ms)`,
+    `writes acknowledged: ${r.acknowledged} (${kinds})`,
+    `outcomes unknown to clients: ${Object.values(r.unknownOutcomes).reduce((a, b) => a + b, 0)} (${unknown})`,
+    `streams: ${r.streams}, bytes at the end: ${r.streamBytes}; readers verified ${r.readerBytes} bytes in ${r.readerReads} reads/events`,
+    `lost: ${r.lost}`,
+    `duplicated: ${r.duplicated}`,
+    `other violations: ${r.violations}`,
+    ...r.violationSamples.map((v) => `  - ${v}`),
+  ].join('\n');
+}
