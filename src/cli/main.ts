@@ -76,6 +76,12 @@ function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
 async function serve(flags: ServeFlags): Promise<void> {
   const log = pino({ level: process.env.RILL_LOG_LEVEL ?? 'info' });
   const rill = createRillServer({ settings: settingsFrom(flags), logger: log });
+  rill.store.onFatal((error) => {
+    // What the failed fsync covered may or may not be on disk: only a restart, reading the
+    // disk, can tell. Exit so that a supervisor restarts the server.
+    log.fatal({ err: error }, 'storage lost durability; exiting');
+    process.exit(1);
+  });
   await rill.listen();
   log.info({ url: rill.url(), store: flags.store, data: flags.store === 'sqlite' ? flags.data : null }, `rill listening on ${rill.url()}`);
   let stopping = false;

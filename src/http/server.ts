@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { LiveHub } from '../live/hub.js';
 import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
-import { CommandFailedError, StorageUnavailableError } from '../storage/batched.js';
+import { CommandFailedError, DurabilityLostError, StorageUnavailableError } from '../storage/batched.js';
 import { MemoryStore } from '../storage/memory/engine.js';
 import { SqliteStore } from '../storage/sqlite/engine.js';
 import type { Store } from '../storage/store.js';
@@ -122,7 +122,7 @@ async function dispatchExtension(
 }
 
 function failureOf(error: unknown): ProtocolError {
-  if (error instanceof StorageUnavailableError || error instanceof CommandFailedError) return error.protocol;
+  if (error instanceof StorageUnavailableError || error instanceof CommandFailedError || error instanceof DurabilityLostError) return error.protocol;
   return protocolError('INTERNAL', 'the server failed to process the request');
 }
 

@@ -36,6 +36,20 @@ export class StorageFailure extends Error {
   }
 }
 
+/**
+ * The storage could not make a committed batch durable (an fsync failed). Whether its
+ * writes survive is unknown until the server restarts and reads the disk, so the store
+ * refuses everything from then on.
+ */
+export class DurabilityLostError extends Error {
+  readonly protocol = protocolError('STORAGE_UNAVAILABLE', 'storage failed while making the write durable; its outcome is unknown: retry it unchanged', {
+    retryAfterSeconds: 1,
+  });
+  constructor(override readonly cause: unknown) {
+    super(`durability lost: ${cause instanceof Error ? cause.message : String(cause)}`);
+  }
+}
+
 /** Thrown to a command whose own step failed on an invariant; the rest of the batch commits. */
 export class CommandFailedError extends Error {
   readonly protocol = protocolError('INTERNAL', 'the server failed to process the request');
@@ -53,6 +67,11 @@ export abstract class BatchedStore implements Store {
   private queue: Pending[] = [];
   private scheduled = false;
   private listeners = new Set<(events: CommitEvent[]) => void>();
+  private fatalListeners = new Set<(error: unknown) => void>();
+  private fatal: unknown = undefined;
+  /** Batches committed and waiting to be durable. */
+  private settling = 0;
+  private settled: Array<() => void> = [];
   /** Sliding-TTL renewals from reads, stored with the next batch. */
   protected readonly pendingTouches = new Map<number, number>();
   protected closed = false;
@@ -64,6 +83,14 @@ export abstract class BatchedStore implements Store {
 
   /** Runs `body` in one transaction and makes it durable, or throws having applied nothing. */
   protected abstract transact(body: (txn: Txn) => void): void;
+
+  /**
+   * Calls `done` once everything committed so far is durable, or with the error that
+   * made that impossible. Engines whose commit is already durable call it at once.
+   */
+  protected whenDurable(done: (error?: unknown) => void): void {
+    done();
+  }
 
   /** True when an error thrown inside a batch is the storage failing, not a command's own fault. */
   protected isStorageFault(_error: unknown): boolean {
@@ -80,6 +107,7 @@ export abstract class BatchedStore implements Store {
   protected abstract closeEngine(): void;
 
   run<K extends CommandName>(kind: K, input: StoreCommands[K]['input']): Promise<StoreCommands[K]['output']> {
+    if (this.fatal !== undefined) return Promise.reject(new StorageUnavailableError(this.fatal));
     if (this.closed) return Promise.reject(new StorageUnavailableError(new Error('store is closed')));
     return new Promise((resolve, reject) => {
       this.queue.push({ kind, input, resolve: resolve as (v: unknown) => void, reject });
@@ -108,6 +136,12 @@ export abstract class BatchedStore implements Store {
     return () => this.listeners.delete(listener);
   }
 
+  /** The store broke beyond repair (durability lost); the process should restart. */
+  onFatal(listener: (error: unknown) => void): () => void {
+    this.fatalListeners.add(listener);
+    return () => this.fatalListeners.delete(listener);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     // Every queued command gets its answer: a batch takes at most MAX_BATCH_COMMANDS.
@@ -115,6 +149,7 @@ export abstract class BatchedStore implements Store {
     do this.flush();
     while (this.queue.length > 0);
     this.closed = true;
+    if (this.settling > 0) await new Promise<void>((resolve) => this.settled.push(resolve));
     this.closeEngine();
   }
 
@@ -153,12 +188,28 @@ export abstract class BatchedStore implements Store {
         return;
       }
     }
+    this.settling++;
+    const done = committed;
+    this.whenDurable((error) => this.settle(batch, failed, done, error));
+  }
+
+  /** Answers a committed batch once it is durable; only then do readers hear of it. */
+  private settle(batch: Pending[], failed: Map<Pending, unknown>, committed: { outcomes: Map<Pending, unknown>; events: CommitEvent[] }, error?: unknown): void {
+    if (error !== undefined) this.loseDurability(error);
     for (const op of batch) {
       const failure = failed.get(op);
       if (failure) op.reject(failure);
+      else if (error !== undefined) op.reject(new DurabilityLostError(error));
       else op.resolve(committed.outcomes.get(op));
     }
-    if (committed.events.length > 0) for (const listener of this.listeners) listener(committed.events);
+    if (error === undefined && committed.events.length > 0) for (const listener of this.listeners) listener(committed.events);
+    if (--this.settling === 0) for (const resolve of this.settled.splice(0)) resolve();
+  }
+
+  private loseDurability(error: unknown): void {
+    if (this.fatal !== undefined) return;
+    this.fatal = error;
+    for (const listener of this.fatalListeners) listener(error);
   }
 
   private runBatch(batch: Pending[], failed: Map<Pending, unknown>, touches: Map<number, number>) {

@@ -78,5 +78,7 @@ export interface Store {
   touch(stream: StreamState, nowMs: number): void;
 
   onCommit(listener: (events: CommitEvent[]) => void): () => void;
+  /** The store lost durability (an fsync failed); only a restart can tell what survived. */
+  onFatal(listener: (error: unknown) => void): () => void;
   close(): Promise<void>;
 }

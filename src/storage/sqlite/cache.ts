@@ -5,10 +5,18 @@
  */
 import type { StreamState } from '../../core/types.js';
 
+/** A stream name's state before and after one transaction (null: no stream). */
+export interface StreamChange {
+  before: StreamState | null;
+  after: StreamState | null;
+}
+
 export class StreamCache {
   private readonly byName = new Map<string, StreamState>();
   private readonly byId = new Map<number, StreamState>();
   private undo: Array<() => void> | null = null;
+  /** For each name the current transaction changed: its state before and after it. */
+  private changes: Map<string, StreamChange> | null = null;
 
   constructor(private readonly maxEntries: number) {}
 
@@ -27,9 +35,16 @@ export class StreamCache {
     this.byId.set(stream.id, stream);
   }
 
+  private note(name: string, previous: StreamState | undefined, next: StreamState | null): void {
+    if (!this.changes) return;
+    const change = this.changes.get(name);
+    if (change) change.after = next;
+    else this.changes.set(name, { before: previous ?? null, after: next });
+  }
+
   /** Records a change made by the current transaction. */
-  set(stream: StreamState): void {
-    const previousByName = this.byName.get(stream.name);
+  set(stream: StreamState, previousByName = this.byName.get(stream.name)): void {
+    this.note(stream.name, previousByName, stream);
     const previousById = this.byId.get(stream.id);
     this.remember(stream);
     this.undo?.push(() => {
@@ -39,6 +54,7 @@ export class StreamCache {
 
   delete(stream: StreamState): void {
     const previousByName = this.byName.get(stream.name);
+    this.note(stream.name, previousByName, stream);
     const previousById = this.byId.get(stream.id);
     if (previousByName?.id === stream.id) this.byName.delete(stream.name);
     this.byId.delete(stream.id);
@@ -54,15 +70,21 @@ export class StreamCache {
 
   begin(): void {
     this.undo = [];
+    this.changes = new Map();
   }
 
-  commit(): void {
+  /** Ends the transaction; answers what each changed name held before and after it. */
+  commit(): Map<string, StreamChange> {
+    const changes = this.changes ?? new Map<string, StreamChange>();
     this.undo = null;
+    this.changes = null;
+    return changes;
   }
 
   rollback(): void {
     const steps = this.undo ?? [];
     this.undo = null;
+    this.changes = null;
     for (const step of steps.reverse()) step();
   }
 

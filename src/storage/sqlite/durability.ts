@@ -1,0 +1,120 @@
+/**
+ * Group commit on the WAL: commits are made durable by fsyncing the WAL file from
+ * libuv's thread pool, so the event loop keeps working (and committing later batches)
+ * while the disk flushes. One fsync covers every commit made before it began.
+ *
+ * Until a commit is durable, readers keep seeing the state before it: for each stream
+ * name changed by a not-yet-durable commit, its last durable state is kept here, with
+ * the states its pending commits leave, which become visible as fsyncs cover them.
+ */
+import { closeSync, fsync, fsyncSync, openSync } from 'node:fs';
+import type { StreamState } from '../../core/types.js';
+import type { StreamChange } from './cache.js';
+
+interface PendingName {
+  /** The state readers see (null: no stream). */
+  durable: StreamState | null;
+  /** States left by commits not yet durable, oldest first. */
+  commits: Array<{ seq: number; after: StreamState | null }>;
+}
+
+interface Waiter {
+  /** The commit the waiter needs durable. */
+  seq: number;
+  done: (error?: unknown) => void;
+}
+
+export class WalDurability {
+  private fd: number | null = null;
+  private commitSeq = 0;
+  private syncing = false;
+  private failed: unknown = undefined;
+  private waiters: Waiter[] = [];
+  /** Names changed by commits not yet durable. */
+  private readonly pending = new Map<string, PendingName>();
+
+  constructor(
+    private readonly walPath: string,
+    private readonly dirPath: string,
+  ) {}
+
+  /** A transaction committed; `changes` holds each changed name's state before and after it. */
+  committed(changes: Map<string, StreamChange>): void {
+    this.commitSeq++;
+    for (const [name, change] of changes) {
+      let entry = this.pending.get(name);
+      if (!entry) {
+        entry = { durable: change.before, commits: [] };
+        this.pending.set(name, entry);
+      }
+      entry.commits.push({ seq: this.commitSeq, after: change.after });
+    }
+  }
+
+  /** The durable state of a name changed by a pending commit; undefined when none is pending. */
+  durableState(name: string): StreamState | null | undefined {
+    return this.pending.get(name)?.durable;
+  }
+
+  whenDurable(done: (error?: unknown) => void): void {
+    if (this.failed !== undefined) return done(this.failed);
+    this.waiters.push({ seq: this.commitSeq, done });
+    this.sync();
+  }
+
+  private descriptor(): number {
+    if (this.fd === null) {
+      this.fd = openSync(this.walPath, 'r');
+      // The WAL's directory entry must be durable too, once, for a power loss to find it.
+      const dir = openSync(this.dirPath, 'r');
+      try {
+        fsyncSync(dir);
+      } finally {
+        closeSync(dir);
+      }
+    }
+    return this.fd;
+  }
+
+  private sync(): void {
+    if (this.syncing || this.waiters.length === 0) return;
+    const covered = this.commitSeq;
+    this.syncing = true;
+    let fd: number;
+    try {
+      fd = this.descriptor();
+    } catch (error) {
+      return this.fail(error);
+    }
+    fsync(fd, (error) => {
+      this.syncing = false;
+      if (error) return this.fail(error);
+      this.reached(covered);
+      this.sync();
+    });
+  }
+
+  /** Every commit up to `covered` is durable: readers may see it, writers hear of it. */
+  private reached(covered: number): void {
+    for (const [name, entry] of this.pending) {
+      while (entry.commits.length > 0 && entry.commits[0]!.seq <= covered) entry.durable = entry.commits.shift()!.after;
+      if (entry.commits.length === 0) this.pending.delete(name);
+    }
+    const ready = this.waiters.filter((w) => w.seq <= covered);
+    this.waiters = this.waiters.filter((w) => w.seq > covered);
+    for (const waiter of ready) waiter.done();
+  }
+
+  /** An fsync failed: what it covered may or may not be on disk. Nothing is durable from now on. */
+  private fail(error: unknown): void {
+    this.failed = error;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const waiter of waiters) waiter.done(error);
+  }
+
+  close(): void {
+    if (this.fd !== null) closeSync(this.fd);
+    this.fd = null;
+  }
+}
