@@ -7,7 +7,7 @@
  * name changed by a not-yet-durable commit, its last durable state is kept here, with
  * the states its pending commits leave, which become visible as fsyncs cover them.
  */
-import { closeSync, fsync, fsyncSync, openSync } from 'node:fs';
+import { closeSync, fdatasync, fsyncSync, openSync } from 'node:fs';
 import type { StreamState } from '../../core/types.js';
 import type { StreamChange } from './cache.js';
 
@@ -86,7 +86,8 @@ export class WalDurability {
     } catch (error) {
       return this.fail(error);
     }
-    fsync(fd, (error) => {
+    // fdatasync, as SQLite itself uses: the data and the size needed to read it back, not timestamps.
+    fdatasync(fd, (error) => {
       this.syncing = false;
       if (error) return this.fail(error);
       this.reached(covered);
