@@ -1,0 +1,92 @@
+/**
+ * Results: each row is one figure measured on several servers over several rounds; the
+ * table shows the medians and rill's ratio to each other server, and the targets of
+ * issue 7 are checked against those ratios.
+ */
+import { TARGET_LABELS, type TargetName } from './targets.js';
+
+export interface Row {
+  key: string;
+  label: string;
+  unit: string;
+  better: 'higher' | 'lower';
+  rounds: Partial<Record<TargetName, number[]>>;
+}
+
+export interface Check {
+  target: string;
+  met: boolean;
+  detail: string;
+}
+
+const ORDER: TargetName[] = ['rill', 'ref-memory', 'ref-file', 'floor'];
+
+export function median(values: number[] | undefined): number {
+  if (!values || values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+export function medianOf(rows: Row[], key: string, target: TargetName): number {
+  return median(rows.find((r) => r.key === key)?.rounds[target]);
+}
+
+function format(value: number): string {
+  if (!Number.isFinite(value)) return '-';
+  if (Math.abs(value) >= 1000) return Math.round(value).toLocaleString('en-US');
+  if (Math.abs(value) >= 100) return value.toFixed(0);
+  if (Math.abs(value) >= 10) return value.toFixed(1);
+  return value.toFixed(2);
+}
+
+function ratio(a: number, b: number): string {
+  return Number.isFinite(a) && Number.isFinite(b) && b !== 0 ? `${(a / b).toFixed(2)}x` : '-';
+}
+
+/** A Markdown table: one row per figure, medians per server, then rill's ratios. */
+export function renderTable(rows: Row[]): string {
+  const header = ['figure', ...ORDER.map((t) => TARGET_LABELS[t]), 'rill / ref mem', 'rill / ref file', 'rill / floor'];
+  const lines = [header, header.map(() => '---')];
+  for (const row of rows) {
+    const m = Object.fromEntries(ORDER.map((t) => [t, median(row.rounds[t])])) as Record<TargetName, number>;
+    lines.push([
+      `${row.label} (${row.unit})`,
+      ...ORDER.map((t) => format(m[t])),
+      ratio(m.rill, m['ref-memory']),
+      ratio(m.rill, m['ref-file']),
+      ratio(m.rill, m.floor),
+    ]);
+  }
+  return lines.map((cells) => `| ${cells.join(' | ')} |`).join('\n');
+}
+
+function check(target: string, value: number, limit: number, op: '>=' | '<', detail: string): Check {
+  if (!Number.isFinite(value)) return { target, met: false, detail: 'not measured in this run' };
+  const met = Number.isFinite(value) && (op === '>=' ? value >= limit : value < limit);
+  return { target, met, detail: `${detail} = ${format(value)} (needs ${op} ${limit})` };
+}
+
+/** The targets of issue 7, each judged on medians from this run. */
+export function checkTargets(rows: Row[], mid: number, large: number): Check[] {
+  const m = (key: string, t: TargetName) => medianOf(rows, key, t);
+  const a = `appends-${mid}`;
+  const checks = [
+    check('appends/s at 500 streams >= 10x reference file-backed', m(a, 'rill') / m(a, 'ref-file'), 10, '>=', 'ratio'),
+    check('appends/s at 500 streams >= reference in-memory', m(a, 'rill') / m(a, 'ref-memory'), 1, '>=', 'ratio'),
+    check('appends/s at 500 streams >= 0.7x bare floor', m(a, 'rill') / m(a, 'floor'), 0.7, '>=', 'ratio'),
+    check('append p99 at 50 connections < 10 ms', m(`${a}-p99`, 'rill'), 10, '<', 'p99 ms'),
+    check('appends/s at 10,000 streams >= 0.9x of 500', m(`appends-${large}`, 'rill') / m(a, 'rill'), 0.9, '>=', 'ratio'),
+    check('SSE fan-out p99 < 10 ms', m('sse-p99', 'rill'), 10, '<', 'p99 ms'),
+    check('SSE fan-out p99 below reference in-memory', m('sse-p99', 'rill') / m('sse-p99', 'ref-memory'), 1, '<', 'ratio'),
+    check('catch-up 10 MB >= 1.5x reference (best of the two)', m('catchup-bytes', 'rill') / Math.max(m('catchup-bytes', 'ref-memory'), m('catchup-bytes', 'ref-file')), 1.5, '>=', 'ratio'),
+    check('catch-up JSON >= 1.5x reference (best of the two)', m('catchup-json', 'rill') / Math.max(m('catchup-json', 'ref-memory'), m('catchup-json', 'ref-file')), 1.5, '>=', 'ratio'),
+    check('many streams resident < 300 MB', m('streams-rss', 'rill'), 300, '<', 'MB'),
+    check('restart to first read < 2 s', m('streams-restart', 'rill'), 2000, '<', 'ms'),
+  ];
+  return checks;
+}
+
+export function renderChecks(checks: Check[]): string {
+  return checks.map((c) => `- [${c.met ? 'x' : ' '}] ${c.target}: ${c.detail}`).join('\n');
+}

@@ -1,0 +1,198 @@
+/**
+ * `npm run bench`: rill against the Durable Streams reference server (in memory and on
+ * files) and a bare node:http floor, same client and load, in turn, on 127.0.0.1.
+ * Prints progress on stderr, one Markdown table and the target checks on stdout, and
+ * writes everything as JSON under .bench/.
+ *
+ *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,sse,catchup,streams]
+ *                            [--out FILE] [--data DIR]
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { checkTargets, renderChecks, renderTable, type Row } from './report.js';
+import { FULL, QUICK, WORKLOADS, type BenchSettings, type WorkloadName } from './settings.js';
+import { freshDataDir, needsDataDir, removeDataDir, startTarget, TARGET_LABELS, type Running, type TargetName } from './targets.js';
+import { prepareStreams, runAppends, type AppendSpec } from './workloads/appends.js';
+import { prepareCatchUp, runCatchUp } from './workloads/catchup.js';
+import { createManyStreams, PROBE_STREAM, restartToFirstRead, settledRss } from './workloads/memory.js';
+import { prepareSse, runSse } from './workloads/sse.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const ALL: TargetName[] = ['rill', 'ref-memory', 'ref-file', 'floor'];
+const STORES: TargetName[] = ['rill', 'ref-memory', 'ref-file'];
+
+function progress(message: string): void {
+  process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+}
+
+/** Data directories of the servers under test; on the repository's disk, not tmpfs. */
+let DATA_BASE = join(ROOT, '.bench/data');
+
+async function startAll(names: TargetName[], tag: string): Promise<Running[]> {
+  const running: Running[] = [];
+  for (const name of names) running.push(await startTarget(name, needsDataDir(name) ? freshDataDir(DATA_BASE, `${tag}-${name}`) : null));
+  return running;
+}
+
+async function stopAll(running: Running[]): Promise<void> {
+  for (const target of running) {
+    await target.stop();
+    removeDataDir(target.dataDir);
+  }
+}
+
+/** Each round visits every server, in an order that rotates, so drifting load hits all alike. */
+function roundOrder<T>(items: T[], round: number): T[] {
+  const k = round % items.length;
+  return [...items.slice(k), ...items.slice(0, k)];
+}
+
+function push(row: Row, target: TargetName, value: number): void {
+  (row.rounds[target] ??= []).push(value);
+}
+
+async function appendWorkload(s: BenchSettings, rows: Row[], streams: number, producers: boolean): Promise<void> {
+  const key = producers ? `producers-${streams}` : `appends-${streams}`;
+  const what = producers ? `producer appends, ${streams} streams` : `appends, ${streams} streams`;
+  const spec: AppendSpec = { streams, connections: s.connections, durationS: s.appendDurationS, producers, prefix: key };
+  const rate: Row = { key, label: what, unit: 'appends/s', better: 'higher', rounds: {} };
+  const p50: Row = { key: `${key}-p50`, label: `${what} p50`, unit: 'ms', better: 'lower', rounds: {} };
+  const p99: Row = { key: `${key}-p99`, label: `${what} p99`, unit: 'ms', better: 'lower', rounds: {} };
+  rows.push(rate, p50, p99);
+  const running = await startAll(ALL, key);
+  try {
+    for (const t of running) {
+      progress(`${what}: preparing ${TARGET_LABELS[t.name]}`);
+      await prepareStreams(t.url, spec);
+      if (s.warmupS > 0) await runAppends(t.url, { ...spec, durationS: s.warmupS });
+    }
+    for (let round = 0; round < s.rounds; round++) {
+      for (const t of roundOrder(running, round)) {
+        const r = await runAppends(t.url, spec);
+        progress(`${what}: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
+        if (r.non2xx > 0 && t.name !== 'floor') throw new Error(`${t.name} answered ${r.non2xx} appends with a non-2xx status`);
+        push(rate, t.name, r.appendsPerS);
+        push(p50, t.name, r.p50Ms);
+        push(p99, t.name, r.p99Ms);
+      }
+    }
+  } finally {
+    await stopAll(running);
+  }
+}
+
+async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
+  const p50: Row = { key: 'sse-p50', label: `SSE fan-out ${s.sseSubscribers} subscribers p50`, unit: 'ms', better: 'lower', rounds: {} };
+  const p99: Row = { key: 'sse-p99', label: `SSE fan-out ${s.sseSubscribers} subscribers p99`, unit: 'ms', better: 'lower', rounds: {} };
+  rows.push(p50, p99);
+  const running = await startAll(STORES, 'sse');
+  try {
+    for (let round = 0; round < s.rounds; round++) {
+      for (const t of roundOrder(running, round)) {
+        const spec = { subscribers: s.sseSubscribers, messagesPerS: s.sseMessagesPerS, durationS: s.sseDurationS, stream: `sse-${round}` };
+        await prepareSse(t.url, spec);
+        const r = await runSse(t.url, spec);
+        progress(`SSE fan-out: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${r.p50Ms.toFixed(2)} ms p99 ${r.p99Ms.toFixed(2)} ms, ${r.delivered}/${r.expected} delivered`);
+        push(p50, t.name, r.p50Ms);
+        push(p99, t.name, r.p99Ms);
+      }
+    }
+  } finally {
+    await stopAll(running);
+  }
+}
+
+async function catchUpWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
+  const mb = (s.catchUpBytes / 1024 / 1024).toFixed(s.catchUpBytes < 1024 * 1024 ? 2 : 0);
+  const bytes: Row = { key: 'catchup-bytes', label: `catch-up ${mb} MiB stream`, unit: 'MB/s', better: 'higher', rounds: {} };
+  const json: Row = { key: 'catchup-json', label: `catch-up JSON ${s.catchUpJsonMessages.toLocaleString('en-US')} messages`, unit: 'messages/s', better: 'higher', rounds: {} };
+  rows.push(bytes, json);
+  const spec = { bytes: s.catchUpBytes, jsonMessages: s.catchUpJsonMessages };
+  const running = await startAll(STORES, 'catchup');
+  try {
+    for (const t of running) {
+      progress(`catch-up: writing ${mb} MiB and ${spec.jsonMessages} JSON messages to ${TARGET_LABELS[t.name]}`);
+      await prepareCatchUp(t.url, spec);
+    }
+    for (let round = 0; round < s.rounds; round++) {
+      for (const t of roundOrder(running, round)) {
+        const r = await runCatchUp(t.url, spec);
+        progress(`catch-up: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: ${r.bytesMBPerS.toFixed(0)} MB/s bytes, ${Math.round(r.jsonMessagesPerS)} JSON messages/s`);
+        push(bytes, t.name, r.bytesMBPerS);
+        push(json, t.name, r.jsonMessagesPerS);
+      }
+    }
+  } finally {
+    await stopAll(running);
+  }
+}
+
+async function manyStreamsWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
+  const count = s.manyStreams.toLocaleString('en-US');
+  const idle: Row = { key: 'streams-idle-rss', label: 'resident memory, empty', unit: 'MB', better: 'lower', rounds: {} };
+  const rss: Row = { key: 'streams-rss', label: `resident memory, ${count} streams`, unit: 'MB', better: 'lower', rounds: {} };
+  const restart: Row = { key: 'streams-restart', label: `restart to first read, ${count} streams`, unit: 'ms', better: 'lower', rounds: {} };
+  rows.push(idle, rss, restart);
+  for (const name of STORES) {
+    let [t] = await startAll([name], 'streams');
+    try {
+      push(idle, name, (await settledRss(t!, s.settleMs)) / 1e6);
+      progress(`many streams: creating ${count} streams on ${TARGET_LABELS[name]}`);
+      const made = await createManyStreams(t!.url, { streams: s.manyStreams, connections: s.connections });
+      if (made.created !== s.manyStreams) progress(`many streams: ${TARGET_LABELS[name]} created ${made.created} of ${s.manyStreams} (${made.non2xx} non-2xx, ${made.errors} errors)`);
+      if (made.created < s.manyStreams * 0.99) throw new Error(`${name} created only ${made.created} of ${s.manyStreams} streams`);
+      push(rss, name, (await settledRss(t!, s.settleMs)) / 1e6);
+      progress(`many streams: ${TARGET_LABELS[name]} holds ${count} streams in ${(rss.rounds[name]![0]!).toFixed(0)} MB`);
+      if (t!.dataDir === null) continue;
+      for (let round = 0; round < s.restartRounds; round++) {
+        await t!.stop();
+        const restarted = await restartToFirstRead(name, t!.dataDir!, PROBE_STREAM);
+        t = restarted.target;
+        progress(`many streams: ${TARGET_LABELS[name]} restart ${round + 1}/${s.restartRounds}: first read after ${restarted.ms.toFixed(0)} ms`);
+        push(restart, name, restarted.ms);
+      }
+    } finally {
+      await stopAll([t!]);
+    }
+  }
+}
+
+function machine() {
+  return { cores: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version, platform: `${process.platform} ${process.arch}` };
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, only: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' } },
+  });
+  const s: BenchSettings = { ...(values.quick ? QUICK : FULL) };
+  if (values.rounds) s.rounds = Number(values.rounds);
+  if (values.data) DATA_BASE = resolve(values.data);
+  const only = new Set((values.only?.split(',') ?? [...WORKLOADS]) as WorkloadName[]);
+  const loadBefore = loadavg();
+  const startedAt = new Date().toISOString();
+  progress(`machine: ${machine().cores} cores, Node ${process.version}, load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`);
+  const rows: Row[] = [];
+  if (only.has('appends')) for (const n of s.streamCounts) await appendWorkload(s, rows, n, false);
+  if (only.has('producers')) await appendWorkload(s, rows, s.producerStreams, true);
+  if (only.has('sse')) await sseWorkload(s, rows);
+  if (only.has('catchup')) await catchUpWorkload(s, rows);
+  if (only.has('streams')) await manyStreamsWorkload(s, rows);
+  const loadAfter = loadavg();
+  const checks = checkTargets(rows, s.streamCounts[1]!, s.streamCounts[2]!);
+  const table = renderTable(rows);
+  process.stdout.write(`\n${table}\n\nTargets (issue 7):\n${renderChecks(checks)}\n\nload average before ${loadBefore.map((l) => l.toFixed(2)).join(' ')}, after ${loadAfter.map((l) => l.toFixed(2)).join(' ')}\n`);
+  const out = values.out ?? join(ROOT, '.bench', `results-${startedAt.replace(/[:.]/g, '-')}.json`);
+  mkdirSync(join(ROOT, '.bench'), { recursive: true });
+  const json = JSON.stringify({ startedAt, finishedAt: new Date().toISOString(), machine: machine(), loadBefore, loadAfter, settings: s, rows, checks, table }, null, 2);
+  writeFileSync(out, json);
+  if (!values.out) writeFileSync(join(ROOT, '.bench', 'latest.json'), json);
+  progress(`results written to ${out}`);
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

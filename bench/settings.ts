@@ -1,0 +1,57 @@
+/** What one bench run does; `--quick` shrinks everything for the smoke test. */
+
+export interface BenchSettings {
+  rounds: number;
+  warmupS: number;
+  appendDurationS: number;
+  connections: number;
+  /** Stream counts for workload 1. */
+  streamCounts: number[];
+  producerStreams: number;
+  sseSubscribers: number;
+  sseMessagesPerS: number;
+  sseDurationS: number;
+  catchUpBytes: number;
+  catchUpJsonMessages: number;
+  manyStreams: number;
+  restartRounds: number;
+  /** Wait before reading a server's resident memory, so it has settled. */
+  settleMs: number;
+}
+
+export const FULL: BenchSettings = {
+  rounds: 3,
+  warmupS: 2,
+  appendDurationS: 8,
+  connections: 50,
+  streamCounts: [1, 500, 10_000],
+  producerStreams: 500,
+  sseSubscribers: 1000,
+  sseMessagesPerS: 20,
+  sseDurationS: 8,
+  catchUpBytes: 10 * 1024 * 1024,
+  catchUpJsonMessages: 100_000,
+  manyStreams: 100_000,
+  restartRounds: 3,
+  settleMs: 1000,
+};
+
+export const QUICK: BenchSettings = {
+  rounds: 1,
+  warmupS: 0,
+  appendDurationS: 0.5,
+  connections: 10,
+  streamCounts: [1, 10, 50],
+  producerStreams: 20,
+  sseSubscribers: 10,
+  sseMessagesPerS: 20,
+  sseDurationS: 0.5,
+  catchUpBytes: 256 * 1024,
+  catchUpJsonMessages: 2000,
+  manyStreams: 200,
+  restartRounds: 1,
+  settleMs: 100,
+};
+
+export const WORKLOADS = ['appends', 'producers', 'sse', 'catchup', 'streams'] as const;
+export type WorkloadName = (typeof WORKLOADS)[number];

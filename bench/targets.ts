@@ -1,0 +1,131 @@
+/**
+ * The servers under test, each in its own process on 127.0.0.1: rill (SQLite, durable
+ * acks), the reference server in memory and on files, and the bare node:http floor.
+ * Each is started fresh for a workload and stopped by its pid.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+
+export type TargetName = 'rill' | 'ref-memory' | 'ref-file' | 'floor';
+
+export const TARGET_LABELS: Record<TargetName, string> = {
+  rill: 'rill (sqlite, durable)',
+  'ref-memory': 'reference in-memory',
+  'ref-file': 'reference file-backed',
+  floor: 'bare node:http 204',
+};
+
+/** The bench is compiled to .bench/build; the repository root is two levels up. */
+const ROOT = resolve(import.meta.dirname, '../..');
+const RILL_CLI = join(ROOT, 'dist/cli/main.js');
+const SERVERS = join(import.meta.dirname, 'servers');
+
+export interface Running {
+  name: TargetName;
+  url: string;
+  pid: number;
+  dataDir: string | null;
+  /** Resident set size of the server process, in bytes. */
+  rssBytes(): number;
+  /** SIGTERM, then SIGKILL if it has not exited after `graceMs`. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      probe.close(() => resolvePort(port));
+    });
+  });
+}
+
+function commandFor(name: TargetName, port: number, dataDir: string | null): string[] {
+  switch (name) {
+    case 'rill':
+      return [RILL_CLI, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!];
+    case 'ref-memory':
+      return [join(SERVERS, 'reference.js'), String(port)];
+    case 'ref-file':
+      return [join(SERVERS, 'reference.js'), String(port), dataDir!];
+    case 'floor':
+      return [join(SERVERS, 'floor.js'), String(port)];
+  }
+}
+
+export function needsDataDir(name: TargetName): boolean {
+  return name === 'rill' || name === 'ref-file';
+}
+
+/** A fresh, empty data directory on the same disk as the repository (not tmpfs). */
+export function freshDataDir(base: string, name: string): string {
+  const dir = join(base, name);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((r) => child.once('exit', () => r()));
+}
+
+/** Spawns the server and resolves once it accepts requests. */
+export async function startTarget(name: TargetName, dataDir: string | null, extraArgs: string[] = []): Promise<Running> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [...commandFor(name, port, dataDir), ...extraArgs], {
+    env: { ...process.env, RILL_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  await waitListening(url, child, () => output, 30_000);
+  return {
+    name,
+    url,
+    pid: child.pid!,
+    dataDir,
+    rssBytes: () => rssOf(child.pid!),
+    async stop(graceMs = 10_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      await exited(child);
+      clearTimeout(timer);
+    },
+  };
+}
+
+async function waitListening(url: string, child: ChildProcess, output: () => string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode} before it was ready\n${output()}`);
+    try {
+      const res = await fetch(`${url}/healthz`);
+      await res.arrayBuffer();
+      return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`server at ${url} did not start within ${timeoutMs} ms\n${output()}`);
+}
+
+export function rssOf(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const match = /VmRSS:\s+(\d+) kB/.exec(status);
+  return match ? Number(match[1]) * 1024 : NaN;
+}
+
+export function removeDataDir(dir: string | null): void {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+}

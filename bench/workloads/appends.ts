@@ -1,0 +1,93 @@
+/**
+ * Workloads 1 and 2: 100-byte appends from 50 keep-alive connections (autocannon),
+ * spread round-robin over N streams; with producers, each connection is one producer
+ * that owns its own streams and sends Producer-Id/Epoch/Seq in order on each of them.
+ */
+import autocannon from 'autocannon';
+import { BODY_BYTES, bodyOf, createStream, pooled } from '../http.js';
+
+export interface AppendSpec {
+  streams: number;
+  connections: number;
+  durationS: number;
+  producers: boolean;
+  /** Distinguishes the stream names of one run from another's on the same server. */
+  prefix: string;
+}
+
+export interface AppendResult {
+  appendsPerS: number;
+  p50Ms: number;
+  p99Ms: number;
+  requests: number;
+  non2xx: number;
+  errors: number;
+}
+
+const CONTENT_TYPE = 'application/octet-stream';
+
+export async function prepareStreams(base: string, spec: AppendSpec): Promise<void> {
+  await pooled(spec.streams, 32, (i) => createStream(base, `${spec.prefix}-${i}`, CONTENT_TYPE));
+}
+
+/**
+ * Per-connection state lives in an object of the request template: autocannon deep-clones
+ * its options for each connection and resets `context` every loop, so this is the one
+ * place that persists per connection.
+ */
+interface ConnectionState {
+  id?: number;
+  turn?: number;
+  seqs?: number[];
+}
+
+function requestFor(spec: AppendSpec): autocannon.Request {
+  const body = bodyOf(BODY_BYTES);
+  let nextConnection = 0;
+  let nextStream = 0;
+  const request = {
+    method: 'POST' as const,
+    body,
+    headers: { 'content-type': CONTENT_TYPE },
+    state: {} as ConnectionState,
+    setupRequest(req: autocannon.Request & { state: ConnectionState }) {
+      if (!spec.producers) {
+        req.path = `/v1/stream/${spec.prefix}-${nextStream++ % spec.streams}`;
+        return req;
+      }
+      const state = req.state;
+      state.id ??= nextConnection++;
+      state.turn ??= 0;
+      state.seqs ??= [];
+      // Connection c owns streams c, c + connections, c + 2*connections, ...
+      const owned = Math.max(1, Math.ceil((spec.streams - state.id) / spec.connections));
+      const slot = state.turn++ % owned;
+      const stream = state.id + slot * spec.connections;
+      const seq = state.seqs[slot] ?? 0;
+      state.seqs[slot] = seq + 1;
+      req.path = `/v1/stream/${spec.prefix}-${stream % spec.streams}`;
+      req.headers = { ...req.headers, 'producer-id': `bench-${state.id}`, 'producer-epoch': '0', 'producer-seq': String(seq) };
+      return req;
+    },
+  };
+  return request as unknown as autocannon.Request;
+}
+
+export async function runAppends(base: string, spec: AppendSpec): Promise<AppendResult> {
+  const result = await autocannon({
+    url: base,
+    connections: spec.connections,
+    duration: spec.durationS,
+    pipelining: 1,
+    timeout: 10,
+    requests: [requestFor(spec)],
+  });
+  return {
+    appendsPerS: result['2xx'] / (result.duration || spec.durationS),
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    requests: result.requests.total,
+    non2xx: result.non2xx,
+    errors: result.errors + result.timeouts,
+  };
+}

@@ -1,0 +1,51 @@
+/**
+ * Workload 4: catch-up reads. A 10 MB byte stream (written in 64 KiB appends) and a
+ * JSON stream of 100,000 small messages (written as arrays of 1,000), each read from
+ * the start to the tail by following Stream-Next-Offset.
+ */
+import { append, catchUp, createStream } from '../http.js';
+
+export interface CatchUpSpec {
+  bytes: number;
+  jsonMessages: number;
+}
+
+export interface CatchUpResult {
+  bytesMBPerS: number;
+  jsonMessagesPerS: number;
+  jsonMBPerS: number;
+}
+
+const APPEND_BYTES = 64 * 1024;
+const JSON_BATCH = 1000;
+export const BYTES_STREAM = 'catchup-bytes';
+export const JSON_STREAM = 'catchup-json';
+
+export async function prepareCatchUp(base: string, spec: CatchUpSpec): Promise<void> {
+  await createStream(base, BYTES_STREAM, 'application/octet-stream');
+  const block = Buffer.alloc(APPEND_BYTES, 'abcdefghijklmnopqrstuvwxyz');
+  for (let written = 0; written < spec.bytes; written += APPEND_BYTES) {
+    await append(base, BYTES_STREAM, 'application/octet-stream', block.subarray(0, Math.min(APPEND_BYTES, spec.bytes - written)));
+  }
+  await createStream(base, JSON_STREAM, 'application/json');
+  for (let sent = 0; sent < spec.jsonMessages; sent += JSON_BATCH) {
+    const batch = [];
+    for (let i = sent; i < Math.min(spec.jsonMessages, sent + JSON_BATCH); i++) batch.push({ n: i, kind: 'event', text: 'lorem ipsum dolor sit amet' });
+    await append(base, JSON_STREAM, 'application/json', JSON.stringify(batch));
+  }
+}
+
+export async function runCatchUp(base: string, spec: CatchUpSpec): Promise<CatchUpResult> {
+  let t = performance.now();
+  const bytes = await catchUp(base, BYTES_STREAM);
+  const bytesS = (performance.now() - t) / 1000;
+  if (bytes.bytes !== spec.bytes) throw new Error(`catch-up read ${bytes.bytes} bytes, expected ${spec.bytes}`);
+  t = performance.now();
+  const json = await catchUp(base, JSON_STREAM);
+  const jsonS = (performance.now() - t) / 1000;
+  return {
+    bytesMBPerS: bytes.bytes / 1e6 / bytesS,
+    jsonMessagesPerS: spec.jsonMessages / jsonS,
+    jsonMBPerS: json.bytes / 1e6 / jsonS,
+  };
+}

@@ -1,0 +1,29 @@
+/**
+ * The benchmark harness runs end to end on its smallest setting: every server starts,
+ * every workload runs, and the results file has a figure for each. It checks that the
+ * harness works, never how fast anything is (`npm run bench` measures that).
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, expect, test } from 'vitest';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const outDir = mkdtempSync(join(tmpdir(), 'rill-bench-smoke-'));
+
+afterAll(() => rmSync(outDir, { recursive: true, force: true }));
+
+test('npm run bench runs end to end on --quick', () => {
+  execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.bench.json'], { cwd: ROOT, stdio: 'pipe' });
+  const out = join(outDir, 'results.json');
+  const stdout = execFileSync(process.execPath, [join(ROOT, '.bench/build/run.js'), '--quick', '--out', out, '--data', join(outDir, 'data')], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], timeout: 150_000 }).toString();
+  expect(stdout).toContain('| figure |');
+  const results = JSON.parse(readFileSync(out, 'utf8')) as { rows: Array<{ key: string; rounds: Record<string, number[]> }> };
+  const keys = results.rows.map((r) => r.key);
+  expect(keys).toEqual(expect.arrayContaining(['appends-10', 'producers-20', 'sse-p99', 'catchup-bytes', 'catchup-json', 'streams-rss', 'streams-restart']));
+  for (const row of results.rows) {
+    expect(row.rounds['rill']?.length, row.key).toBeGreaterThan(0);
+    expect(row.rounds['rill']!.every(Number.isFinite), row.key).toBe(true);
+  }
+}, 180_000);
