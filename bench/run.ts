@@ -91,7 +91,9 @@ async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const p50: Row = { key: 'sse-p50', label: `SSE fan-out ${s.sseSubscribers} subscribers p50`, unit: 'ms', better: 'lower', rounds: {} };
   const p99: Row = { key: 'sse-p99', label: `SSE fan-out ${s.sseSubscribers} subscribers p99`, unit: 'ms', better: 'lower', rounds: {} };
   rows.push(p50, p99);
-  const running = await startAll(STORES, 'sse');
+  // The file-backed reference takes seconds per append under this load, which would make
+  // the run unbounded; the target compares with the in-memory reference.
+  const running = await startAll(['rill', 'ref-memory'], 'sse');
   try {
     for (let round = 0; round < s.rounds; round++) {
       for (const t of roundOrder(running, round)) {
@@ -138,7 +140,8 @@ async function manyStreamsWorkload(s: BenchSettings, rows: Row[]): Promise<void>
   const idle: Row = { key: 'streams-idle-rss', label: 'resident memory, empty', unit: 'MB', better: 'lower', rounds: {} };
   const rss: Row = { key: 'streams-rss', label: `resident memory, ${count} streams`, unit: 'MB', better: 'lower', rounds: {} };
   const restart: Row = { key: 'streams-restart', label: `restart to first read, ${count} streams`, unit: 'ms', better: 'lower', rounds: {} };
-  rows.push(idle, rss, restart);
+  const created: Row = { key: 'streams-created', label: 'streams created (a refused create is not retried)', unit: 'streams', better: 'higher', rounds: {} };
+  rows.push(created, idle, rss, restart);
   for (const name of STORES) {
     let [t] = await startAll([name], 'streams');
     try {
@@ -146,7 +149,8 @@ async function manyStreamsWorkload(s: BenchSettings, rows: Row[]): Promise<void>
       progress(`many streams: creating ${count} streams on ${TARGET_LABELS[name]}`);
       const made = await createManyStreams(t!.url, { streams: s.manyStreams, connections: s.connections });
       if (made.created !== s.manyStreams) progress(`many streams: ${TARGET_LABELS[name]} created ${made.created} of ${s.manyStreams} (${made.non2xx} non-2xx, ${made.errors} errors)`);
-      if (made.created < s.manyStreams * 0.99) throw new Error(`${name} created only ${made.created} of ${s.manyStreams} streams`);
+      if (made.created < s.manyStreams && name === 'rill') throw new Error(`rill created only ${made.created} of ${s.manyStreams} streams`);
+      push(created, name, made.created);
       push(rss, name, (await settledRss(t!, s.settleMs)) / 1e6);
       progress(`many streams: ${TARGET_LABELS[name]} holds ${count} streams in ${(rss.rounds[name]![0]!).toFixed(0)} MB`);
       if (t!.dataDir === null) continue;

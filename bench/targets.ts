@@ -70,6 +70,15 @@ export function freshDataDir(base: string, name: string): string {
   return dir;
 }
 
+/** Every server this process started and has not stopped, killed if the bench dies. */
+const live = new Set<ChildProcess>();
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => process.exit(130));
+}
+
 function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((r) => child.once('exit', () => r()));
@@ -82,6 +91,8 @@ export async function startTarget(name: TargetName, dataDir: string | null, extr
     env: { ...process.env, RILL_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  live.add(child);
+  child.once('exit', () => live.delete(child));
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
