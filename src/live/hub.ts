@@ -4,6 +4,7 @@
  * connections are counted against a limit so that readers cannot exhaust the server.
  */
 import type { CommitEvent, Store } from '../storage/store.js';
+import { SharedEvents } from './shared.js';
 
 export type WaitResult = 'changed' | 'timeout' | 'aborted';
 
@@ -13,6 +14,8 @@ export class LiveHub {
   private readonly unsubscribe: () => void;
   private draining = false;
   private readonly drainListeners = new Set<() => void>();
+  /** Reads shared by the live readers of one stream state (see shared.ts). */
+  readonly shared = new SharedEvents();
 
   constructor(
     store: Store,
@@ -39,6 +42,7 @@ export class LiveHub {
 
   private wake(events: CommitEvent[]): void {
     for (const event of events) {
+      this.shared.drop(event.name);
       const set = this.waiters.get(event.name);
       if (!set) continue;
       for (const wakeUp of [...set]) wakeUp();

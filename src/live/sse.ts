@@ -16,6 +16,7 @@ import { ndjsonToArray } from '../protocol/json.js';
 import { encodeOffset } from '../protocol/offset.js';
 import type { Store } from '../storage/store.js';
 import type { LiveHub } from './hub.js';
+import type { SharedEvent } from './shared.js';
 import { readWindow } from './window.js';
 
 export interface SseOptions {
@@ -107,6 +108,14 @@ function finish(res: ServerResponse, graceMs: number): void {
   res.once('close', () => clearTimeout(timer));
 }
 
+/** Reads and renders the next event; readers at the same place of the same state share it. */
+function nextEvent(options: SseOptions, encoding: Encoding, state: ControlState, windowBytes: number): Promise<SharedEvent> {
+  return options.hub.shared.get(options.key, state.stream, state.position, `${windowBytes}:${encoding}`, async () => {
+    const window = await readWindow(options.store, state.stream, state.position, windowBytes, encoding === 'text');
+    return { event: Buffer.from(dataEvent(window.data, encoding)), bytes: window.data.length, next: window.next };
+  });
+}
+
 async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding, signal: AbortSignal): Promise<void> {
   const { store, hub, key, now } = options;
   const state: ControlState = { position: options.position, stream: options.stream, cursor: nextCursor(now(), options.clientCursor, Math.random()) };
@@ -118,11 +127,15 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
   for (;;) {
     while (state.position < state.stream.tail) {
       if (!(await caughtUp(res, options, signal, endAt))) return void res.destroy();
-      const window = await readWindow(store, state.stream, state.position, windowBytes, encoding === 'text');
+      const shared = await nextEvent(options, encoding, state, windowBytes);
       // No bytes below the tail means the stream was dropped under this reader: stop rather than spin.
-      if (window.data.length === 0) return;
-      state.position = window.next;
-      res.write(dataEvent(window.data, encoding) + controlEvent(state));
+      if (shared.bytes === 0) return;
+      state.position = shared.next;
+      // The shared data event and this reader's own control event leave in one write.
+      res.cork();
+      res.write(shared.event);
+      res.write(controlEvent(state));
+      res.uncork();
       announced = true;
     }
     if (endsStream(state.stream, state.position)) {
