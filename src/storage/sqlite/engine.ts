@@ -93,33 +93,37 @@ function rowToStream(row: StreamRow): StreamState {
   };
 }
 
-function streamParams(s: StreamState) {
-  return {
-    id: s.id,
-    name: s.name,
-    bucket: s.bucket,
-    incarnation: s.incarnation,
-    content_type: s.config.contentType,
-    ttl_s: s.config.ttlSeconds,
-    expires_at_ms: s.config.expiresAtMs,
-    created_at_ms: s.createdAtMs,
-    last_access_ms: s.lastAccessMs,
-    expiry_ms: expiryMs(s),
-    tail: s.tail,
-    closed: s.closed ? 1 : 0,
-    last_stream_seq: s.lastStreamSeq,
-    epoch_floor: s.epochFloor,
-    fork_source_id: s.fork?.sourceId ?? null,
-    fork_offset: s.fork?.offset ?? null,
-    fork_sub_offset: s.fork?.subOffset ?? null,
-    earliest_offset: s.earliestOffset,
-    deleted: s.deleted ? 1 : 0,
-    fork_refs: s.forkRefs,
-    attrs: s.attrs,
-    snapshot_offset: s.snapshot?.offset ?? null,
-    snapshot_content_type: s.snapshot?.contentType ?? null,
-    snapshot_digest: s.snapshot?.digest ?? null,
-  };
+/** Each stored column of a stream (except `id`) and how it is read from a state. */
+const STREAM_COLUMN_VALUES: ReadonlyArray<readonly [string, (s: StreamState) => unknown]> = [
+  ['name', (s) => s.name],
+  ['bucket', (s) => s.bucket],
+  ['incarnation', (s) => s.incarnation],
+  ['content_type', (s) => s.config.contentType],
+  ['ttl_s', (s) => s.config.ttlSeconds],
+  ['expires_at_ms', (s) => s.config.expiresAtMs],
+  ['created_at_ms', (s) => s.createdAtMs],
+  ['last_access_ms', (s) => s.lastAccessMs],
+  ['expiry_ms', (s) => expiryMs(s)],
+  ['tail', (s) => s.tail],
+  ['closed', (s) => (s.closed ? 1 : 0)],
+  ['last_stream_seq', (s) => s.lastStreamSeq],
+  ['epoch_floor', (s) => s.epochFloor],
+  ['fork_source_id', (s) => s.fork?.sourceId ?? null],
+  ['fork_offset', (s) => s.fork?.offset ?? null],
+  ['fork_sub_offset', (s) => s.fork?.subOffset ?? null],
+  ['earliest_offset', (s) => s.earliestOffset],
+  ['deleted', (s) => (s.deleted ? 1 : 0)],
+  ['fork_refs', (s) => s.forkRefs],
+  ['attrs', (s) => s.attrs],
+  ['snapshot_offset', (s) => s.snapshot?.offset ?? null],
+  ['snapshot_content_type', (s) => s.snapshot?.contentType ?? null],
+  ['snapshot_digest', (s) => s.snapshot?.digest ?? null],
+];
+
+function streamParams(s: StreamState): Record<string, unknown> {
+  const params: Record<string, unknown> = { id: s.id };
+  for (const [column, valueOf] of STREAM_COLUMN_VALUES) params[column] = valueOf(s);
+  return params;
 }
 
 function rowToProducer(row: ProducerRow): ProducerRecord {
@@ -295,23 +299,35 @@ export class SqliteStore extends BatchedStore {
     return this.cached(this.cache.getById(id), () => this.sql.streamById.get(id));
   }
 
-  /** Writes only the columns that changed since the cached state. */
+  /**
+   * Writes only the columns that changed since the cached state. Compared column by
+   * column without building whole rows: a plain append changes only `tail`, and this
+   * runs once per append inside the batch transaction.
+   */
   private updateStream(next: StreamState): void {
     const previous = this.cache.getById(next.id) ?? this.streamById(next.id);
     if (!previous) throw new Error(`invariant: updating stream ${next.id}, which is not stored`);
-    const before = streamParams(previous) as Record<string, unknown>;
-    const after = streamParams(next) as Record<string, unknown>;
-    const changed = Object.keys(after).filter((column) => column !== 'id' && before[column] !== after[column]);
-    if (changed.length > 0) {
-      const key = changed.join(',');
-      let statement = this.updates.get(key);
-      if (!statement) {
-        statement = this.db.prepare(`UPDATE streams SET ${changed.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`);
-        this.updates.set(key, statement);
-      }
-      statement.run(Object.fromEntries([['id', next.id], ...changed.map((c) => [c, after[c]])]));
+    const params: Record<string, unknown> = { id: next.id };
+    let changed = '';
+    for (const [column, valueOf] of STREAM_COLUMN_VALUES) {
+      const value = valueOf(next);
+      if (value === valueOf(previous)) continue;
+      params[column] = value;
+      changed = changed === '' ? column : `${changed},${column}`;
     }
+    if (changed !== '') this.updateStatement(changed).run(params);
     this.cache.set(next);
+  }
+
+  /** The prepared UPDATE of the columns listed in `changed` (comma-separated), made once. */
+  private updateStatement(changed: string): Database.Statement {
+    let statement = this.updates.get(changed);
+    if (!statement) {
+      const assignments = changed.split(',').map((c) => `${c} = @${c}`);
+      statement = this.db.prepare(`UPDATE streams SET ${assignments.join(', ')} WHERE id = @id`);
+      this.updates.set(changed, statement);
+    }
+    return statement;
   }
 
   private readonly chunkSource: ChunkSource = {
