@@ -6,6 +6,7 @@
  *
  *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,sse,catchup,streams]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
+ *                            [--rill path/to/dist/cli/main.js]
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -13,7 +14,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { checkTargets, renderChecks, renderTable, type Row } from './report.js';
 import { FULL, QUICK, WORKLOADS, type BenchSettings, type WorkloadName } from './settings.js';
-import { freshDataDir, needsDataDir, removeDataDir, startTarget, TARGET_LABELS, type Running, type TargetName } from './targets.js';
+import { freshDataDir, needsDataDir, removeDataDir, startTarget, TARGET_LABELS, useRillBuild, type Running, type TargetName } from './targets.js';
 import { prepareStreams, runAppends, type AppendSpec } from './workloads/appends.js';
 import { prepareCatchUp, runCatchUp } from './workloads/catchup.js';
 import { createManyStreams, PROBE_STREAM, restartToFirstRead, settledRss } from './workloads/memory.js';
@@ -173,11 +174,12 @@ function machine() {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, only: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' }, streams: { type: 'string' }, duration: { type: 'string' } },
+    options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, only: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' }, streams: { type: 'string' }, duration: { type: 'string' }, rill: { type: 'string' } },
   });
   const s: BenchSettings = { ...(values.quick ? QUICK : FULL) };
   if (values.rounds) s.rounds = Number(values.rounds);
   if (values.data) DATA_BASE = resolve(values.data);
+  if (values.rill) useRillBuild(values.rill);
   if (values.streams) s.streamCounts = values.streams.split(',').map(Number);
   if (values.duration) s.appendDurationS = s.sseDurationS = Number(values.duration);
   const only = new Set((values.only?.split(',') ?? [...WORKLOADS]) as WorkloadName[]);

@@ -19,7 +19,12 @@ export const TARGET_LABELS: Record<TargetName, string> = {
 
 /** The bench is compiled to .bench/build; the repository root is two levels up. */
 const ROOT = resolve(import.meta.dirname, '../..');
-const RILL_CLI = join(ROOT, 'dist/cli/main.js');
+/** The rill build under test; `--rill` points at another one (to compare two builds). */
+let rillCli = join(ROOT, 'dist/cli/main.js');
+
+export function useRillBuild(cli: string): void {
+  rillCli = resolve(cli);
+}
 const SERVERS = join(import.meta.dirname, 'servers');
 
 export interface Running {
@@ -48,7 +53,7 @@ export async function freePort(): Promise<number> {
 function commandFor(name: TargetName, port: number, dataDir: string | null): string[] {
   switch (name) {
     case 'rill':
-      return [RILL_CLI, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!];
+      return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!];
     case 'ref-memory':
       return [join(SERVERS, 'reference.js'), String(port)];
     case 'ref-file':
