@@ -6,7 +6,10 @@
  *
  *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,sse,catchup,streams]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
- *                            [--rill path/to/dist/cli/main.js]
+ *                            [--rill path/to/dist/cli/main.js] [--cpu-prof]
+ *
+ * `--cpu-prof` writes rill's CPU profiles to .bench/profiles/; `node .bench/build/profile.js
+ * FILE` prints where the time went.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -14,7 +17,7 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { checkTargets, renderChecks, renderTable, type Row } from './report.js';
 import { FULL, QUICK, WORKLOADS, type BenchSettings, type WorkloadName } from './settings.js';
-import { freshDataDir, needsDataDir, removeDataDir, startTarget, TARGET_LABELS, useRillBuild, type Running, type TargetName } from './targets.js';
+import { freshDataDir, needsDataDir, profileRillInto, removeDataDir, startTarget, TARGET_LABELS, useRillBuild, type Running, type TargetName } from './targets.js';
 import { prepareStreams, runAppends, type AppendSpec } from './workloads/appends.js';
 import { prepareCatchUp, runCatchUp } from './workloads/catchup.js';
 import { createManyStreams, PROBE_STREAM, restartToFirstRead, settledRss } from './workloads/memory.js';
@@ -56,7 +59,8 @@ function push(row: Row, target: TargetName, value: number): void {
 
 async function appendWorkload(s: BenchSettings, rows: Row[], streams: number, producers: boolean): Promise<void> {
   const key = producers ? `producers-${streams}` : `appends-${streams}`;
-  const what = producers ? `producer appends, ${streams} streams` : `appends, ${streams} streams`;
+  const streamsText = `${streams} stream${streams === 1 ? '' : 's'}`;
+  const what = producers ? `producer appends, ${streamsText}` : `appends, ${streamsText}`;
   const spec: AppendSpec = { streams, connections: s.connections, durationS: s.appendDurationS, producers, prefix: key };
   const rate: Row = { key, label: what, unit: 'appends/s', better: 'higher', rounds: {} };
   const p50: Row = { key: `${key}-p50`, label: `${what} p50`, unit: 'ms', better: 'lower', rounds: {} };
@@ -174,12 +178,13 @@ function machine() {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, only: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' }, streams: { type: 'string' }, duration: { type: 'string' }, rill: { type: 'string' } },
+    options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, only: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' }, streams: { type: 'string' }, duration: { type: 'string' }, rill: { type: 'string' }, 'cpu-prof': { type: 'boolean' } },
   });
   const s: BenchSettings = { ...(values.quick ? QUICK : FULL) };
   if (values.rounds) s.rounds = Number(values.rounds);
   if (values.data) DATA_BASE = resolve(values.data);
   if (values.rill) useRillBuild(values.rill);
+  if (values['cpu-prof']) profileRillInto(join(ROOT, '.bench/profiles'));
   if (values.streams) s.streamCounts = values.streams.split(',').map(Number);
   if (values.duration) s.appendDurationS = s.sseDurationS = Number(values.duration);
   const only = new Set((values.only?.split(',') ?? [...WORKLOADS]) as WorkloadName[]);

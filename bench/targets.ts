@@ -25,6 +25,14 @@ let rillCli = join(ROOT, 'dist/cli/main.js');
 export function useRillBuild(cli: string): void {
   rillCli = resolve(cli);
 }
+
+/** Node flags for rill's process only; `--cpu-prof` puts its CPU profiles in a folder. */
+let rillNodeFlags: string[] = [];
+
+export function profileRillInto(dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  rillNodeFlags = ['--cpu-prof', `--cpu-prof-dir=${resolve(dir)}`];
+}
 const SERVERS = join(import.meta.dirname, 'servers');
 
 export interface Running {
@@ -92,7 +100,8 @@ function exited(child: ChildProcess): Promise<void> {
 /** Spawns the server and resolves once it accepts requests. */
 export async function startTarget(name: TargetName, dataDir: string | null, extraArgs: string[] = []): Promise<Running> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...commandFor(name, port, dataDir), ...extraArgs], {
+  const flags = name === 'rill' ? rillNodeFlags : [];
+  const child = spawn(process.execPath, [...flags, ...commandFor(name, port, dataDir), ...extraArgs], {
     env: { ...process.env, RILL_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
