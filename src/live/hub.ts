@@ -14,6 +14,7 @@ export class LiveHub {
   private readonly unsubscribe: () => void;
   private draining = false;
   private readonly drainListeners = new Set<() => void>();
+  private readonly abortListeners = new WeakMap<AbortSignal, Set<() => void>>();
   /** Reads shared by the live readers of one stream state (see shared.ts). */
   readonly shared = new SharedEvents();
 
@@ -58,11 +59,12 @@ export class LiveHub {
         this.waiters.set(name, set);
       }
       const waiters = set;
+      let stopWatchingAbort = () => {};
       const finish = (result: WaitResult) => {
         clearTimeout(timer);
         waiters.delete(onChange);
         if (waiters.size === 0 && this.waiters.get(name) === waiters) this.waiters.delete(name);
-        signal?.removeEventListener('abort', onAbort);
+        stopWatchingAbort();
         this.drainListeners.delete(onAbort);
         resolve(result);
       };
@@ -72,8 +74,26 @@ export class LiveHub {
       waiters.add(onChange);
       this.drainListeners.add(onAbort);
       if (signal?.aborted || this.draining) onAbort();
-      else signal?.addEventListener('abort', onAbort, { once: true });
+      else if (signal) stopWatchingAbort = this.watchAbort(signal, onAbort);
     });
+  }
+
+  /**
+   * Calls `listener` when `signal` aborts. A live reader waits once per commit on the
+   * same signal; it gets one 'abort' listener for its life, since adding and removing
+   * EventTarget listeners on every wait is a real cost when a commit wakes thousands.
+   */
+  private watchAbort(signal: AbortSignal, listener: () => void): () => void {
+    let listeners = this.abortListeners.get(signal);
+    if (!listeners) {
+      const forSignal = new Set<() => void>();
+      signal.addEventListener('abort', () => [...forSignal].forEach((call) => call()), { once: true });
+      this.abortListeners.set(signal, forSignal);
+      listeners = forSignal;
+    }
+    const watching = listeners;
+    watching.add(listener);
+    return () => watching.delete(listener);
   }
 
   /** Calls `listener` when the server starts draining (at once if it already is). */
