@@ -446,6 +446,8 @@ export class SqliteStore extends BatchedStore {
     for (const row of this.sql.listFrom.iterate(bucket, keyPrefix + prefix, keyPrefix + (after ?? ''), this.now())) {
       const id = row.name.slice(keyPrefix.length);
       if (!id.startsWith(prefix)) break;
+      // A stream whose creation is not durable yet is not listed (readers see durable state only).
+      if (this.durability.durableState(row.name) === null) continue;
       if (names.length === limit) return { names, nextAfter: names[names.length - 1]! };
       names.push(id);
     }
