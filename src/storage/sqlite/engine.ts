@@ -1,7 +1,7 @@
 /**
- * The embedded default engine: SQLite through better-sqlite3, WAL journal, full fsync on
- * every commit. Each batch is one transaction; each command inside it runs under a
- * transaction; a command that breaks an invariant is dropped and the batch rerun.
+ * The embedded default engine: SQLite through better-sqlite3, WAL journal. Each batch is
+ * one transaction, acknowledged once an fsync of the WAL covers it (durability.ts); a
+ * command that breaks an invariant is dropped and the batch rerun without it.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
