@@ -2,7 +2,7 @@
  * The stream handle against a real rill server: create, append, head, delete, reads in
  * the three modes, JSON message offsets, Stream-Incarnation, and typed errors.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   GoneError,
   NotFoundError,
@@ -15,27 +15,16 @@ import {
   type StreamHandle,
 } from '../../src/client/index.js';
 import { errorFromResponse } from '../../src/client/errors.js';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { useClientServer } from '../helpers/client-server.js';
+import { removeDir, startServer } from '../helpers/server.js';
 
-let server: ServerProcess;
-let client: RillClient;
-let counter = 0;
-
-beforeAll(async () => {
   // A short SSE lifetime makes the reader reconnect several times within a test.
-  server = await startServer({ args: ['--sse-lifetime', '400ms', '--long-poll-timeout', '2s'] });
-  client = new RillClient({ url: server.url });
-  await client.bucket('client').create();
-});
-
-afterAll(async () => {
-  await server?.stop();
-  if (server) removeDir(server.dataDir);
-});
+const env = useClientServer('client', { args: ['--sse-lifetime', '400ms', '--long-poll-timeout', '2s'] });
+let counter = 0;
 
 function fresh(prefix: string): StreamHandle {
   counter += 1;
-  return client.stream(`client/${prefix}-${counter}`);
+  return env.client.stream(`client/${prefix}-${counter}`);
 }
 
 async function collect(batches: AsyncIterable<ReadBatch>, limit = 1000): Promise<ReadBatch[]> {
@@ -185,7 +174,7 @@ describe('stream handle', () => {
     const created = await stream.create({ contentType: 'application/json' });
     await stream.appendJson({ v: 1 });
     // Someone else deletes the stream and creates a new one at the same URL.
-    const other = client.stream(stream.url);
+    const other = env.client.stream(stream.url);
     await other.delete();
     const recreated = await other.create({ contentType: 'application/json' });
     expect(recreated.incarnation).not.toBe(created.incarnation);
@@ -221,7 +210,7 @@ describe('stream handle', () => {
     const closed = await stream.appendJson({ a: 3 }).catch((e: unknown) => e);
     expect(closed).toBeInstanceOf(StreamClosedError);
     expect((closed as StreamClosedError).fields).toMatchObject({ closed: true, nextOffset: 8 });
-    const missing = await client.stream('client/never-created').head().catch((e: unknown) => e);
+    const missing = await env.client.stream('client/never-created').head().catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(NotFoundError);
     expect((missing as NotFoundError).code).toBe('STREAM_NOT_FOUND');
   });
@@ -233,7 +222,7 @@ describe('stream handle', () => {
     const fork = await fetch(`${fresh('fork').url}`, { method: 'PUT', headers: { 'stream-forked-from': new URL(source.url).pathname } });
     expect(fork.status).toBe(201);
     await source.delete();
-    const error = await client.stream(source.url).head().catch((e: unknown) => e);
+    const error = await env.client.stream(source.url).head().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(GoneError);
     expect((error as GoneError).status).toBe(410);
   });
@@ -278,7 +267,7 @@ describe('stream handle', () => {
   });
 
   it('serves the bucket-less /v1/stream family too', async () => {
-    const stream = client.stream(`v1/stream/client-v1-${Date.now()}`);
+    const stream = env.client.stream(`v1/stream/client-v1-${Date.now()}`);
     await stream.create({ contentType: 'text/plain' });
     await stream.append('hello');
     expect(text(await collect(stream.read()))).toBe('hello');
@@ -289,7 +278,7 @@ describe('stream handle', () => {
 
 describe('buckets', () => {
   it('creates, lists page by page, and refuses to delete a non-empty bucket', async () => {
-    const bucket = client.bucket(`bk-${Date.now()}`);
+    const bucket = env.client.bucket(`bk-${Date.now()}`);
     expect(await bucket.create()).toEqual({ created: true });
     expect(await bucket.create()).toEqual({ created: false });
     for (const id of ['e', 'a', 'd', 'b', 'c']) await bucket.stream(id).create();

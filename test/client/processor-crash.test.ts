@@ -17,8 +17,8 @@ import {
   retrying,
   sleep,
   SourceWriter,
-  stopWriters,
-  spawnProcessor,
+  stopProcessing,
+  startProcessor,
   tailOf,
   waitForProgress,
   type Aggregate,
@@ -36,21 +36,13 @@ interface Stage {
 }
 
 let server: ServerProcess | undefined;
-const children: ProcessorChild[] = [];
 
 afterEach(async () => {
-  stopWriters();
-  for (const child of children.splice(0)) await killChild(child);
+  await stopProcessing();
   await server?.stop();
   if (server) removeDir(server.dataDir);
   server = undefined;
 });
-
-function start(config: ChildConfig): ProcessorChild {
-  const child = spawnProcessor(config);
-  children.push(child);
-  return child;
-}
 
 /** SIGKILL the server and start it again on the same data and port, while processors run. */
 async function restartServer(): Promise<void> {
@@ -76,7 +68,7 @@ async function crashLoop(stages: Stage[]): Promise<{ kills: number; serverRestar
     await sleep(Math.random() * 120);
     await killChild(stage.current);
     kills++;
-    stage.current = start(stage.config);
+    stage.current = startProcessor(stage.config);
     if (kills === SERVER_KILL_AT) {
       await waitForProgress(stage.targets, before, stage.current, 15_000);
       await restartServer();
@@ -110,7 +102,7 @@ describe('effectively-once processing under SIGKILL', () => {
     let killing = true;
     const feed = writer(source, () => killing, 50);
     const config: ChildConfig = { url: server!.url, source: 'crash/source', targets: ['crash/sums'], producerId: 'summer', windowCount: 10 };
-    const stages: Stage[] = [{ config, targets: [sums], current: start(config) }];
+    const stages: Stage[] = [{ config, targets: [sums], current: startProcessor(config) }];
     const stats = await crashLoop(stages);
     killing = false;
     const total = await feed.done;
@@ -132,8 +124,8 @@ describe('effectively-once processing under SIGKILL', () => {
     const first: ChildConfig = { url, source: 'crash/source', targets: ['crash/tens'], producerId: 'stage-1', windowCount: 10, closeTargetOnEnd: true };
     const second: ChildConfig = { url, source: 'crash/tens', targets: ['crash/hundreds'], producerId: 'stage-2', windowCount: 10, closeTargetOnEnd: true };
     const stages: Stage[] = [
-      { config: first, targets: [tens], current: start(first) },
-      { config: second, targets: [hundreds], current: start(second) },
+      { config: first, targets: [tens], current: startProcessor(first) },
+      { config: second, targets: [hundreds], current: startProcessor(second) },
     ];
     const stats = await crashLoop(stages);
     killing = false;
@@ -152,7 +144,7 @@ describe('effectively-once processing under SIGKILL', () => {
     let killing = true;
     const feed = writer(source, () => killing, 50);
     const config: ChildConfig = { url: server!.url, source: 'crash/source', targets: ['crash/p0', 'crash/p1', 'crash/p2'], producerId: 'splitter', windowCount: 10 };
-    const stages: Stage[] = [{ config, targets: partitions, current: start(config) }];
+    const stages: Stage[] = [{ config, targets: partitions, current: startProcessor(config) }];
     const stats = await crashLoop(stages);
     killing = false;
     const total = await feed.done;

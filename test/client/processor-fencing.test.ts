@@ -10,13 +10,12 @@ import { removeDir, startServer, type ServerProcess } from '../helpers/server.js
 import {
   expectSource,
   expectWindows,
-  killChild,
   makeJsonStreams,
   readAll,
   sleep,
   SourceWriter,
-  stopWriters,
-  spawnProcessor,
+  stopProcessing,
+  startProcessor,
   tailOf,
   waitForProgress,
   type Aggregate,
@@ -26,21 +25,13 @@ import {
 
 const FENCED_EXIT = 3;
 let server: ServerProcess | undefined;
-const children: ProcessorChild[] = [];
 
 afterEach(async () => {
-  stopWriters();
-  for (const child of children.splice(0)) await killChild(child);
+  await stopProcessing();
   await server?.stop();
   if (server) removeDir(server.dataDir);
   server = undefined;
 });
-
-function start(config: ChildConfig): ProcessorChild {
-  const child = spawnProcessor(config);
-  children.push(child);
-  return child;
-}
 
 describe('two instances of one processor', () => {
   it('fences the older instance; the target stays exactly-once', { timeout: 60_000 }, async () => {
@@ -58,9 +49,9 @@ describe('two instances of one processor', () => {
       // Keep the source growing until the older instance has stopped: it stops on its next write.
       keepGoing: () => older === undefined || older.child.exitCode === null,
     });
-    older = start(config);
+    older = startProcessor(config);
     await waitForProgress([sums], 0, older, 15_000);
-    const newer = start(config);
+    const newer = startProcessor(config);
     const olderExit = await Promise.race([older.exited, sleep(40_000).then(() => 'timeout')]);
     expect(olderExit, older.output()).toBe(FENCED_EXIT);
     expect(older.output()).toMatch(/PRODUCER_FENCED/);

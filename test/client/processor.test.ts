@@ -3,31 +3,19 @@
  * resuming from the target's Stream-Seq, skipping windows a 409 says are published,
  * stopping, and a partitioned target. The crash tests cover it killed mid-step.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IdempotentProducer, RillClient, runProcessor, type StreamHandle, type Window } from '../../src/client/index.js';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { describe, expect, it } from 'vitest';
+import { IdempotentProducer, runProcessor, type StreamHandle, type Window } from '../../src/client/index.js';
+import { useClientServer } from '../helpers/client-server.js';
 import { expectWindows, readAll, sleep, type Aggregate } from '../helpers/processing.js';
 
-let server: ServerProcess;
-let client: RillClient;
+const env = useClientServer('proc');
 let counter = 0;
-
-beforeAll(async () => {
-  server = await startServer();
-  client = new RillClient({ url: server.url });
-  await client.bucket('proc').create();
-});
-
-afterAll(async () => {
-  await server?.stop();
-  if (server) removeDir(server.dataDir);
-});
 
 async function streams(contentTypes: string[]): Promise<StreamHandle[]> {
   counter += 1;
   const out = [];
   for (const [i, contentType] of contentTypes.entries()) {
-    const stream = client.stream(`proc/t${counter}-${i}`);
+    const stream = env.client.stream(`proc/t${counter}-${i}`);
     await stream.create({ contentType });
     out.push(stream);
   }
@@ -46,7 +34,7 @@ function sum(window: Window<{ n: number }>): Aggregate {
 }
 
 /** A fresh handle, as a restarted process would have. */
-const again = (stream: StreamHandle) => client.stream(stream.url);
+const again = (stream: StreamHandle) => env.client.stream(stream.url);
 
 describe('processor', () => {
   it('publishes one result per window and resumes from the target after a restart', async () => {

@@ -2,7 +2,7 @@
  * The two Stream-Seq recipes of seed 001 against a real server: prefix-count commits by
  * racing writers, and the outbox publisher with a takeover by a new owner.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   FencedError,
   OutboxPublisher,
@@ -12,29 +12,17 @@ import {
   type FetchLike,
   type StreamHandle,
 } from '../../src/client/index.js';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { useClientServer } from '../helpers/client-server.js';
 import { readAll } from '../helpers/processing.js';
 
-let server: ServerProcess;
-let client: RillClient;
+const env = useClientServer('recipes');
 let counter = 0;
-
-beforeAll(async () => {
-  server = await startServer();
-  client = new RillClient({ url: server.url });
-  await client.bucket('recipes').create();
-});
-
-afterAll(async () => {
-  await server?.stop();
-  if (server) removeDir(server.dataDir);
-});
 
 async function freshLog(): Promise<string> {
   counter += 1;
   const path = `recipes/log-${counter}`;
   // Created without Stream-Seq, so the first commit's 0 is accepted.
-  await client.stream(path).create({ contentType: 'application/json' });
+  await env.client.stream(path).create({ contentType: 'application/json' });
   return path;
 }
 
@@ -51,7 +39,7 @@ describe('prefix-count committer', () => {
     const writers = [0, 1, 2, 3];
     const attempts = await Promise.all(
       writers.map(async (writer) => {
-        const committer = new PrefixCountCommitter<Event>(client.stream(path));
+        const committer = new PrefixCountCommitter<Event>(env.client.stream(path));
         let total = 0;
         for (let k = 0; k < 8; k++) {
           const outcome = await committer.commit(({ count }) => [
@@ -66,7 +54,7 @@ describe('prefix-count committer', () => {
     );
     // Writers that started together raced; the losers read on and tried again.
     expect(attempts.reduce((a, b) => a + b, 0)).toBeGreaterThan(32);
-    const log = await readAll<Event>(client.stream(path));
+    const log = await readAll<Event>(env.client.stream(path));
     expect(log.length).toBe(64);
     log.forEach((event, i) => {
       // Each commit was validated against exactly the events before it.
@@ -79,7 +67,7 @@ describe('prefix-count committer', () => {
   it('lets the validation decline, and counts what it read', async () => {
     const path = await freshLog();
     const seen: number[] = [];
-    const committer = new PrefixCountCommitter<{ n: number }>(client.stream(path), { apply: (_e, index) => seen.push(index) });
+    const committer = new PrefixCountCommitter<{ n: number }>(env.client.stream(path), { apply: (_e, index) => seen.push(index) });
     await committer.commit(() => [{ n: 1 }, { n: 2 }]);
     const declined = await committer.commit(({ count }) => (count >= 2 ? undefined : [{ n: 3 }]));
     expect(declined).toEqual({ committed: false, attempts: 1 });
@@ -100,11 +88,11 @@ describe('prefix-count committer', () => {
       }
       return response;
     };
-    const committer = new PrefixCountCommitter<{ op: string }>(new RillClient({ url: server.url, fetch: lossy }).stream(path));
+    const committer = new PrefixCountCommitter<{ op: string }>(new RillClient({ url: env.server.url, fetch: lossy }).stream(path));
     const outcome = await committer.commit(() => [{ op: 'op-1' }], (event) => event.op === 'op-1');
     expect(lost).toBe(1);
     expect(outcome.committed).toBe(true);
-    expect(await readAll(client.stream(path))).toEqual([{ op: 'op-1' }]);
+    expect(await readAll(env.client.stream(path))).toEqual([{ op: 'op-1' }]);
   });
 });
 
@@ -117,11 +105,11 @@ describe('outbox publisher', () => {
 
   it('publishes each fact once across a takeover; the old owner is fenced', async () => {
     const path = await freshLog();
-    const stream: StreamHandle = client.stream(path);
-    const first = new OutboxPublisher(client.stream(path), { id: 'outbox', epoch: 1, maxInFlight: 4 });
+    const stream: StreamHandle = env.client.stream(path);
+    const first = new OutboxPublisher(env.client.stream(path), { id: 'outbox', epoch: 1, maxInFlight: 4 });
     expect((await publishRange(first, 1, 40)).every((o) => o.published)).toBe(true);
     // The new owner takes over with a higher epoch and republishes from an earlier point.
-    const second = new OutboxPublisher(client.stream(path), { id: 'outbox', epoch: 2, maxInFlight: 4 });
+    const second = new OutboxPublisher(env.client.stream(path), { id: 'outbox', epoch: 2, maxInFlight: 4 });
     expect(await second.lastPublished()).toBe('00000000000000000040');
     const outcomes = await publishRange(second, 35, 60);
     const skipped = outcomes.filter((o) => !o.published);
@@ -135,9 +123,9 @@ describe('outbox publisher', () => {
 
   it('treats any 409 other than Stream-Seq as an error', async () => {
     const path = await freshLog();
-    const outbox = new OutboxPublisher(client.stream(path), { id: 'outbox' });
+    const outbox = new OutboxPublisher(env.client.stream(path), { id: 'outbox' });
     await outbox.publish(1, { fact: 1 });
-    await client.stream(path).close();
+    await env.client.stream(path).close();
     const error = await outbox.publish(2, { fact: 2 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StreamClosedError);
     await expect(outbox.publish(1, { fact: 1 })).rejects.toThrow(RangeError);

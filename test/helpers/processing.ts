@@ -124,6 +124,21 @@ export function stopWriters(): void {
   for (const writer of SourceWriter.running) writer.stop();
 }
 
+const startedChildren: ProcessorChild[] = [];
+
+/** Spawns a processor child that `stopProcessing` will kill if the test leaves it running. */
+export function startProcessor(config: ChildConfig): ProcessorChild {
+  const child = spawnProcessor(config);
+  startedChildren.push(child);
+  return child;
+}
+
+/** After each processor test: stop source writers and kill every processor child it started. */
+export async function stopProcessing(): Promise<void> {
+  stopWriters();
+  for (const child of startedChildren.splice(0)) await killChild(child);
+}
+
 export interface Aggregate {
   first: number;
   last: number;
