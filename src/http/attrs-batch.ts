@@ -12,13 +12,9 @@ import { H } from '../protocol/headers.js';
 import { frameJsonBody } from '../protocol/json.js';
 import { encodeOffset } from '../protocol/offset.js';
 import type { HandlerContext } from './context.js';
-import { header, readBody } from './request.js';
-import { send, sendError, sendJson } from './response.js';
+import { header, readBody, incarnationOf } from './request.js';
+import { send, sendBodyRefusal, sendError, sendJson } from './response.js';
 import type { StreamAddress } from './router.js';
-
-function incarnationOf(req: IncomingMessage): string | null {
-  return header(req, H.streamIncarnation) ?? null;
-}
 
 /** Parses attribute JSON text from a body or a Stream-Attrs header. */
 export function parseAttrsText(text: string): { ok: true; canonical: string | null } | { ok: false; error: ProtocolError } {
@@ -46,10 +42,7 @@ export async function handlePutAttrs(req: IncomingMessage, res: ServerResponse, 
     return sendError(res, protocolError('INVALID_CONTENT_TYPE', 'attributes are sent as application/json'));
   }
   const body = await readBody(req, MAX_ATTRS_BYTES);
-  if (!body.ok) {
-    res.setHeader('connection', 'close');
-    return sendError(res, body.error);
-  }
+  if (!body.ok) return sendBodyRefusal(res, body.error);
   const parsed = parseAttrsText(body.body.toString('utf8'));
   if (!parsed.ok) return sendError(res, parsed.error);
   const outcome = await ctx.store.run('putAttrs', { name: address.key, attrs: parsed.canonical, incarnation: incarnationOf(req) });
@@ -120,10 +113,7 @@ export async function handleAppendBatch(req: IncomingMessage, res: ServerRespons
   const contentType = normalizeContentType(header(req, 'content-type') ?? '');
   if (contentType === undefined) return sendError(res, protocolError('MISSING_CONTENT_TYPE', 'an append batch needs the Content-Type of its frames'));
   const body = await readBody(req, Math.min(MAX_BATCH_BYTES, ctx.settings.maxBodyBytes));
-  if (!body.ok) {
-    res.setHeader('connection', 'close');
-    return sendError(res, body.error);
-  }
+  if (!body.ok) return sendBodyRefusal(res, body.error);
   const parsed = parseFrames(body.body);
   if (!parsed.ok) return sendError(res, parsed.error);
   const incarnation = incarnationOf(req);

@@ -13,7 +13,7 @@ import { parseCanonicalUint } from '../protocol/parse.js';
 import { serveSse } from '../live/sse.js';
 import { readWindow, type ReadWindow } from '../live/window.js';
 import type { HandlerContext } from './context.js';
-import { header, parseQuery } from './request.js';
+import { header, parseQuery, incarnationOf } from './request.js';
 import { baseHeaders, originOf, send, sendError, type HeaderMap } from './response.js';
 import type { StreamAddress } from './router.js';
 
@@ -56,7 +56,7 @@ export function parseReadQuery(search: string, req: IncomingMessage, ctx: Handle
     if (value === undefined) return queryError('timeout_ms must be a non-negative integer');
     timeoutMs = Math.min(value, s.maxLongPollTimeoutMs);
   }
-  const request: ReadRequest = { offset, live, incarnation: header(req, H.streamIncarnation) ?? null };
+  const request: ReadRequest = { offset, live, incarnation: incarnationOf(req) };
   return { ok: true, query: { request, cursor: q.get('cursor') ?? null, maxBytes, timeoutMs } };
 }
 
@@ -105,7 +105,7 @@ function positionHeaders(stream: StreamState, next: number): HeaderMap {
  */
 function cacheHeaders(req: IncomingMessage, upToDate: boolean): HeaderMap {
   const vary = header(req, 'origin') === undefined ? 'Stream-Incarnation' : 'Origin, Stream-Incarnation';
-  if (header(req, H.streamIncarnation) !== undefined) return { 'cache-control': 'private, no-cache', vary };
+  if (incarnationOf(req) !== null) return { 'cache-control': 'private, no-cache', vary };
   return { 'cache-control': upToDate ? 'no-cache' : 'public, max-age=60, stale-while-revalidate=300', vary };
 }
 

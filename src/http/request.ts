@@ -1,11 +1,17 @@
 /** Reading requests: headers, query parameters and size-limited bodies. */
 import type { IncomingMessage } from 'node:http';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { H } from '../protocol/headers.js';
 
 export function header(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name];
   if (Array.isArray(value)) return value.join(', ');
   return value;
+}
+
+/** The Stream-Incarnation a request names, or null. */
+export function incarnationOf(req: IncomingMessage): string | null {
+  return header(req, H.streamIncarnation) ?? null;
 }
 
 export type BodyResult = { ok: true; body: Buffer } | { ok: false; error: ProtocolError };

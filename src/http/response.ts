@@ -93,3 +93,9 @@ export function sendError(res: ServerResponse, error: ProtocolError, extra: Head
 export function sendJson(res: ServerResponse, status: number, value: unknown, headers: HeaderMap = {}): void {
   send(res, status, { 'content-type': 'application/json', 'cache-control': 'no-store', ...headers }, JSON.stringify(value));
 }
+
+/** Refuses a request whose body was not read to the end: the connection cannot carry another request. */
+export function sendBodyRefusal(res: ServerResponse, error: ProtocolError): void {
+  res.setHeader('connection', 'close');
+  sendError(res, error);
+}

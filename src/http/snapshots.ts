@@ -15,13 +15,9 @@ import { H } from '../protocol/headers.js';
 import { splitStoredJson } from '../protocol/json.js';
 import { encodeOffset, parsePosition } from '../protocol/offset.js';
 import type { HandlerContext } from './context.js';
-import { header, parseQuery, readBody } from './request.js';
-import { baseHeaders, originOf, send, sendError, type HeaderMap } from './response.js';
+import { header, parseQuery, readBody, incarnationOf } from './request.js';
+import { baseHeaders, originOf, send, sendBodyRefusal, sendError, type HeaderMap } from './response.js';
 import type { StreamAddress } from './router.js';
-
-function incarnationOf(req: IncomingMessage): string | null {
-  return header(req, H.streamIncarnation) ?? null;
-}
 
 function offsetArg(arg: string | null): number | undefined {
   return arg === null ? undefined : parsePosition(arg);
@@ -36,10 +32,7 @@ export async function handlePublishSnapshot(req: IncomingMessage, res: ServerRes
   const contentType = rawType === undefined ? DEFAULT_CONTENT_TYPE : normalizeContentType(rawType);
   if (contentType === undefined) return sendError(res, protocolError('INVALID_CONTENT_TYPE', `"${rawType}" is not a media type`));
   const body = await readBody(req, ctx.settings.maxSnapshotBytes);
-  if (!body.ok) {
-    res.setHeader('connection', 'close');
-    return sendError(res, body.error);
-  }
+  if (!body.ok) return sendBodyRefusal(res, body.error);
   const request = {
     offset,
     contentType,

@@ -24,7 +24,7 @@ import {
 } from '../protocol/parse.js';
 import { parseAttrsText } from './attrs-batch.js';
 import type { HandlerContext } from './context.js';
-import { header, readBody } from './request.js';
+import { header, readBody, incarnationOf } from './request.js';
 import { errorHeaders, send, sendError, type HeaderMap } from './response.js';
 import { resolveStreamReference, type StreamAddress } from './router.js';
 import { describeStream, metadataHeaders, producerHeaders, receiptHeaders } from './stream-headers.js';
@@ -46,10 +46,6 @@ function requestContentType(req: IncomingMessage): string | null {
   const normal = normalizeContentType(raw);
   if (normal === undefined) throw new RequestError(protocolError('INVALID_CONTENT_TYPE', `"${raw}" is not a media type`));
   return normal;
-}
-
-function incarnationOf(req: IncomingMessage): string | null {
-  return header(req, H.streamIncarnation) ?? null;
 }
 
 function producerOf(req: IncomingMessage): ProducerHeaders | null {
