@@ -1,9 +1,9 @@
 /**
  * Workload 3: SSE fan-out. N subscribers follow one text stream over Server-Sent
- * Events (node:http client); one writer appends at a fixed rate, each message carrying
+ * Events (raw sockets); one writer appends at a fixed rate, each message carrying
  * its send time. Latency is publish-to-receive, per subscriber per message.
  */
-import { Agent, request, type ClientRequest } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { append, createStream, sleep } from '../http.js';
 
 export interface SseSpec {
@@ -34,42 +34,60 @@ function nowMicros(): number {
 }
 
 interface Subscriber {
-  req: ClientRequest;
+  socket: Socket;
   ready: Promise<void>;
 }
 
-/** Opens one SSE reader; records the latency of every stamped message it receives. */
-function subscribe(url: string, agent: Agent, latenciesUs: number[]): Subscriber {
+const STAMP = Buffer.from('data:t=');
+const CONTROL = Buffer.from('event: control');
+const SEMICOLON = 0x3b;
+
+/**
+ * Opens one SSE reader on a raw socket and records the latency of every stamped message
+ * it receives. A thousand readers share this process with the writer, so each received
+ * chunk costs only a byte search: with a full HTTP client per reader the measuring
+ * process, not the server, would set the tail of the latency.
+ */
+function subscribe(base: URL, path: string, latenciesUs: number[]): Subscriber {
   let markReady: () => void = () => {};
   let fail: (e: Error) => void = () => {};
   const ready = new Promise<void>((res, rej) => {
     markReady = res;
     fail = rej;
   });
-  const req = request(url, { agent, headers: { accept: 'text/event-stream' } }, (res) => {
-    if (res.statusCode !== 200) return fail(new Error(`SSE subscribe: HTTP ${res.statusCode}`));
-    res.setEncoding('utf8');
-    let pending = '';
-    res.on('data', (text: string) => {
-      const at = nowMicros();
-      pending += text;
-      let cut: number;
-      while ((cut = pending.indexOf('\n\n')) >= 0) {
-        const event = pending.slice(0, cut);
-        pending = pending.slice(cut + 2);
-        if (event.startsWith('event: control')) markReady();
-        const stamp = event.indexOf('data:t=');
-        if (event.startsWith('event: data') && stamp >= 0) {
-          const sent = Number(event.slice(stamp + 7, event.indexOf(';', stamp)));
-          latenciesUs.push(at - sent);
-        }
+  const socket = connect({ host: base.hostname, port: Number(base.port) });
+  socket.setNoDelay(true);
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: ${base.host}\r\nAccept: text/event-stream\r\n\r\n`);
+  let started = false;
+  let isReady = false;
+  // The unscanned end of the previous chunk: a stamp may be split across two reads.
+  let carry: Buffer | null = null;
+  socket.on('data', (chunk: Buffer) => {
+    const at = nowMicros();
+    const data = carry ? Buffer.concat([carry, chunk]) : chunk;
+    carry = null;
+    if (!started) {
+      started = true;
+      if (!data.subarray(0, 12).toString('latin1').endsWith(' 200')) return fail(new Error(`SSE subscribe: ${data.subarray(0, 40).toString('latin1')}`));
+    }
+    if (!isReady && data.includes(CONTROL)) {
+      isReady = true;
+      markReady();
+    }
+    for (let from = data.indexOf(STAMP); from >= 0; from = data.indexOf(STAMP, from)) {
+      const end = data.indexOf(SEMICOLON, from + STAMP.length);
+      if (end < 0) {
+        carry = Buffer.from(data.subarray(from));
+        return;
       }
-    });
-    res.on('error', () => {});
+      latenciesUs.push(at - Number(data.toString('latin1', from + STAMP.length, end)));
+      from = end;
+    }
+    // Keep a tail shorter than a stamp, in case one begins at the very end of this read.
+    if (data.length > 0) carry = Buffer.from(data.subarray(Math.max(0, data.length - STAMP.length + 1)));
   });
-  req.on('error', (e) => fail(e));
-  req.end();
-  return { req, ready };
+  socket.on('error', (e) => fail(e));
+  return { socket, ready };
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -82,11 +100,10 @@ export async function prepareSse(base: string, spec: SseSpec): Promise<void> {
 }
 
 export async function runSse(base: string, spec: SseSpec): Promise<SseResult> {
-  const agent = new Agent({ keepAlive: false, maxSockets: Infinity });
   const latenciesUs: number[] = [];
-  const url = `${base}/v1/stream/${spec.stream}?offset=now&live=sse`;
+  const path = `/v1/stream/${spec.stream}?offset=now&live=sse`;
   const subs: Subscriber[] = [];
-  for (let i = 0; i < spec.subscribers; i++) subs.push(subscribe(url, agent, latenciesUs));
+  for (let i = 0; i < spec.subscribers; i++) subs.push(subscribe(new URL(base), path, latenciesUs));
   try {
     await Promise.all(subs.map((s) => s.ready));
     await sleep(200);
@@ -112,7 +129,6 @@ export async function runSse(base: string, spec: SseSpec): Promise<SseResult> {
       expected: sent * spec.subscribers,
     };
   } finally {
-    for (const s of subs) s.req.destroy();
-    agent.destroy();
+    for (const s of subs) s.socket.destroy();
   }
 }
