@@ -77,9 +77,10 @@ async function serve(flags: ServeFlags): Promise<void> {
   const log = pino({ level: process.env.RILL_LOG_LEVEL ?? 'info' });
   const rill = createRillServer({ settings: settingsFrom(flags), logger: log });
   rill.store.onFatal((error) => {
-    // What the failed fsync covered may or may not be on disk: only a restart, reading the
-    // disk, can tell. Exit so that a supervisor restarts the server.
-    log.fatal({ err: error }, 'storage lost durability; exiting');
+    // What a failed fsync covered may or may not be on disk, and a broken invariant leaves
+    // memory untrusted: only a restart, reading the disk, can tell. Exit so that a
+    // supervisor restarts the server.
+    log.fatal({ err: error }, 'storage cannot continue; exiting');
     process.exit(1);
   });
   await rill.listen();

@@ -195,7 +195,7 @@ export abstract class BatchedStore implements Store {
 
   /** Answers a committed batch once it is durable; only then do readers hear of it. */
   private settle(batch: Pending[], failed: Map<Pending, unknown>, committed: { outcomes: Map<Pending, unknown>; events: CommitEvent[] }, error?: unknown): void {
-    if (error !== undefined) this.loseDurability(error);
+    if (error !== undefined) this.failFatally(error);
     for (const op of batch) {
       const failure = failed.get(op);
       if (failure) op.reject(failure);
@@ -206,7 +206,8 @@ export abstract class BatchedStore implements Store {
     if (--this.settling === 0) for (const resolve of this.settled.splice(0)) resolve();
   }
 
-  private loseDurability(error: unknown): void {
+  /** Nothing more can be trusted to work (durability lost, or a broken invariant after a commit). */
+  protected failFatally(error: unknown): void {
     if (this.fatal !== undefined) return;
     this.fatal = error;
     for (const listener of this.fatalListeners) listener(error);

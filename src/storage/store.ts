@@ -78,7 +78,10 @@ export interface Store {
   touch(stream: StreamState, nowMs: number): void;
 
   onCommit(listener: (events: CommitEvent[]) => void): () => void;
-  /** The store lost durability (an fsync failed); only a restart can tell what survived. */
+  /**
+   * The store cannot go on (an fsync failed, or an invariant broke after a commit); only a
+   * restart, reading the disk, can tell what survived.
+   */
   onFatal(listener: (error: unknown) => void): () => void;
   close(): Promise<void>;
 }

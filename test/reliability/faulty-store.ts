@@ -6,17 +6,24 @@
  *   the transaction back (what a failed fsync or a lost disk looks like to the server).
  * - `setMaxPages`: caps the database size with PRAGMA max_page_count, so SQLite really
  *   runs out of space (SQLITE_FULL) in the middle of a batch.
+ * - `failIndexing`: each slice of sealed recent appends is indexed, then fails, either as
+ *   the storage failing ('full': SQLITE_FULL) or as a broken invariant ('bug').
  * - `holdNext(n)`: queues the next `n` commands and releases them together in one turn
  *   of the event loop, so that concurrent HTTP writes are certain to share one batch.
  */
+import Database from 'better-sqlite3';
 import { SqliteStore, type SqliteStoreOptions } from '../../src/storage/sqlite/engine.js';
 import type { Txn } from '../../src/storage/executor.js';
 import type { CommandName, StoreCommands } from '../../src/storage/store.js';
 
 export class InjectedCommitFailure extends Error {}
+export class InjectedBug extends Error {}
 
 export class FaultyStore extends SqliteStore {
   failCommits = false;
+  failIndexing: 'full' | 'bug' | null = null;
+  /** Slices of recent appends whose indexing was made to fail. */
+  indexingFailures = 0;
   /** Transactions attempted, and how many of them failed. */
   attempted = 0;
   failed = 0;
@@ -38,6 +45,14 @@ export class FaultyStore extends SqliteStore {
       this.failed++;
       throw error;
     }
+  }
+
+  protected override indexSealedStep(maxRows: number): void {
+    super.indexSealedStep(maxRows);
+    if (this.failIndexing === null) return;
+    this.indexingFailures++;
+    if (this.failIndexing === 'bug') throw new InjectedBug('injected: indexing broke an invariant');
+    throw new Database.SqliteError('injected: database or disk is full', 'SQLITE_FULL');
   }
 
   pageCount(): number {

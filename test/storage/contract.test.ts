@@ -671,7 +671,7 @@ function bucketTests(ctx: Ctx): void {
   });
 }
 
-const engines = [sqliteEngine(), memoryEngine()];
+const engines = [sqliteEngine(), sqliteEngine({ sealRows: 3, sealBytes: 40, stepRows: 2 }), memoryEngine()];
 for (const engine of engines) storeContract(engine);
 
 function lifecycleTests(ctx: Ctx, engine: EngineUnderTest): void {

@@ -11,7 +11,7 @@ import { expect } from 'vitest';
 import type { CreateOutcome, CreateRequest } from '../../src/core/create.js';
 import { DEFAULT_PRODUCER_SETTINGS, type AppendOutcome, type AppendRequest, type Receipt, type StreamState } from '../../src/core/types.js';
 import { MemoryStore } from '../../src/storage/memory/engine.js';
-import { SqliteStore } from '../../src/storage/sqlite/engine.js';
+import { SqliteStore, type RecentIndexing } from '../../src/storage/sqlite/engine.js';
 import type { Store } from '../../src/storage/store.js';
 
 /** A clock tests move by hand. */
@@ -37,16 +37,20 @@ export interface EngineUnderTest {
   cleanup(): void;
 }
 
-export function sqliteEngine(): EngineUnderTest {
+/**
+ * SQLite as configured by default, or with `recentIndexing` set so small that appends are
+ * sealed and indexed every few commits, a slice at a time, in the middle of each test.
+ */
+export function sqliteEngine(recentIndexing?: RecentIndexing): EngineUnderTest {
   const dirs = new Map<Store, string>();
   const all: string[] = [];
   const openAt = (dir: string, clock: TestClock): Store => {
-    const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read });
+    const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read, recentIndexing });
     dirs.set(store, dir);
     return store;
   };
   return {
-    name: 'sqlite',
+    name: recentIndexing ? `sqlite, appends indexed every ${recentIndexing.sealRows} rows or ${recentIndexing.sealBytes} bytes, ${recentIndexing.stepRows} at a time` : 'sqlite',
     open(clock) {
       const dir = mkdtempSync(join(tmpdir(), 'rill-contract-'));
       all.push(dir);

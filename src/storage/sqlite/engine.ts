@@ -11,11 +11,24 @@ import { expiryMs } from '../../core/stream.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore } from '../batched.js';
 import type { Txn } from '../executor.js';
-import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource } from '../chain.js';
+import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
 import { WalDurability } from './durability.js';
+import { RecentChunks, type TakenChunks } from './recent.js';
 import { migrate } from './schema.js';
+
+/** When recent appends (recent.ts) are indexed, and how many at a time. */
+export interface RecentIndexing {
+  /** Recent appends are sealed for indexing once this many have gathered... */
+  sealRows: number;
+  /** ...or this many bytes. */
+  sealBytes: number;
+  /** Sealed appends indexed after each commit: a slice small enough not to stall requests. */
+  stepRows: number;
+}
+
+const DEFAULT_RECENT_INDEXING: RecentIndexing = { sealRows: 8192, sealBytes: 8 * 1024 * 1024, stepRows: 256 };
 
 /** SQLite result codes that mean the storage failed, not that a statement broke a rule. */
 const STORAGE_FAULT_CODES = ['SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_NOMEM', 'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_READONLY', 'SQLITE_CORRUPT', 'SQLITE_CANTOPEN', 'SQLITE_NOTADB', 'SQLITE_PROTOCOL', 'SQLITE_NOLFS'];
@@ -184,6 +197,21 @@ function prepareStatements(db: Database.Database) {
       `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND name > ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
     ),
     insertChunk: db.prepare<[number, number, Buffer]>(`INSERT INTO chunks (stream_id, start, data) VALUES (?, ?, ?)`),
+    insertRecent: db.prepare<[number, number, Buffer]>(`INSERT INTO recent_chunks (stream_id, start, data) VALUES (?, ?, ?)`),
+    // The given rows, one statement for a whole slice. They are read in the order given
+    // (stream, then start), for locality only: any order stores the same rows.
+    indexRecentRows: db.prepare<[string]>(
+      `INSERT INTO chunks (stream_id, start, data) SELECT r.stream_id, r.start, r.data FROM json_each(?) AS j JOIN recent_chunks r ON r.id = j.value`,
+    ),
+    deleteRecentUpTo: db.prepare<[number]>(`DELETE FROM recent_chunks WHERE id <= ?`),
+    clearRecent: db.prepare(`DELETE FROM recent_chunks`),
+    // After a crash: rows a seal had already indexed are skipped (same stream and start),
+    // and rows of streams deleted since are dropped.
+    recoverRecent: db.prepare(
+      `INSERT OR IGNORE INTO chunks (stream_id, start, data)
+       SELECT r.stream_id, r.start, r.data FROM recent_chunks r WHERE EXISTS (SELECT 1 FROM streams s WHERE s.id = r.stream_id)
+       ORDER BY r.stream_id, r.start`,
+    ),
     chunkContaining: db.prepare<[number, number], { start: number; data: Buffer }>(
       `SELECT start, data FROM chunks WHERE stream_id = ? AND start <= ? ORDER BY start DESC LIMIT 1`,
     ),
@@ -215,6 +243,8 @@ type Statements = ReturnType<typeof prepareStatements>;
 export interface SqliteStoreOptions extends StoreOptions {
   /** Directory holding `rill.db`. */
   dataDir: string;
+  /** Tuning of recent-append indexing; tests make it small to exercise every path. */
+  recentIndexing?: RecentIndexing;
 }
 
 export class SqliteStore extends BatchedStore {
@@ -225,12 +255,15 @@ export class SqliteStore extends BatchedStore {
   private persistedNextStreamId: number;
   private readonly txn: Txn;
   private readonly cache = new StreamCache(200_000);
+  private readonly recent = new RecentChunks();
+  private readonly recentIndexing: RecentIndexing;
   private readonly updates = new Map<string, Database.Statement>();
   private readonly runTransaction: (body: (txn: Txn) => void) => void;
   private readonly durability: WalDurability;
 
   constructor(options: SqliteStoreOptions) {
     super(options);
+    this.recentIndexing = options.recentIndexing ?? DEFAULT_RECENT_INDEXING;
     mkdirSync(options.dataDir, { recursive: true });
     this.db = new Database(join(options.dataDir, 'rill.db'));
     // WAL lets readers work beside the writer. SQLite itself does not fsync at COMMIT
@@ -247,6 +280,11 @@ export class SqliteStore extends BatchedStore {
     this.nextStreamId = Number(this.sql.nextId.get()!.value);
     this.persistedNextStreamId = this.nextStreamId;
     this.txn = this.createTxn();
+    // Appends a crash left unindexed are indexed before anything reads them.
+    this.db.transaction(() => {
+      this.sql.recoverRecent.run();
+      this.sql.clearRecent.run();
+    })();
     this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir);
     this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
       body(this.txn);
@@ -256,14 +294,58 @@ export class SqliteStore extends BatchedStore {
 
   protected transact(body: (txn: Txn) => void): void {
     this.cache.begin();
+    this.recent.begin();
     try {
       this.runTransaction(body);
     } catch (error) {
       this.cache.rollback();
+      this.recent.rollback();
       throw error;
     }
+    this.recent.commit();
     this.durability.committed(this.cache.commit());
     this.persistedNextStreamId = this.nextStreamId;
+    const { sealRows, sealBytes, stepRows } = this.recentIndexing;
+    this.recent.sealIfFull(sealRows, sealBytes);
+    if (this.recent.sealedUpToId !== null) this.alone(() => this.indexSealedStep(stepRows));
+  }
+
+  /** Indexes the next slice of sealed appends; once all are, drops them from `recent_chunks`. */
+  protected indexSealedStep(maxRows: number): void {
+    this.insertIndexed(this.recent.takeSealed(maxRows));
+    if (!this.recent.sealDone) return;
+    this.sql.deleteRecentUpTo.run(this.recent.sealedUpToId!);
+    this.recent.endSeal();
+  }
+
+  /** Indexes every recent append (inside the caller's transaction). */
+  private indexAllRecent(): void {
+    this.insertIndexed(this.recent.takeAll());
+    this.sql.clearRecent.run();
+  }
+
+  private insertIndexed(taken: TakenChunks[]): void {
+    const ids: number[] = [];
+    for (const { chunks } of taken) for (const chunk of chunks) ids.push(chunk.id);
+    if (ids.length > 0) this.sql.indexRecentRows.run(JSON.stringify(ids));
+  }
+
+  /**
+   * Runs recent-append indexing in a transaction of its own, after a batch committed. It
+   * changes no stream, so nothing waits for it: the next fsync covers it, and a crash
+   * before that leaves the appends recent, to be indexed at the next start. When the
+   * storage fails (say the disk is full) they stay recent and a later commit tries
+   * again; any other error is a broken invariant, and the store stops.
+   */
+  private alone(work: () => void): void {
+    this.recent.begin();
+    try {
+      this.db.transaction(work)();
+      this.recent.commit();
+    } catch (error) {
+      this.recent.rollback();
+      if (!isStorageFault(error)) this.failFatally(error);
+    }
   }
 
   protected override whenDurable(done: (error?: unknown) => void): void {
@@ -332,9 +414,17 @@ export class SqliteStore extends BatchedStore {
 
   private readonly chunkSource: ChunkSource = {
     streamById: (id) => this.streamById(id),
-    chunkContaining: (streamId, position) => this.sql.chunkContaining.get(streamId, position) ?? null,
-    chunksFrom: (streamId, from, before) => this.sql.chunksFrom.iterate(streamId, from, before),
+    chunkContaining: (streamId, position) => this.recent.containing(streamId, position) ?? this.sql.chunkContaining.get(streamId, position) ?? null,
+    chunksFrom: (streamId, from, before) => this.chunksFrom(streamId, from, before),
   };
+
+  /** Indexed chunks first, then recent ones: every recent append of a stream follows its indexed ones. */
+  private *chunksFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
+    const firstRecent = this.recent.firstStart(streamId);
+    // A tail read that starts among the recent appends needs no query.
+    if (firstRecent === undefined || from < firstRecent) yield* this.sql.chunksFrom.iterate(streamId, from, Math.min(before, firstRecent ?? before));
+    yield* this.recent.from(streamId, from, before);
+  }
 
   private createTxn(): Txn {
     const sql = this.sql;
@@ -373,6 +463,8 @@ export class SqliteStore extends BatchedStore {
         this.streamById(stream.id);
         this.cache.delete(stream);
         sql.deleteChunks.run(stream.id);
+        // Its rows in recent_chunks go with the next seal's range (or the next start skips them).
+        this.recent.forget(stream.id);
         sql.deleteAllProducers.run(stream.id);
         sql.deleteSnapshot.run(stream.id);
         sql.deleteStream.run(stream.id);
@@ -380,7 +472,10 @@ export class SqliteStore extends BatchedStore {
       putSnapshotBody: (streamId, body) => void sql.putSnapshot.run(streamId, body),
       trimBefore: (stream, position) => this.trimBefore(stream, position),
       descendantsEarliest: (streamId) => sql.descendantsEarliest.get(streamId)!.e,
-      appendChunk: (streamId, start, data) => void sql.insertChunk.run(streamId, start, data),
+      appendChunk: (streamId, start, data) => {
+        const { lastInsertRowid } = sql.insertRecent.run(streamId, start, data);
+        this.recent.add(streamId, { id: Number(lastInsertRowid), start, data });
+      },
       putProducer: (streamId, r) =>
         void sql.upsertProducer.run({
           stream_id: streamId,
@@ -403,6 +498,8 @@ export class SqliteStore extends BatchedStore {
 
   /** Deletes whole appends before `position`; an append cut by it keeps only its tail part. */
   private trimBefore(stream: StreamState, position: number): void {
+    // Trimming works on the index: what is recent is indexed first (retention is rare).
+    this.indexAllRecent();
     this.sql.trimWhole.run(stream.id, position, position);
     const straddling = this.sql.chunkBefore.get(stream.id, position);
     if (!straddling || straddling.start + straddling.data.length <= position) return;
@@ -455,6 +552,8 @@ export class SqliteStore extends BatchedStore {
   }
 
   protected closeEngine(): void {
+    // A clean stop leaves everything indexed; if this fails, the next start does it.
+    if (this.recent.size > 0) this.alone(() => this.indexAllRecent());
     this.durability.close();
     this.db.close();
   }

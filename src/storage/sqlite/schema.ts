@@ -4,7 +4,7 @@
  */
 import type Database from 'better-sqlite3';
 
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -67,6 +67,17 @@ const MIGRATIONS: Record<number, string> = {
     ALTER TABLE streams ADD COLUMN snapshot_digest TEXT;
     CREATE TABLE snapshots (stream_id INTEGER PRIMARY KEY, data BLOB NOT NULL);
     CREATE INDEX streams_fork_source ON streams (fork_source_id) WHERE fork_source_id IS NOT NULL;
+  `,
+  // Appends not yet in the chunks index (see recent.ts), moved there in bulk.
+  // AUTOINCREMENT: rowids never go back, even when the table empties, so "sealed up to
+  // rowid N" always means the same rows.
+  3: `
+    CREATE TABLE recent_chunks (
+      id INTEGER PRIMARY KEY AUTOINCREMENT,
+      stream_id INTEGER NOT NULL,
+      start INTEGER NOT NULL,
+      data BLOB NOT NULL
+    );
   `,
 };
 

@@ -1,0 +1,226 @@
+/**
+ * The newest appends, kept in memory and in an unindexed table until they are indexed
+ * in bulk.
+ *
+ * Inserting each append into the (stream, start) index of `chunks` dirties one index
+ * page per stream written in a commit, and every dirty page is a frame written to the
+ * WAL: with hundreds of streams a batch of appends spreads over as many pages. Appends
+ * therefore go to `recent_chunks`, whose rowid only grows, so a commit writes one or two
+ * pages of it. Once enough have gathered they are sealed and moved into `chunks` a slice
+ * at a time, stream after stream in id order, so that each index page is written once
+ * for many appends and no single move stalls the server for long. When every sealed
+ * row is indexed, they leave `recent_chunks` as one contiguous range of rowids.
+ *
+ * Only a stream's oldest recent appends are ever moved, so every recent append of a
+ * stream lies after every indexed one: a read takes the indexed part from SQLite and the
+ * rest from here. Changes made inside a transaction are undone if it rolls back, like
+ * the stream cache's.
+ */
+import type { StoredChunk } from '../chain.js';
+
+export interface RecentChunk extends StoredChunk {
+  /** Its rowid in `recent_chunks`. */
+  id: number;
+}
+
+/** Appends of one stream taken to be indexed, oldest first. */
+export interface TakenChunks {
+  streamId: number;
+  chunks: RecentChunk[];
+}
+
+interface Seal {
+  /** Rows with ids up to this one are sealed. */
+  upToId: number;
+  /** Streams that may still hold sealed rows, in id order, and the next one to take. */
+  streams: number[];
+  next: number;
+}
+
+export class RecentChunks {
+  private byStream = new Map<number, RecentChunk[]>();
+  private rows = 0;
+  private bytes = 0;
+  private lastId = 0;
+  private seal: Seal | null = null;
+  private undo: Array<() => void> | null = null;
+
+  get size(): number {
+    return this.rows;
+  }
+
+  /** The rowid below which every row is sealed, while sealed rows are being indexed. */
+  get sealedUpToId(): number | null {
+    return this.seal?.upToId ?? null;
+  }
+
+  /** Seals what is here when enough has gathered and nothing sealed is left; true when it did. */
+  sealIfFull(maxRows: number, maxBytes: number): boolean {
+    if (this.seal !== null || (this.rows < maxRows && this.bytes < maxBytes)) return false;
+    const streams = [...this.byStream.keys()].sort((a, b) => a - b);
+    this.setSeal({ upToId: this.lastId, streams, next: 0 });
+    return true;
+  }
+
+  /**
+   * Takes up to `maxRows` sealed appends (at least one stream's worth of at least one),
+   * the oldest of each stream first. Answers [] when nothing sealed is left.
+   */
+  takeSealed(maxRows: number): TakenChunks[] {
+    const seal = this.seal;
+    if (!seal) return [];
+    const taken: TakenChunks[] = [];
+    let budget = maxRows;
+    const startNext = seal.next;
+    while (budget > 0 && seal.next < seal.streams.length) {
+      const streamId = seal.streams[seal.next]!;
+      const chunks = this.takePrefix(streamId, seal.upToId, budget);
+      budget -= chunks.length;
+      if (chunks.length > 0) taken.push({ streamId, chunks });
+      if (budget > 0) seal.next++;
+    }
+    this.undo?.push(() => {
+      seal.next = startNext;
+    });
+    return taken;
+  }
+
+  /** Whether every sealed row has been taken. */
+  get sealDone(): boolean {
+    return this.seal !== null && this.seal.next >= this.seal.streams.length;
+  }
+
+  /** The sealed rows are indexed and gone from the table. */
+  endSeal(): void {
+    this.setSeal(null);
+  }
+
+  /** Takes everything, sealed or not, for indexing all at once. */
+  takeAll(): TakenChunks[] {
+    const taken = [...this.byStream].sort(([a], [b]) => a - b).map(([streamId, list]) => ({ streamId, chunks: list }));
+    const [byStream, rows, bytes] = [this.byStream, this.rows, this.bytes];
+    this.byStream = new Map();
+    this.rows = 0;
+    this.bytes = 0;
+    this.undo?.push(() => {
+      this.byStream = byStream;
+      this.rows = rows;
+      this.bytes = bytes;
+    });
+    this.setSeal(null);
+    return taken;
+  }
+
+  add(streamId: number, chunk: RecentChunk): void {
+    if (chunk.id <= this.lastId) throw new Error(`invariant: recent rowid ${chunk.id} after ${this.lastId}`);
+    let list = this.byStream.get(streamId);
+    if (!list) {
+      list = [];
+      this.byStream.set(streamId, list);
+    }
+    const last = list[list.length - 1];
+    if (last && last.start + last.data.length > chunk.start) {
+      throw new Error(`invariant: stream ${streamId} append at ${chunk.start} overlaps the one at ${last.start}`);
+    }
+    list.push(chunk);
+    const lastId = this.lastId;
+    this.lastId = chunk.id;
+    this.count(1, chunk.data.length);
+    this.undo?.push(() => {
+      list.pop();
+      if (list.length === 0 && this.byStream.get(streamId) === list) this.byStream.delete(streamId);
+      this.lastId = lastId;
+      this.count(-1, -chunk.data.length);
+    });
+  }
+
+  /** Where the stream's first recent append starts, if it has one. */
+  firstStart(streamId: number): number | undefined {
+    return this.byStream.get(streamId)?.[0]!.start;
+  }
+
+  /** The recent append with the greatest start at or before `position`, if any. */
+  containing(streamId: number, position: number): StoredChunk | null {
+    const list = this.byStream.get(streamId);
+    if (!list || list[0]!.start > position) return null;
+    let low = 0;
+    let high = list.length - 1;
+    while (low < high) {
+      const mid = (low + high + 1) >> 1;
+      if (list[mid]!.start <= position) low = mid;
+      else high = mid - 1;
+    }
+    // A plain chunk: the rowid is this table's business, not the reader's.
+    const { start, data } = list[low]!;
+    return { start, data };
+  }
+
+  /** The recent appends with `from <= start < before`, in order. */
+  *from(streamId: number, from: number, before: number): Iterable<StoredChunk> {
+    const list = this.byStream.get(streamId);
+    if (!list) return;
+    for (const chunk of list) {
+      if (chunk.start >= before) return;
+      if (chunk.start >= from) yield chunk;
+    }
+  }
+
+  /** Removes a stream's recent appends: it is being deleted. */
+  forget(streamId: number): void {
+    const list = this.byStream.get(streamId);
+    if (!list) return;
+    this.byStream.delete(streamId);
+    const bytes = list.reduce((sum, c) => sum + c.data.length, 0);
+    this.count(-list.length, -bytes);
+    this.undo?.push(() => {
+      this.byStream.set(streamId, list);
+      this.count(list.length, bytes);
+    });
+  }
+
+  begin(): void {
+    this.undo = [];
+  }
+
+  commit(): void {
+    this.undo = null;
+  }
+
+  rollback(): void {
+    const steps = this.undo ?? [];
+    this.undo = null;
+    for (const step of steps.reverse()) step();
+  }
+
+  /** Removes up to `max` of the stream's oldest appends with ids up to `upToId`. */
+  private takePrefix(streamId: number, upToId: number, max: number): RecentChunk[] {
+    const list = this.byStream.get(streamId);
+    if (!list) return [];
+    let n = 0;
+    while (n < list.length && n < max && list[n]!.id <= upToId) n++;
+    if (n === 0) return [];
+    const taken = list.splice(0, n);
+    if (list.length === 0) this.byStream.delete(streamId);
+    const bytes = taken.reduce((sum, c) => sum + c.data.length, 0);
+    this.count(-n, -bytes);
+    this.undo?.push(() => {
+      list.unshift(...taken);
+      if (!this.byStream.has(streamId)) this.byStream.set(streamId, list);
+      this.count(n, bytes);
+    });
+    return taken;
+  }
+
+  private setSeal(seal: Seal | null): void {
+    const previous = this.seal;
+    this.seal = seal;
+    this.undo?.push(() => {
+      this.seal = previous;
+    });
+  }
+
+  private count(rows: number, bytes: number): void {
+    this.rows += rows;
+    this.bytes += bytes;
+  }
+}
