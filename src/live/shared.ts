@@ -15,6 +15,24 @@ export interface SharedEvent {
   bytes: number;
   /** Position after them. */
   next: number;
+  /**
+   * The event followed by a control event, by what that control event depends on beyond
+   * the shared state (the reader's cursor): readers alike write one shared buffer.
+   */
+  withControl?: Map<string, Buffer>;
+}
+
+/** Control-event variants kept per event; readers' cursors rarely differ. */
+const MAX_CONTROL_VARIANTS = 8;
+
+/** `shared.event` and the control event `render()` makes for `variant`, made once per variant. */
+export function eventWithControl(shared: SharedEvent, variant: string, render: () => string): Buffer {
+  const known = shared.withControl?.get(variant);
+  if (known) return known;
+  const framed = Buffer.concat([shared.event, Buffer.from(render())]);
+  shared.withControl ??= new Map();
+  if (shared.withControl.size < MAX_CONTROL_VARIANTS) shared.withControl.set(variant, framed);
+  return framed;
 }
 
 /** Entries kept at once, across streams. */

@@ -16,7 +16,7 @@ import { ndjsonToArray } from '../protocol/json.js';
 import { encodeOffset } from '../protocol/offset.js';
 import type { Store } from '../storage/store.js';
 import type { LiveHub } from './hub.js';
-import type { SharedEvent } from './shared.js';
+import { eventWithControl, type SharedEvent } from './shared.js';
 import { readWindow } from './window.js';
 
 export interface SseOptions {
@@ -131,11 +131,11 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
       // No bytes below the tail means the stream was dropped under this reader: stop rather than spin.
       if (shared.bytes === 0) return;
       state.position = shared.next;
-      // The shared data event and this reader's own control event leave in one write.
-      res.cork();
-      res.write(shared.event);
-      res.write(controlEvent(state));
-      res.uncork();
+      // The data event and this reader's control event leave in one write. The control
+      // event depends on the shared state, the position (both fixed by the shared entry),
+      // closure and the cursor: readers alike in those share one buffer.
+      const variant = `${state.cursor}:${state.stream.closed}`;
+      res.write(eventWithControl(shared, variant, () => controlEvent(state)));
       announced = true;
     }
     if (endsStream(state.stream, state.position)) {
