@@ -306,8 +306,16 @@ export class SqliteStore extends BatchedStore {
     this.durability.committed(this.cache.commit());
     this.persistedNextStreamId = this.nextStreamId;
     const { sealRows, sealBytes, stepRows } = this.recentIndexing;
+    // Each slice also covers as many rows as this commit added, so sealed rows drain faster
+    // than appends arrive and memory stays bounded (about two seals and a batch).
+    const added = this.recent.takeAddedCount();
     this.recent.sealIfFull(sealRows, sealBytes);
-    if (this.recent.sealedUpToId !== null) this.alone(() => this.indexSealedStep(stepRows));
+    if (this.recent.sealedUpToId !== null) this.alone(() => this.indexSealedStep(stepRows + added));
+  }
+
+  /** Appends held in memory until indexed (see recent.ts). */
+  get recentRows(): number {
+    return this.recent.size;
   }
 
   /** Indexes the next slice of sealed appends; once all are, drops them from `recent_chunks`. */

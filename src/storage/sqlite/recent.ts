@@ -43,10 +43,19 @@ export class RecentChunks {
   private bytes = 0;
   private lastId = 0;
   private seal: Seal | null = null;
+  /** Rows added since `takeAddedCount` last ran. */
+  private added = 0;
   private undo: Array<() => void> | null = null;
 
   get size(): number {
     return this.rows;
+  }
+
+  /** Rows added since the last call (rolled-back additions excluded). */
+  takeAddedCount(): number {
+    const added = this.added;
+    this.added = 0;
+    return added;
   }
 
   /** The rowid below which every row is sealed, while sealed rows are being indexed. */
@@ -126,7 +135,9 @@ export class RecentChunks {
     const lastId = this.lastId;
     this.lastId = chunk.id;
     this.count(1, chunk.data.length);
+    this.added++;
     this.undo?.push(() => {
+      this.added--;
       list.pop();
       if (list.length === 0 && this.byStream.get(streamId) === list) this.byStream.delete(streamId);
       this.lastId = lastId;
