@@ -128,6 +128,57 @@ export function planBootstrap(stream: StreamState | undefined, incarnation: stri
   return { ok: true, stream: stream!, snapshotPoint: stream!.snapshot?.offset ?? stream!.earliestOffset };
 }
 
+/** Update parts of one bootstrap response stop near this size (at least one message is sent). */
+export const BOOTSTRAP_MAX_UPDATE_BYTES = 8 * 1024 * 1024;
+
+/** Stored bytes read for a bootstrap: one append, or the part of it the read window held. */
+export interface UpdatePiece {
+  start: number;
+  data: Buffer;
+  /** The piece is the whole append stored at `start`. */
+  whole: boolean;
+}
+
+export interface BootstrapUpdates {
+  /** One part each: a JSON value for JSON streams, an original append otherwise. */
+  messages: Buffer[];
+  /** Position after the last message sent. */
+  next: number;
+  /** Nothing fit the read window although messages remain: read again with a larger one. */
+  needsLargerWindow: boolean;
+}
+
+/**
+ * The update messages of a bootstrap, from `from`, out of pieces read in stream order:
+ * every JSON value of a JSON stream, every whole original append of other streams. An
+ * append the window cut is left for the next request (from Stream-Next-Offset); when
+ * not one message fit, the window must grow, since a bootstrap sends at least one.
+ */
+export function bootstrapUpdates(stream: StreamState, from: number, pieces: UpdatePiece[], splitJson: (bytes: Buffer) => Buffer[]): BootstrapUpdates {
+  const json = isJsonContentType(stream.config.contentType);
+  const messages: Buffer[] = [];
+  let next = from;
+  for (const piece of pieces) {
+    if (json) {
+      for (const message of splitJson(piece.data)) {
+        messages.push(message);
+        next += message.length + 1;
+      }
+      continue;
+    }
+    if (!piece.whole) break;
+    messages.push(piece.data);
+    next += piece.data.length;
+  }
+  return { messages, next, needsLargerWindow: messages.length === 0 && from < stream.tail };
+}
+
+/** A bootstrap that reaches the tail is up to date, and says the stream is closed if it is. */
+export function bootstrapCompletion(stream: StreamState, next: number): { upToDate: boolean; closed: boolean } {
+  const upToDate = next >= stream.tail;
+  return { upToDate, closed: upToDate && stream.closed };
+}
+
 /**
  * Reading a published snapshot by offset. Order: exists (404/410) -> snapshot visible
  * (404) -> incarnation (412): a read that would answer 404 without Stream-Incarnation

@@ -6,7 +6,15 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { planBootstrap, planSnapshotRead } from '../core/snapshot.js';
+import {
+  BOOTSTRAP_MAX_UPDATE_BYTES,
+  bootstrapCompletion,
+  bootstrapUpdates,
+  planBootstrap,
+  planSnapshotRead,
+  type BootstrapUpdates,
+  type UpdatePiece,
+} from '../core/snapshot.js';
 import type { StreamState } from '../core/types.js';
 import { DEFAULT_CONTENT_TYPE, isJsonContentType, normalizeContentType } from '../protocol/content-type.js';
 import { snapshotDigest } from '../protocol/digest.js';
@@ -84,38 +92,20 @@ export async function handleRetention(req: IncomingMessage, res: ServerResponse,
   });
 }
 
-/** Update parts of one bootstrap response stop near this size (at least one message is sent). */
-export const BOOTSTRAP_MAX_UPDATE_BYTES = 8 * 1024 * 1024;
-
-interface BootstrapUpdates {
-  messages: Buffer[];
-  next: number;
-}
-
 /**
- * The retained messages from `from`, each whole: JSON values for JSON streams, the
- * original appends for others. Stops before a message that would pass `maxBytes`.
+ * Reads the retained messages from `from` (the rule for what they are is core's
+ * bootstrapUpdates): a piece is whole when it is the entire append stored at its start.
  */
-async function retainedMessages(ctx: HandlerContext, stream: StreamState, from: number, maxBytes: number): Promise<BootstrapUpdates> {
+async function retainedMessages(ctx: HandlerContext, stream: StreamState, from: number, windowBytes: number): Promise<BootstrapUpdates> {
   const json = isJsonContentType(stream.config.contentType);
-  const pieces = await ctx.store.readChunks(stream, from, maxBytes);
-  const messages: Buffer[] = [];
-  let next = from;
-  for (const piece of pieces) {
-    if (json) {
-      for (const message of splitStoredJson(piece.data)) {
-        messages.push(message);
-        next += message.length + 1;
-      }
-      continue;
-    }
-    const whole = await ctx.store.chunkAt(stream, piece.start);
-    if (whole === null || whole.start !== piece.start || whole.data.length !== piece.data.length) break;
-    messages.push(piece.data);
-    next += piece.data.length;
+  const pieces: UpdatePiece[] = [];
+  for (const piece of await ctx.store.readChunks(stream, from, windowBytes)) {
+    // JSON pieces are split into values whatever their appends; others need the whole append.
+    const whole = json ? null : await ctx.store.chunkAt(stream, piece.start);
+    pieces.push({ ...piece, whole: json || (whole !== null && whole.start === piece.start && whole.data.length === piece.data.length) });
   }
-  if (messages.length === 0 && from < stream.tail) return retainedMessages(ctx, stream, from, maxBytes * 2);
-  return { messages, next };
+  const updates = bootstrapUpdates(stream, from, pieces, splitStoredJson);
+  return updates.needsLargerWindow ? retainedMessages(ctx, stream, from, windowBytes * 2) : updates;
 }
 
 function part(boundary: string, contentType: string, body: Buffer): Buffer[] {
@@ -133,7 +123,7 @@ export async function handleBootstrap(req: IncomingMessage, res: ServerResponse,
   const updates = await retainedMessages(ctx, stream, snapshotPoint, BOOTSTRAP_MAX_UPDATE_BYTES);
   ctx.store.touch(stream, ctx.now());
   const boundary = `rill-${randomBytes(12).toString('hex')}`;
-  const complete = updates.next >= stream.tail;
+  const { upToDate, closed } = bootstrapCompletion(stream, updates.next);
   const headers: HeaderMap = {
     ...baseHeaders(originOf(res)),
     'content-type': `multipart/mixed; boundary=${boundary}`,
@@ -142,8 +132,8 @@ export async function handleBootstrap(req: IncomingMessage, res: ServerResponse,
     [H.streamNextOffset]: encodeOffset(updates.next),
     [H.streamIncarnation]: stream.incarnation,
   };
-  if (complete) headers[H.streamUpToDate] = 'true';
-  if (complete && stream.closed) headers[H.streamClosed] = 'true';
+  if (upToDate) headers[H.streamUpToDate] = 'true';
+  if (closed) headers[H.streamClosed] = 'true';
   const chunks = part(boundary, stream.snapshot?.contentType ?? DEFAULT_CONTENT_TYPE, snapshot ?? Buffer.alloc(0));
   for (const message of updates.messages) chunks.push(...part(boundary, stream.config.contentType, message));
   chunks.push(Buffer.from(`--${boundary}--\r\n`));

@@ -16,6 +16,7 @@ import type { ProtocolError } from '../../src/protocol/errors.js';
 import type { OffsetParam } from '../../src/protocol/offset.js';
 import { parseStreamSeq } from '../../src/protocol/parse.js';
 import { MemoryStore } from '../../src/storage/memory/engine.js';
+import { streamState } from './states.js';
 
 const NOW_MS = 1_700_000_000_000;
 const STREAM_TYPE = 'text/plain';
@@ -38,26 +39,12 @@ const seqValue = fc.oneof(
 const token = fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 16 });
 
 function stream(overrides: Partial<StreamState> = {}): StreamState {
-  return {
-    id: 1,
-    name: 'v1/s',
-    bucket: null,
-    incarnation: 'inc-1',
+  return streamState({
     config: { contentType: STREAM_TYPE, ttlSeconds: null, expiresAtMs: null },
     createdAtMs: NOW_MS - 1000,
     lastAccessMs: NOW_MS - 1000,
-    tail: 0,
-    closed: false,
-    lastStreamSeq: null,
-    epochFloor: null,
-    fork: null,
-    earliestOffset: 0,
-    deleted: false,
-    forkRefs: 0,
-    attrs: null,
-    snapshot: null,
     ...overrides,
-  };
+  });
 }
 
 function appendRequest(overrides: Partial<AppendRequest> = {}): AppendRequest {
