@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, test } from 'vitest';
 import type { StreamState } from '../../src/core/types.js';
-import { WalDurability } from '../../src/storage/sqlite/durability.js';
+import { WalDurability, type Fdatasync } from '../../src/storage/sqlite/durability.js';
 import { removeDir, tempDataDir } from '../helpers/server.js';
 
 const dirs: string[] = [];
@@ -60,6 +60,77 @@ describe('WAL durability', () => {
     expect(await durable(w)).toBeInstanceOf(Error);
     w.committed(change(state(1), state(2)));
     expect(await durable(w)).toBeInstanceOf(Error);
+  });
+});
+
+/** A stand-in for fdatasync whose calls the test completes, in any order. */
+function manualFlush() {
+  const calls: Array<(error: NodeJS.ErrnoException | null) => void> = [];
+  const flush: Fdatasync = (_fd, done) => void calls.push(done);
+  return { flush, calls };
+}
+
+function walWith(flush: Fdatasync): WalDurability {
+  const dir = tempDataDir('rill-wal-');
+  dirs.push(dir);
+  writeFileSync(join(dir, 'rill.db-wal'), 'frames');
+  return new WalDurability(join(dir, 'rill.db-wal'), dir, flush);
+}
+
+describe('WAL durability with fsyncs overlapping', () => {
+  test('a commit made during an fsync starts the next one at once; at most two run', () => {
+    const { flush, calls } = manualFlush();
+    const w = walWith(flush);
+    w.committed(change(null, state(1)));
+    w.whenDurable(() => {});
+    expect(calls).toHaveLength(1);
+    w.committed(change(state(1), state(2)));
+    w.whenDurable(() => {});
+    expect(calls).toHaveLength(2);
+    w.committed(change(state(2), state(3)));
+    w.whenDurable(() => {});
+    expect(calls).toHaveLength(2);
+    // The first ends: the third commit gets its fsync.
+    calls[0]!(null);
+    expect(calls).toHaveLength(3);
+  });
+
+  test('a later fsync that ends first releases everything before it; the earlier one then changes nothing', () => {
+    const { flush, calls } = manualFlush();
+    const w = walWith(flush);
+    const heard: string[] = [];
+    w.committed(change(null, state(1)));
+    w.whenDurable((e) => heard.push(`first ${e ?? 'ok'}`));
+    w.committed(change(state(1), state(2)));
+    w.whenDurable((e) => heard.push(`second ${e ?? 'ok'}`));
+    expect(w.durableState('v1/s')).toBeNull();
+    calls[1]!(null);
+    expect(heard).toEqual(['first ok', 'second ok']);
+    expect(w.durableState('v1/s')).toBeUndefined();
+    w.committed(change(state(2), state(3)));
+    w.whenDurable((e) => heard.push(`third ${e ?? 'ok'}`));
+    calls[0]!(null);
+    // The first fsync covered only commit 1: commit 3 is not durable yet.
+    expect(w.durableState('v1/s')).toEqual(state(2));
+    expect(heard).toHaveLength(2);
+    calls[2]!(null);
+    expect(heard).toEqual(['first ok', 'second ok', 'third ok']);
+    expect(w.durableState('v1/s')).toBeUndefined();
+  });
+
+  test('after one fsync fails, another that succeeds makes nothing durable', () => {
+    const { flush, calls } = manualFlush();
+    const w = walWith(flush);
+    const heard: unknown[] = [];
+    w.committed(change(null, state(1)));
+    w.whenDurable((e) => heard.push(e));
+    w.committed(change(state(1), state(2)));
+    w.whenDurable((e) => heard.push(e));
+    calls[0]!(Object.assign(new Error('EIO'), { code: 'EIO' }));
+    calls[1]!(null);
+    expect(heard).toHaveLength(2);
+    expect(heard.every((e) => e instanceof Error)).toBe(true);
+    expect(w.durableState('v1/s')).toBeNull();
   });
 });
 

