@@ -275,6 +275,11 @@ export class SqliteStore extends BatchedStore {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
     this.db.pragma('busy_timeout = 5000');
+    // SQLite checkpoints inside the COMMIT that grows the WAL past this many pages, on the
+    // event loop (page copy plus two fsyncs). At its default of 1,000 those were the
+    // longest stalls under load (8-12 ms); at 250 they are a quarter as long and append
+    // p99 at 500 streams fell from 9-10 to 7 ms at the same rate (100 was slower).
+    this.db.pragma('wal_autocheckpoint = 250');
     migrate(this.db);
     this.sql = prepareStatements(this.db);
     this.nextStreamId = Number(this.sql.nextId.get()!.value);
