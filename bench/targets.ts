@@ -5,8 +5,8 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
+import { freePort } from './ports.js';
 
 export type TargetName = 'rill' | 'ref-memory' | 'ref-file' | 'floor';
 
@@ -44,18 +44,6 @@ export interface Running {
   rssBytes(): number;
   /** SIGTERM, then SIGKILL if it has not exited after `graceMs`. */
   stop(graceMs?: number): Promise<void>;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      probe.close(() => resolvePort(port));
-    });
-  });
 }
 
 function commandFor(name: TargetName, port: number, dataDir: string | null): string[] {

@@ -5,6 +5,7 @@
  */
 import { isJsonContentType } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { splitStoredJson } from '../protocol/json.js';
 import { isMessageBoundary } from './boundary.js';
 import type { ChunkView } from './create.js';
 import { absenceError, incarnationError, touched } from './stream.js';
@@ -154,13 +155,13 @@ export interface BootstrapUpdates {
  * append the window cut is left for the next request (from Stream-Next-Offset); when
  * not one message fit, the window must grow, since a bootstrap sends at least one.
  */
-export function bootstrapUpdates(stream: StreamState, from: number, pieces: UpdatePiece[], splitJson: (bytes: Buffer) => Buffer[]): BootstrapUpdates {
+export function bootstrapUpdates(stream: StreamState, from: number, pieces: UpdatePiece[]): BootstrapUpdates {
   const json = isJsonContentType(stream.config.contentType);
   const messages: Buffer[] = [];
   let next = from;
   for (const piece of pieces) {
     if (json) {
-      for (const message of splitJson(piece.data)) {
+      for (const message of splitStoredJson(piece.data)) {
         messages.push(message);
         next += message.length + 1;
       }

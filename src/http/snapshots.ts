@@ -20,7 +20,6 @@ import { DEFAULT_CONTENT_TYPE, isJsonContentType, normalizeContentType } from '.
 import { snapshotDigest } from '../protocol/digest.js';
 import { protocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
-import { splitStoredJson } from '../protocol/json.js';
 import { encodeOffset, parsePosition } from '../protocol/offset.js';
 import type { HandlerContext } from './context.js';
 import { header, parseQuery, readBody, incarnationOf } from './request.js';
@@ -100,12 +99,16 @@ async function retainedMessages(ctx: HandlerContext, stream: StreamState, from: 
   const json = isJsonContentType(stream.config.contentType);
   const pieces: UpdatePiece[] = [];
   for (const piece of await ctx.store.readChunks(stream, from, windowBytes)) {
-    // JSON pieces are split into values whatever their appends; others need the whole append.
-    const whole = json ? null : await ctx.store.chunkAt(stream, piece.start);
-    pieces.push({ ...piece, whole: json || (whole !== null && whole.start === piece.start && whole.data.length === piece.data.length) });
+    // JSON pieces are split into values whatever their appends, so only others look up theirs.
+    pieces.push({ ...piece, whole: json || (await isWholeAppend(ctx, stream, piece)) });
   }
-  const updates = bootstrapUpdates(stream, from, pieces, splitStoredJson);
+  const updates = bootstrapUpdates(stream, from, pieces);
   return updates.needsLargerWindow ? retainedMessages(ctx, stream, from, windowBytes * 2) : updates;
+}
+
+async function isWholeAppend(ctx: HandlerContext, stream: StreamState, piece: { start: number; data: Buffer }): Promise<boolean> {
+  const append = await ctx.store.chunkAt(stream, piece.start);
+  return append !== null && append.start === piece.start && append.data.length === piece.data.length;
 }
 
 function part(boundary: string, contentType: string, body: Buffer): Buffer[] {

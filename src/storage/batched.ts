@@ -136,7 +136,7 @@ export abstract class BatchedStore implements Store {
     return () => this.listeners.delete(listener);
   }
 
-  /** The store broke beyond repair (durability lost); the process should restart. */
+  /** The store cannot go on (durability lost, or a broken invariant after a commit); the process should restart. */
   onFatal(listener: (error: unknown) => void): () => void {
     this.fatalListeners.add(listener);
     return () => this.fatalListeners.delete(listener);

@@ -5,7 +5,6 @@
 import { describe, expect, it } from 'vitest';
 import { bootstrapCompletion, bootstrapUpdates, type UpdatePiece } from '../../src/core/snapshot.js';
 import type { StreamState } from '../../src/core/types.js';
-import { splitStoredJson } from '../../src/protocol/json.js';
 import { streamState } from './states.js';
 
 function stream(contentType: string, tail: number, closed = false): StreamState {
@@ -18,7 +17,7 @@ const text = (messages: Buffer[]) => messages.map((m) => m.toString());
 describe('bootstrap updates', () => {
   it('sends each whole append of a binary stream and stops at one the window cut', () => {
     const s = stream('application/octet-stream', 12);
-    const updates = bootstrapUpdates(s, 2, [piece(2, 'abc'), piece(5, 'de'), piece(7, 'fg', false)], splitStoredJson);
+    const updates = bootstrapUpdates(s, 2, [piece(2, 'abc'), piece(5, 'de'), piece(7, 'fg', false)]);
     expect(text(updates.messages)).toEqual(['abc', 'de']);
     expect(updates.next).toBe(7);
     expect(updates.needsLargerWindow).toBe(false);
@@ -26,14 +25,14 @@ describe('bootstrap updates', () => {
 
   it('asks for a larger window when not one append fits, and for none at the tail', () => {
     const s = stream('application/octet-stream', 10);
-    expect(bootstrapUpdates(s, 0, [piece(0, 'abcd', false)], splitStoredJson)).toMatchObject({ messages: [], next: 0, needsLargerWindow: true });
-    expect(bootstrapUpdates(s, 10, [], splitStoredJson)).toMatchObject({ messages: [], next: 10, needsLargerWindow: false });
+    expect(bootstrapUpdates(s, 0, [piece(0, 'abcd', false)])).toMatchObject({ messages: [], next: 0, needsLargerWindow: true });
+    expect(bootstrapUpdates(s, 10, [])).toMatchObject({ messages: [], next: 10, needsLargerWindow: false });
   });
 
   it('sends one part per JSON value, whatever appends they came in', () => {
     const stored = '{"a":1}\n[2,3]\n"x"\n';
     const s = stream('application/json', stored.length);
-    const updates = bootstrapUpdates(s, 0, [piece(0, '{"a":1}\n[2,3]\n'), piece(14, '"x"\n')], splitStoredJson);
+    const updates = bootstrapUpdates(s, 0, [piece(0, '{"a":1}\n[2,3]\n'), piece(14, '"x"\n')]);
     expect(text(updates.messages)).toEqual(['{"a":1}', '[2,3]', '"x"']);
     expect(updates.next).toBe(stored.length);
   });

@@ -4,9 +4,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { freePort } from '../../bench/ports.js';
+
+export { freePort };
 
 export const CLI = resolve(import.meta.dirname, '../../dist/cli/main.js');
 
@@ -29,18 +31,6 @@ export interface StartOptions {
   port?: number;
   args?: string[];
   env?: Record<string, string>;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      probe.close(() => resolvePort(port));
-    });
-  });
 }
 
 export function tempDataDir(prefix = 'rill-test-'): string {

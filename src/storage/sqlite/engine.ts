@@ -15,7 +15,7 @@ import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type 
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
 import { WalDurability } from './durability.js';
-import { RecentChunks, type TakenChunks } from './recent.js';
+import { RecentChunks } from './recent.js';
 import { migrate } from './schema.js';
 
 /** When recent appends (recent.ts) are indexed, and how many at a time. */
@@ -340,9 +340,8 @@ export class SqliteStore extends BatchedStore {
     this.sql.clearRecent.run();
   }
 
-  private insertIndexed(taken: TakenChunks[]): void {
-    const ids: number[] = [];
-    for (const { chunks } of taken) for (const chunk of chunks) ids.push(chunk.id);
+  /** Copies the recent rows `ids` into the chunks index, in the order given. */
+  private insertIndexed(ids: number[]): void {
     if (ids.length > 0) this.sql.indexRecentRows.run(JSON.stringify(ids));
   }
 

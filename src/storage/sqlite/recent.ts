@@ -23,12 +23,6 @@ export interface RecentChunk extends StoredChunk {
   id: number;
 }
 
-/** Appends of one stream taken to be indexed, oldest first. */
-export interface TakenChunks {
-  streamId: number;
-  chunks: RecentChunk[];
-}
-
 interface Seal {
   /** Rows with ids up to this one are sealed. */
   upToId: number;
@@ -63,30 +57,25 @@ export class RecentChunks {
     return this.seal?.upToId ?? null;
   }
 
-  /** Seals what is here when enough has gathered and nothing sealed is left; true when it did. */
-  sealIfFull(maxRows: number, maxBytes: number): boolean {
-    if (this.seal !== null || (this.rows < maxRows && this.bytes < maxBytes)) return false;
+  /** Seals what is here when enough has gathered and nothing sealed is left. */
+  sealIfFull(maxRows: number, maxBytes: number): void {
+    if (this.seal !== null || (this.rows < maxRows && this.bytes < maxBytes)) return;
     const streams = [...this.byStream.keys()].sort((a, b) => a - b);
     this.setSeal({ upToId: this.lastId, streams, next: 0 });
-    return true;
   }
 
   /**
-   * Takes up to `maxRows` sealed appends (at least one stream's worth of at least one),
-   * the oldest of each stream first. Answers [] when nothing sealed is left.
+   * Takes up to `maxRows` sealed appends, stream after stream, the oldest of each stream
+   * first; answers their rowids in that order ([] when nothing sealed is left).
    */
-  takeSealed(maxRows: number): TakenChunks[] {
+  takeSealed(maxRows: number): number[] {
     const seal = this.seal;
     if (!seal) return [];
-    const taken: TakenChunks[] = [];
-    let budget = maxRows;
+    const taken: number[] = [];
     const startNext = seal.next;
-    while (budget > 0 && seal.next < seal.streams.length) {
-      const streamId = seal.streams[seal.next]!;
-      const chunks = this.takePrefix(streamId, seal.upToId, budget);
-      budget -= chunks.length;
-      if (chunks.length > 0) taken.push({ streamId, chunks });
-      if (budget > 0) seal.next++;
+    while (taken.length < maxRows && seal.next < seal.streams.length) {
+      for (const chunk of this.takePrefix(seal.streams[seal.next]!, seal.upToId, maxRows - taken.length)) taken.push(chunk.id);
+      if (taken.length < maxRows) seal.next++;
     }
     this.undo?.push(() => {
       seal.next = startNext;
@@ -104,9 +93,9 @@ export class RecentChunks {
     this.setSeal(null);
   }
 
-  /** Takes everything, sealed or not, for indexing all at once. */
-  takeAll(): TakenChunks[] {
-    const taken = [...this.byStream].sort(([a], [b]) => a - b).map(([streamId, list]) => ({ streamId, chunks: list }));
+  /** Takes everything, sealed or not, for indexing all at once: rowids, stream after stream. */
+  takeAll(): number[] {
+    const taken = [...this.byStream].sort(([a], [b]) => a - b).flatMap(([, list]) => list.map((chunk) => chunk.id));
     const [byStream, rows, bytes] = [this.byStream, this.rows, this.bytes];
     this.byStream = new Map();
     this.rows = 0;
