@@ -54,7 +54,8 @@ export class StreamCache {
 
   delete(stream: StreamState): void {
     const previousByName = this.byName.get(stream.name);
-    this.note(stream.name, previousByName, stream);
+    // After the transaction the name holds no stream (unless it recreates one, noted then).
+    this.note(stream.name, previousByName, null);
     const previousById = this.byId.get(stream.id);
     if (previousByName?.id === stream.id) this.byName.delete(stream.name);
     this.byId.delete(stream.id);

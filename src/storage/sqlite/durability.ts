@@ -9,6 +9,10 @@
  * Until a commit is durable, readers keep seeing the state before it: for each stream
  * name changed by a not-yet-durable commit, its last durable state is kept here, with
  * the states its pending commits leave, which become visible as fsyncs cover them.
+ * Appends only add bytes past the durable tail, so the durable state reads whole. A
+ * commit that removes stored bytes (a drop, a recreation, a trim, a replaced snapshot
+ * body) leaves the durable state naming bytes that are gone: readers of that name wait
+ * until it is durable.
  */
 import { closeSync, fdatasync, fsyncSync, openSync } from 'node:fs';
 import type { StreamState } from '../../core/types.js';
@@ -18,7 +22,7 @@ interface PendingName {
   /** The state readers see (null: no stream). */
   durable: StreamState | null;
   /** States left by commits not yet durable, oldest first. */
-  commits: Array<{ seq: number; after: StreamState | null }>;
+  commits: Array<{ seq: number; after: StreamState | null; removesBytes: boolean }>;
 }
 
 interface Waiter {
@@ -60,7 +64,7 @@ export class WalDurability {
         entry = { durable: change.before, commits: [] };
         this.pending.set(name, entry);
       }
-      entry.commits.push({ seq: this.commitSeq, after: change.after });
+      entry.commits.push({ seq: this.commitSeq, after: change.after, removesBytes: removesStoredBytes(change.before, change.after) });
     }
   }
 
@@ -69,9 +73,26 @@ export class WalDurability {
     return this.pending.get(name)?.durable;
   }
 
-  whenDurable(done: (error?: unknown) => void): void {
+  /**
+   * The newest pending commit on `name` that removed stored bytes its durable state still
+   * names; readers must wait for it to be durable. Undefined when there is none.
+   */
+  pendingRemoval(name: string): number | undefined {
+    const commits = this.pending.get(name)?.commits ?? [];
+    for (let i = commits.length - 1; i >= 0; i--) if (commits[i]!.removesBytes) return commits[i]!.seq;
+    return undefined;
+  }
+
+  /** The newest commit so far, to wait for with `whenDurable`. */
+  lastCommit(): number {
+    return this.commitSeq;
+  }
+
+  /** Calls `done` once commit `seq` (by default the newest) is durable, at once if it is. */
+  whenDurable(done: (error?: unknown) => void, seq = this.commitSeq): void {
     if (this.failed !== undefined) return done(this.failed);
-    this.waiters.push({ seq: this.commitSeq, done });
+    if (seq <= this.durableSeq) return done();
+    this.waiters.push({ seq, done });
     this.sync();
   }
 
@@ -137,4 +158,15 @@ export class WalDurability {
     if (this.fd !== null) closeSync(this.fd);
     this.fd = null;
   }
+}
+
+/** Whether a commit took away bytes that a reader of the state before it would read. */
+function removesStoredBytes(before: StreamState | null, after: StreamState | null): boolean {
+  if (before === null) return false;
+  if (after === null || after.id !== before.id) return true;
+  if (after.earliestOffset > before.earliestOffset) return true;
+  // One body is stored per stream: publishing another replaces the one `before` names.
+  const body = before.snapshot;
+  if (!body) return false;
+  return after.snapshot?.offset !== body.offset || after.snapshot.digest !== body.digest;
 }

@@ -9,12 +9,12 @@ import Database from 'better-sqlite3';
 import type { BucketState } from '../../core/bucket.js';
 import { expiryMs } from '../../core/stream.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
-import { BatchedStore } from '../batched.js';
+import { BatchedStore, StorageUnavailableError } from '../batched.js';
 import type { Txn } from '../executor.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
-import { WalDurability } from './durability.js';
+import { WalDurability, type Fdatasync } from './durability.js';
 import { RecentChunks } from './recent.js';
 import { migrate } from './schema.js';
 
@@ -248,6 +248,8 @@ export interface SqliteStoreOptions extends StoreOptions {
   dataDir: string;
   /** Tuning of recent-append indexing; tests make it small to exercise every path. */
   recentIndexing?: RecentIndexing;
+  /** The WAL flush; tests pass a stand-in to hold commits between COMMIT and durable. */
+  fdatasync?: Fdatasync;
 }
 
 export class SqliteStore extends BatchedStore {
@@ -293,7 +295,7 @@ export class SqliteStore extends BatchedStore {
       this.sql.recoverRecent.run();
       this.sql.clearRecent.run();
     })();
-    this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir);
+    this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync);
     this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
       body(this.txn);
       if (this.nextStreamId !== this.persistedNextStreamId) this.sql.setNextId.run(String(this.nextStreamId));
@@ -530,8 +532,15 @@ export class SqliteStore extends BatchedStore {
     return this.sql.snapshotBody.get(stream.id)?.data ?? null;
   }
 
-  /** Readers see durable state only: a stream changed by a commit still being fsynced reads as before it. */
+  /**
+   * Readers see durable state only: a stream changed by a commit still being fsynced reads
+   * as before it, unless that commit removed bytes the earlier state names; then the read
+   * waits for it (about one fsync).
+   */
   async getStream(name: string): Promise<StreamState | undefined> {
+    for (let removal = this.durability.pendingRemoval(name); removal !== undefined; removal = this.durability.pendingRemoval(name)) {
+      await this.durableThrough(removal);
+    }
     const durable = this.durability.durableState(name);
     if (durable === undefined) return this.streamByName(name);
     return durable === null ? undefined : this.withPendingTouch(durable);
@@ -545,25 +554,41 @@ export class SqliteStore extends BatchedStore {
     return chunkFromChain(this.chunkSource, stream, position);
   }
 
+  /** Resolves once commit `seq` is durable. */
+  private durableThrough(seq: number): Promise<void> {
+    return new Promise((resolve, reject) =>
+      this.durability.whenDurable((error) => (error === undefined ? resolve() : reject(new StorageUnavailableError(error))), seq),
+    );
+  }
+
+  /**
+   * Bucket reads query SQLite, which holds commits not yet durable: each answer waits until
+   * every commit its query could see is durable, so a crash cannot undo what it reported.
+   */
   async getBucket(id: string): Promise<BucketInfo | undefined> {
+    const seen = this.durability.lastCommit();
     const row = this.sql.bucket.get(id);
-    if (!row) return undefined;
-    return { id: row.id, createdAtMs: row.created_at_ms, streamCount: this.sql.bucketLive.get(id, this.now())!.n };
+    const info = row ? { id: row.id, createdAtMs: row.created_at_ms, streamCount: this.sql.bucketLive.get(id, this.now())!.n } : undefined;
+    return this.answerWhenDurable(seen, info);
   }
 
   async listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing> {
+    const seen = this.durability.lastCommit();
     const keyPrefix = `b/${bucket}/`;
     const names: string[] = [];
     // Names with the prefix are one contiguous run from `keyPrefix + prefix` on.
     for (const row of this.sql.listFrom.iterate(bucket, keyPrefix + prefix, keyPrefix + (after ?? ''), this.now())) {
       const id = row.name.slice(keyPrefix.length);
       if (!id.startsWith(prefix)) break;
-      // A stream whose creation is not durable yet is not listed (readers see durable state only).
-      if (this.durability.durableState(row.name) === null) continue;
-      if (names.length === limit) return { names, nextAfter: names[names.length - 1]! };
+      if (names.length === limit) return this.answerWhenDurable(seen, { names, nextAfter: names[names.length - 1]! });
       names.push(id);
     }
-    return { names, nextAfter: null };
+    return this.answerWhenDurable(seen, { names, nextAfter: null });
+  }
+
+  private async answerWhenDurable<T>(seq: number, answer: T): Promise<T> {
+    await this.durableThrough(seq);
+    return answer;
   }
 
   protected closeEngine(): void {

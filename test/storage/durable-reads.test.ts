@@ -1,0 +1,188 @@
+/**
+ * Reads while a commit waits for its fsync. Readers see durable state only; a commit that
+ * destroys stored bytes (a trim, a drop, a replaced snapshot body) must not let a reader
+ * pair the stream's durable state with bytes that are already gone, and bucket reads must
+ * not answer what a crash could still undo. The fsync is a stand-in the test holds.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
+import { bucketStreamKey, v1StreamKey } from '../../src/protocol/ids.js';
+import type { Fdatasync } from '../../src/storage/sqlite/durability.js';
+import { SqliteStore } from '../../src/storage/sqlite/engine.js';
+import { JSON_TYPE, appendRequest, createRequest } from './fixtures.js';
+
+/** An fsync stand-in: completes at once unless held; held calls complete on release. */
+class HeldFlush {
+  private held: Array<(error: NodeJS.ErrnoException | null) => void> | null = null;
+  readonly flush: Fdatasync = (_fd, done) => {
+    if (this.held) this.held.push(done);
+    else setImmediate(() => done(null));
+  };
+  hold(): void {
+    this.held = [];
+  }
+  release(): void {
+    const calls = this.held ?? [];
+    this.held = null;
+    for (const done of calls) done(null);
+  }
+}
+
+const dirs: string[] = [];
+const stores: SqliteStore[] = [];
+const disks: HeldFlush[] = [];
+afterEach(async () => {
+  // A failed assertion may leave commits held; closing waits for them.
+  for (const disk of disks.splice(0)) disk.release();
+  for (const store of stores.splice(0)) await store.close();
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function open(): { store: SqliteStore; disk: HeldFlush } {
+  const dir = mkdtempSync(join(tmpdir(), 'rill-durable-reads-'));
+  dirs.push(dir);
+  const disk = new HeldFlush();
+  const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, fdatasync: disk.flush });
+  stores.push(store);
+  disks.push(disk);
+  return { store, disk };
+}
+
+/** Lets timers, immediates and the stand-in fsyncs run a few rounds. */
+async function ticks(n = 5): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Records a promise's answer when it comes, so a test can ask whether it came yet. */
+function watch<T>(promise: Promise<T>): { answered: () => boolean; value: () => T } {
+  let done = false;
+  let result: T;
+  void promise.then((value) => {
+    done = true;
+    result = value;
+  });
+  return { answered: () => done, value: () => result };
+}
+
+const publish = (store: SqliteStore, name: string, offset: number, body: string) =>
+  store.run('publishSnapshot', {
+    name,
+    request: { offset, contentType: 'text/x-fold', digest: `d-${body}`, match: null, incarnation: null },
+    body: Buffer.from(body),
+  });
+
+describe('reads while a destructive commit waits for its fsync', () => {
+  it('a trim: the state a reader gets and the bytes it reads always agree', async () => {
+    const { store, disk } = open();
+    const name = v1StreamKey('trimmed');
+    const content = '1\n2\n3\n4\n';
+    await store.run('createStream', createRequest(name, { contentType: JSON_TYPE, data: Buffer.from('1\n2\n3\n') }));
+    await store.run('append', { name, request: appendRequest('4\n', { contentType: JSON_TYPE }) });
+    await publish(store, name, 4, 'folded');
+    disk.hold();
+    const trim = store.run('setRetention', { name, request: { offset: 4, incarnation: null } });
+    await ticks();
+    const read = (async () => {
+      const stream = (await store.getStream(name))!;
+      return { earliest: stream.earliestOffset, bytes: (await store.readRange(stream, stream.earliestOffset, 100)).toString() };
+    })();
+    await ticks();
+    disk.release();
+    await trim;
+    const seen = await read;
+    expect(seen.bytes).toBe(content.slice(seen.earliest));
+  });
+
+  it('a replaced snapshot: the body read is the one the stream state names', async () => {
+    const { store, disk } = open();
+    const name = v1StreamKey('snap');
+    await store.run('createStream', createRequest(name, { data: Buffer.from('aaaa') }));
+    await store.run('append', { name, request: appendRequest('bbbb') });
+    expect((await publish(store, name, 4, 'first')).kind).toBe('published');
+    disk.hold();
+    const second = publish(store, name, 8, 'second');
+    await ticks();
+    const read = (async () => {
+      const stream = (await store.getStream(name))!;
+      return { digest: stream.snapshot!.digest, body: (await store.snapshotBody(stream))!.toString() };
+    })();
+    await ticks();
+    disk.release();
+    await second;
+    const seen = await read;
+    expect(seen.digest).toBe(`d-${seen.body}`);
+  });
+
+  it('a drop: a reader finds the stream whole or not at all', async () => {
+    const { store, disk } = open();
+    const name = v1StreamKey('dropped');
+    await store.run('createStream', createRequest(name, { data: Buffer.from('kept until durable') }));
+    disk.hold();
+    const drop = store.run('deleteStream', { name, incarnation: null });
+    await ticks();
+    const read = (async () => {
+      const stream = await store.getStream(name);
+      return stream ? (await store.readRange(stream, 0, 100)).toString() : null;
+    })();
+    await ticks();
+    disk.release();
+    await drop;
+    const seen = await read;
+    if (seen !== null) expect(seen).toBe('kept until durable');
+  });
+
+  it('appends do not hold readers back: the durable state is answered at once', async () => {
+    const { store, disk } = open();
+    const name = v1StreamKey('hot');
+    await store.run('createStream', createRequest(name, { data: Buffer.from('ab') }));
+    disk.hold();
+    const append = store.run('append', { name, request: appendRequest('cd') });
+    await ticks();
+    const read = watch(store.getStream(name));
+    await ticks();
+    expect(read.answered()).toBe(true);
+    expect(read.value()!.tail).toBe(2);
+    disk.release();
+    await append;
+  });
+});
+
+describe('bucket reads while a commit waits for its fsync', () => {
+  it('a bucket whose creation is not durable is not reported', async () => {
+    const { store, disk } = open();
+    disk.hold();
+    const created = store.run('createBucket', { id: 'pending' });
+    await ticks();
+    const read = watch(store.getBucket('pending'));
+    await ticks();
+    if (read.answered()) expect(read.value()).toBeUndefined();
+    disk.release();
+    await created;
+    await ticks();
+    expect(read.answered()).toBe(true);
+    expect(await store.getBucket('pending')).toMatchObject({ id: 'pending', streamCount: 0 });
+  });
+
+  it('a stream whose deletion is not durable is still listed and counted', async () => {
+    const { store, disk } = open();
+    await store.run('createBucket', { id: 'shelf' });
+    for (const id of ['a', 'b']) await store.run('createStream', createRequest(bucketStreamKey('shelf', id), { bucket: 'shelf' }));
+    disk.hold();
+    const drop = store.run('deleteStream', { name: bucketStreamKey('shelf', 'a'), incarnation: null });
+    await ticks();
+    const listing = watch(store.listStreams('shelf', '', null, 10));
+    const info = watch(store.getBucket('shelf'));
+    await ticks();
+    if (listing.answered()) expect(listing.value().names).toEqual(['a', 'b']);
+    if (info.answered()) expect(info.value()!.streamCount).toBe(2);
+    disk.release();
+    await drop;
+    await ticks();
+    expect(listing.answered() && info.answered()).toBe(true);
+    expect((await store.listStreams('shelf', '', null, 10)).names).toEqual(['b']);
+    expect((await store.getBucket('shelf'))!.streamCount).toBe(1);
+  });
+});
