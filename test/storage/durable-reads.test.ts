@@ -134,6 +134,26 @@ describe('reads while a destructive commit waits for its fsync', () => {
     if (seen !== null) expect(seen).toBe('kept until durable');
   });
 
+  it('a recreation at the same name: a reader gets the old stream whole, nothing, or the new one', async () => {
+    const { store, disk } = open();
+    const name = v1StreamKey('again');
+    await store.run('createStream', createRequest(name, { data: Buffer.from('old bytes') }));
+    disk.hold();
+    const drop = store.run('deleteStream', { name, incarnation: null });
+    await ticks();
+    const create = store.run('createStream', createRequest(name, { data: Buffer.from('new') }));
+    await ticks();
+    const read = (async () => {
+      const stream = await store.getStream(name);
+      return stream ? (await store.readRange(stream, 0, 100)).toString() : null;
+    })();
+    await ticks();
+    disk.release();
+    await Promise.all([drop, create]);
+    expect([null, 'old bytes', 'new']).toContain(await read);
+    expect((await store.readRange((await store.getStream(name))!, 0, 100)).toString()).toBe('new');
+  });
+
   it('appends do not hold readers back: the durable state is answered at once', async () => {
     const { store, disk } = open();
     const name = v1StreamKey('hot');
