@@ -14,6 +14,7 @@ import type { Txn } from '../executor.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
+import { ProducerCache } from './producer-cache.js';
 import { WalDurability, type Fdatasync } from './durability.js';
 import { RecentChunks } from './recent.js';
 import { migrate } from './schema.js';
@@ -260,6 +261,7 @@ export class SqliteStore extends BatchedStore {
   private persistedNextStreamId: number;
   private readonly txn: Txn;
   private readonly cache = new StreamCache(200_000);
+  private readonly producers = new ProducerCache(50_000);
   private readonly recent = new RecentChunks();
   private readonly recentIndexing: RecentIndexing;
   private readonly updates = new Map<string, Database.Statement>();
@@ -310,6 +312,7 @@ export class SqliteStore extends BatchedStore {
     } catch (error) {
       this.cache.rollback();
       this.recent.rollback();
+      this.producers.clear();
       throw error;
     }
     this.recent.commit();
@@ -455,8 +458,13 @@ export class SqliteStore extends BatchedStore {
       countBucketRows: (bucket) => sql.bucketRows.get(bucket)!.n,
       expiredBucketStreams: (bucket, nowMs) => sql.bucketExpired.all(bucket, nowMs).map(rowToStream),
       getProducer: (streamId, producerId) => {
+        const cached = this.producers.get(streamId, producerId);
+        if (cached) return cached;
         const row = sql.producer.get(streamId, producerId);
-        return row ? rowToProducer(row) : undefined;
+        if (!row) return undefined;
+        const record = rowToProducer(row);
+        this.producers.remember(streamId, record);
+        return record;
       },
       producerSummary: (streamId, cutoffMs, excludeId) => {
         const lru = sql.leastRecentLive.get(streamId, cutoffMs, excludeId);
@@ -483,6 +491,7 @@ export class SqliteStore extends BatchedStore {
         // Its rows in recent_chunks go with the next seal's range (or the next start skips them).
         this.recent.forget(stream.id);
         sql.deleteAllProducers.run(stream.id);
+        this.producers.forgetStream(stream.id);
         sql.deleteSnapshot.run(stream.id);
         sql.deleteStream.run(stream.id);
       },
@@ -493,8 +502,9 @@ export class SqliteStore extends BatchedStore {
         const { lastInsertRowid } = sql.insertRecent.run(streamId, start, data);
         this.recent.add(streamId, { id: Number(lastInsertRowid), start, data });
       },
-      putProducer: (streamId, r) =>
-        void sql.upsertProducer.run({
+      putProducer: (streamId, r) => {
+        this.producers.remember(streamId, r);
+        sql.upsertProducer.run({
           stream_id: streamId,
           producer_id: r.id,
           epoch: r.epoch,
@@ -507,9 +517,16 @@ export class SqliteStore extends BatchedStore {
           claim_closed_seq: r.claim.closedSeq,
           claim_digest: r.claim.digest,
           last_seen_ms: r.lastSeenMs,
-        }),
-      deleteProducers: (streamId, ids) => ids.forEach((id) => sql.deleteProducer.run(streamId, id)),
-      forgetProducers: (streamId, atOrBeforeMs) => void sql.forgetProducers.run(streamId, atOrBeforeMs),
+        });
+      },
+      deleteProducers: (streamId, ids) => {
+        this.producers.forget(streamId, ids);
+        ids.forEach((id) => sql.deleteProducer.run(streamId, id));
+      },
+      forgetProducers: (streamId, atOrBeforeMs) => {
+        this.producers.forgetSeenAtOrBefore(streamId, atOrBeforeMs);
+        sql.forgetProducers.run(streamId, atOrBeforeMs);
+      },
     };
   }
 
