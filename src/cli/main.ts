@@ -32,6 +32,7 @@ interface ServeFlags {
   port: number;
   data: string;
   store: 'sqlite' | 'memory';
+  streamCache: number;
   longPollTimeout: number;
   maxLongPollTimeout: number;
   sseLifetime: number;
@@ -56,6 +57,7 @@ function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     port: flags.port,
     dataDir: flags.data,
     store: flags.store,
+    streamCacheEntries: flags.streamCache,
     longPollTimeoutMs: flags.longPollTimeout,
     maxLongPollTimeoutMs: flags.maxLongPollTimeout,
     sseLifetimeMs: flags.sseLifetime,
@@ -112,6 +114,7 @@ export function buildProgram(): Command {
     .option('--port <port>', 'port to listen on', parsePort, d.port)
     .option('--data <dir>', 'data directory (sqlite store)', d.dataDir)
     .addOption(new Option('--store <engine>', 'storage engine').choices(['sqlite', 'memory']).default(d.store))
+    .option('--stream-cache <n>', 'stream states the sqlite store keeps in memory (about 1.2 KB each)', parseCount, d.streamCacheEntries)
     .option('--long-poll-timeout <duration>', 'how long a long-poll waits for data', parseDurationMs, d.longPollTimeoutMs)
     .option('--max-long-poll-timeout <duration>', 'longest long-poll wait a client may ask for (timeout_ms)', parseDurationMs, d.maxLongPollTimeoutMs)
     .option('--sse-lifetime <duration>', 'how long an SSE connection stays open', parseDurationMs, d.sseLifetimeMs)

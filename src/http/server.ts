@@ -41,7 +41,7 @@ export interface CreateServerOptions {
 
 function openStore(settings: ServerSettings): Store {
   const options = { producers: settings.producers };
-  return settings.store === 'memory' ? new MemoryStore(options) : new SqliteStore({ ...options, dataDir: settings.dataDir });
+  return settings.store === 'memory' ? new MemoryStore(options) : new SqliteStore({ ...options, dataDir: settings.dataDir, streamCacheEntries: settings.streamCacheEntries });
 }
 
 async function dispatchStream(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Promise<void> {

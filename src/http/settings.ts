@@ -7,6 +7,11 @@ export interface ServerSettings {
   port: number;
   dataDir: string;
   store: 'sqlite' | 'memory';
+  /**
+   * Stream states the SQLite engine keeps in memory (about 1.2 KB each); a write to a
+   * stream outside them first reads its row.
+   */
+  streamCacheEntries: number;
   /** How long a long-poll waits for data before answering 204. */
   longPollTimeoutMs: number;
   /** Upper bound on the `timeout_ms` a client may ask for. */
@@ -54,6 +59,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   port: 4437,
   dataDir: './data',
   store: 'sqlite',
+  streamCacheEntries: 20_000,
   longPollTimeoutMs: 20_000,
   maxLongPollTimeoutMs: 60_000,
   sseLifetimeMs: 60_000,

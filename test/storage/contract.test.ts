@@ -671,7 +671,12 @@ function bucketTests(ctx: Ctx): void {
   });
 }
 
-const engines = [sqliteEngine(), sqliteEngine({ sealRows: 3, sealBytes: 40, stepRows: 2 }), memoryEngine()];
+const engines = [
+  sqliteEngine(),
+  sqliteEngine({ recentIndexing: { sealRows: 3, sealBytes: 40, stepRows: 2 } }),
+  sqliteEngine({ streamCacheEntries: 3 }),
+  memoryEngine(),
+];
 for (const engine of engines) storeContract(engine);
 
 function lifecycleTests(ctx: Ctx, engine: EngineUnderTest): void {

@@ -37,20 +37,32 @@ export interface EngineUnderTest {
   cleanup(): void;
 }
 
-/**
- * SQLite as configured by default, or with `recentIndexing` set so small that appends are
- * sealed and indexed every few commits, a slice at a time, in the middle of each test.
- */
-export function sqliteEngine(recentIndexing?: RecentIndexing): EngineUnderTest {
+/** Engine settings the suite shrinks so that rare paths run in every test. */
+export interface SqliteTuning {
+  /** Appends sealed and indexed every few commits, a slice at a time. */
+  recentIndexing?: RecentIndexing;
+  /** A stream cache of a few entries: states are evicted and reloaded all the time. */
+  streamCacheEntries?: number;
+}
+
+function tuningName({ recentIndexing, streamCacheEntries }: SqliteTuning): string {
+  const parts: string[] = [];
+  if (recentIndexing) parts.push(`appends indexed every ${recentIndexing.sealRows} rows or ${recentIndexing.sealBytes} bytes, ${recentIndexing.stepRows} at a time`);
+  if (streamCacheEntries !== undefined) parts.push(`${streamCacheEntries} cached streams`);
+  return parts.length === 0 ? 'sqlite' : `sqlite, ${parts.join(', ')}`;
+}
+
+/** SQLite as configured by default, or with some of its settings made tiny. */
+export function sqliteEngine(tuning: SqliteTuning = {}): EngineUnderTest {
   const dirs = new Map<Store, string>();
   const all: string[] = [];
   const openAt = (dir: string, clock: TestClock): Store => {
-    const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read, recentIndexing });
+    const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read, ...tuning });
     dirs.set(store, dir);
     return store;
   };
   return {
-    name: recentIndexing ? `sqlite, appends indexed every ${recentIndexing.sealRows} rows or ${recentIndexing.sealBytes} bytes, ${recentIndexing.stepRows} at a time` : 'sqlite',
+    name: tuningName(tuning),
     open(clock) {
       const dir = mkdtempSync(join(tmpdir(), 'rill-contract-'));
       all.push(dir);

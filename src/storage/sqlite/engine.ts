@@ -249,6 +249,8 @@ export interface SqliteStoreOptions extends StoreOptions {
   dataDir: string;
   /** Tuning of recent-append indexing; tests make it small to exercise every path. */
   recentIndexing?: RecentIndexing;
+  /** Stream states kept in memory; 20,000 when not given. */
+  streamCacheEntries?: number;
   /** The WAL flush; tests pass a stand-in to hold commits between COMMIT and durable. */
   fdatasync?: Fdatasync;
 }
@@ -260,7 +262,7 @@ export class SqliteStore extends BatchedStore {
   private nextStreamId: number;
   private persistedNextStreamId: number;
   private readonly txn: Txn;
-  private readonly cache = new StreamCache(200_000);
+  private readonly cache: StreamCache;
   private readonly producers = new ProducerCache(50_000);
   private readonly recent = new RecentChunks();
   private readonly recentIndexing: RecentIndexing;
@@ -271,6 +273,9 @@ export class SqliteStore extends BatchedStore {
   constructor(options: SqliteStoreOptions) {
     super(options);
     this.recentIndexing = options.recentIndexing ?? DEFAULT_RECENT_INDEXING;
+    // 100,000 cached states held about 120 MB; 20,000 keep the 100,000-stream figure at
+    // ~180 MB, and cost writes spread over more streams than that ~8% (one row read each).
+    this.cache = new StreamCache(options.streamCacheEntries ?? 20_000);
     mkdirSync(options.dataDir, { recursive: true });
     this.db = new Database(join(options.dataDir, 'rill.db'));
     // WAL lets readers work beside the writer. SQLite itself does not fsync at COMMIT
