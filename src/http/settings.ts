@@ -1,6 +1,7 @@
 /** Server settings with their defaults. Every limit a client can reach is here. */
 import { MAX_SNAPSHOT_BYTES } from '../core/snapshot.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings } from '../core/types.js';
+import { DEFAULT_STREAM_CACHE_ENTRIES } from '../storage/sqlite/engine.js';
 
 export interface ServerSettings {
   host: string;
@@ -59,7 +60,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   port: 4437,
   dataDir: './data',
   store: 'sqlite',
-  streamCacheEntries: 20_000,
+  streamCacheEntries: DEFAULT_STREAM_CACHE_ENTRIES,
   longPollTimeoutMs: 20_000,
   maxLongPollTimeoutMs: 60_000,
   sseLifetimeMs: 60_000,

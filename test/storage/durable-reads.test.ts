@@ -67,6 +67,30 @@ function watch<T>(promise: Promise<T>): { answered: () => boolean; value: () => 
   return { answered: () => done, value: () => result };
 }
 
+/**
+ * Starts `writes` in turn with the fsync held, then `read`; releases the fsync and answers
+ * what the read saw once everything settled.
+ */
+async function readWhileHeld<T>(disk: HeldFlush, writes: Array<() => Promise<unknown>>, read: () => Promise<T>): Promise<T> {
+  disk.hold();
+  const pending: Array<Promise<unknown>> = [];
+  for (const write of writes) {
+    pending.push(write());
+    await ticks();
+  }
+  const seen = read();
+  await ticks();
+  disk.release();
+  await Promise.all(pending);
+  return seen;
+}
+
+/** The stream's bytes from 0 as a reader would get them, or null when it finds no stream. */
+async function wholeOrNothing(store: SqliteStore, name: string): Promise<string | null> {
+  const stream = await store.getStream(name);
+  return stream ? (await store.readRange(stream, 0, 100)).toString() : null;
+}
+
 const publish = (store: SqliteStore, name: string, offset: number, body: string) =>
   store.run('publishSnapshot', {
     name,
@@ -82,17 +106,10 @@ describe('reads while a destructive commit waits for its fsync', () => {
     await store.run('createStream', createRequest(name, { contentType: JSON_TYPE, data: Buffer.from('1\n2\n3\n') }));
     await store.run('append', { name, request: appendRequest('4\n', { contentType: JSON_TYPE }) });
     await publish(store, name, 4, 'folded');
-    disk.hold();
-    const trim = store.run('setRetention', { name, request: { offset: 4, incarnation: null } });
-    await ticks();
-    const read = (async () => {
+    const seen = await readWhileHeld(disk, [() => store.run('setRetention', { name, request: { offset: 4, incarnation: null } })], async () => {
       const stream = (await store.getStream(name))!;
       return { earliest: stream.earliestOffset, bytes: (await store.readRange(stream, stream.earliestOffset, 100)).toString() };
-    })();
-    await ticks();
-    disk.release();
-    await trim;
-    const seen = await read;
+    });
     expect(seen.bytes).toBe(content.slice(seen.earliest));
   });
 
@@ -102,17 +119,10 @@ describe('reads while a destructive commit waits for its fsync', () => {
     await store.run('createStream', createRequest(name, { data: Buffer.from('aaaa') }));
     await store.run('append', { name, request: appendRequest('bbbb') });
     expect((await publish(store, name, 4, 'first')).kind).toBe('published');
-    disk.hold();
-    const second = publish(store, name, 8, 'second');
-    await ticks();
-    const read = (async () => {
+    const seen = await readWhileHeld(disk, [() => publish(store, name, 8, 'second')], async () => {
       const stream = (await store.getStream(name))!;
       return { digest: stream.snapshot!.digest, body: (await store.snapshotBody(stream))!.toString() };
-    })();
-    await ticks();
-    disk.release();
-    await second;
-    const seen = await read;
+    });
     expect(seen.digest).toBe(`d-${seen.body}`);
   });
 
@@ -120,17 +130,7 @@ describe('reads while a destructive commit waits for its fsync', () => {
     const { store, disk } = open();
     const name = v1StreamKey('dropped');
     await store.run('createStream', createRequest(name, { data: Buffer.from('kept until durable') }));
-    disk.hold();
-    const drop = store.run('deleteStream', { name, incarnation: null });
-    await ticks();
-    const read = (async () => {
-      const stream = await store.getStream(name);
-      return stream ? (await store.readRange(stream, 0, 100)).toString() : null;
-    })();
-    await ticks();
-    disk.release();
-    await drop;
-    const seen = await read;
+    const seen = await readWhileHeld(disk, [() => store.run('deleteStream', { name, incarnation: null })], () => wholeOrNothing(store, name));
     if (seen !== null) expect(seen).toBe('kept until durable');
   });
 
@@ -138,20 +138,12 @@ describe('reads while a destructive commit waits for its fsync', () => {
     const { store, disk } = open();
     const name = v1StreamKey('again');
     await store.run('createStream', createRequest(name, { data: Buffer.from('old bytes') }));
-    disk.hold();
-    const drop = store.run('deleteStream', { name, incarnation: null });
-    await ticks();
-    const create = store.run('createStream', createRequest(name, { data: Buffer.from('new') }));
-    await ticks();
-    const read = (async () => {
-      const stream = await store.getStream(name);
-      return stream ? (await store.readRange(stream, 0, 100)).toString() : null;
-    })();
-    await ticks();
-    disk.release();
-    await Promise.all([drop, create]);
-    expect([null, 'old bytes', 'new']).toContain(await read);
-    expect((await store.readRange((await store.getStream(name))!, 0, 100)).toString()).toBe('new');
+    const writes = [
+      () => store.run('deleteStream', { name, incarnation: null }),
+      () => store.run('createStream', createRequest(name, { data: Buffer.from('new') })),
+    ];
+    expect([null, 'old bytes', 'new']).toContain(await readWhileHeld(disk, writes, () => wholeOrNothing(store, name)));
+    expect(await wholeOrNothing(store, name)).toBe('new');
   });
 
   it('appends do not hold readers back: the durable state is answered at once', async () => {

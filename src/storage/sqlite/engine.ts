@@ -34,6 +34,13 @@ export interface RecentIndexing {
 // the server by 91-104 MiB, with 1 MiB by 66-72 MiB (limits.test.ts allows 100).
 const DEFAULT_RECENT_INDEXING: RecentIndexing = { sealRows: 8192, sealBytes: 1024 * 1024, stepRows: 256 };
 
+/**
+ * Stream states kept in memory. 100,000 cached states held about 120 MB; 20,000 keep the
+ * 100,000-stream figure near 180 MB, and cost writes spread over more streams than that
+ * ~8% (one row read each).
+ */
+export const DEFAULT_STREAM_CACHE_ENTRIES = 20_000;
+
 /** SQLite result codes that mean the storage failed, not that a statement broke a rule. */
 const STORAGE_FAULT_CODES = ['SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_NOMEM', 'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_READONLY', 'SQLITE_CORRUPT', 'SQLITE_CANTOPEN', 'SQLITE_NOTADB', 'SQLITE_PROTOCOL', 'SQLITE_NOLFS'];
 
@@ -249,7 +256,7 @@ export interface SqliteStoreOptions extends StoreOptions {
   dataDir: string;
   /** Tuning of recent-append indexing; tests make it small to exercise every path. */
   recentIndexing?: RecentIndexing;
-  /** Stream states kept in memory; 20,000 when not given. */
+  /** Stream states kept in memory; DEFAULT_STREAM_CACHE_ENTRIES when not given. */
   streamCacheEntries?: number;
   /** The WAL flush; tests pass a stand-in to hold commits between COMMIT and durable. */
   fdatasync?: Fdatasync;
@@ -273,9 +280,7 @@ export class SqliteStore extends BatchedStore {
   constructor(options: SqliteStoreOptions) {
     super(options);
     this.recentIndexing = options.recentIndexing ?? DEFAULT_RECENT_INDEXING;
-    // 100,000 cached states held about 120 MB; 20,000 keep the 100,000-stream figure at
-    // ~180 MB, and cost writes spread over more streams than that ~8% (one row read each).
-    this.cache = new StreamCache(options.streamCacheEntries ?? 20_000);
+    this.cache = new StreamCache(options.streamCacheEntries ?? DEFAULT_STREAM_CACHE_ENTRIES);
     mkdirSync(options.dataDir, { recursive: true });
     this.db = new Database(join(options.dataDir, 'rill.db'));
     // WAL lets readers work beside the writer. SQLite itself does not fsync at COMMIT

@@ -39,7 +39,11 @@ export class ProducerCache {
   forgetSeenAtOrBefore(streamId: number, atOrBeforeMs: number): void {
     const producers = this.byStream.get(streamId);
     if (!producers) return;
-    for (const [id, record] of producers) if (record.lastSeenMs <= atOrBeforeMs) this.forget(streamId, [id]);
+    for (const [id, record] of producers) {
+      if (record.lastSeenMs > atOrBeforeMs) continue;
+      producers.delete(id);
+      this.records--;
+    }
   }
 
   forgetStream(streamId: number): void {
