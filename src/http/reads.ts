@@ -112,10 +112,12 @@ function cacheHeaders(req: IncomingMessage, upToDate: boolean): HeaderMap {
 function sendData(req: IncomingMessage, res: ServerResponse, stream: StreamState, from: number, window: ReadWindow, extra: HeaderMap): void {
   const etag = etagFor(stream, from, window.next);
   const upToDate = window.next >= stream.tail;
-  const headers = { ...positionHeaders(stream, window.next), etag, ...cacheHeaders(req, upToDate), ...extra };
+  // Object.assign rather than spread: see send().
+  const headers = Object.assign(positionHeaders(stream, window.next), { etag }, cacheHeaders(req, upToDate), extra);
   if (etagMatches(req, etag)) return send(res, 304, headers);
   const rendered = body(req, stream, window.data);
-  send(res, 200, { ...headers, 'content-type': rendered.contentType }, rendered.payload);
+  headers['content-type'] = rendered.contentType;
+  send(res, 200, headers, rendered.payload);
 }
 
 export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Promise<void> {
@@ -155,11 +157,13 @@ export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx:
 /** `offset=now` without live: no data, the tail position. */
 function sendTail(res: ServerResponse, stream: StreamState): void {
   const json = isJsonContentType(stream.config.contentType);
-  send(res, 200, { ...positionHeaders(stream, stream.tail), 'content-type': stream.config.contentType, 'cache-control': 'no-store' }, json ? '[]' : '');
+  const headers = Object.assign(positionHeaders(stream, stream.tail), { 'content-type': stream.config.contentType, 'cache-control': 'no-store' });
+  send(res, 200, headers, json ? '[]' : '');
 }
 
 function sendNoData(res: ServerResponse, stream: StreamState, cursor: string): void {
-  const headers: HeaderMap = { ...positionHeaders(stream, stream.tail), 'cache-control': 'no-store' };
+  const headers = positionHeaders(stream, stream.tail);
+  headers['cache-control'] = 'no-store';
   if (!stream.closed) headers[H.streamCursor] = cursor;
   send(res, 204, headers);
 }

@@ -149,7 +149,7 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
     if (outcome.kind === 'rejected') return sendError(res, outcome.error);
     const headers = describeStream(outcome.stream);
     if (outcome.kind === 'created') headers['location'] = absoluteUrl(req, address.path);
-    send(res, outcome.kind === 'created' ? 201 : 200, { ...headers, 'cache-control': 'no-store' });
+    send(res, outcome.kind === 'created' ? 201 : 200, Object.assign(headers, { 'cache-control': 'no-store' }));
   });
 }
 
@@ -220,14 +220,17 @@ export function appendAnswer(outcome: AppendOutcome): AppendAnswer {
       };
     case 'duplicate': {
       const range = outcome.receipt ? receiptHeaders(outcome.receipt) : {};
-      return { status: 204, headers: { ...range, ...producerHeaders(outcome.producer), [H.streamIncarnation]: outcome.incarnation }, error: null };
+      const headers = Object.assign(range, producerHeaders(outcome.producer), { [H.streamIncarnation]: outcome.incarnation });
+      return { status: 204, headers, error: null };
     }
     case 'appended': {
       // A new producer write answers 200 with its receipt; a plain append and a producer
       // close-only write answer 204 (the upstream conformance suite requires the latter).
       const status = outcome.producer && !outcome.closeOnly ? 200 : 204;
-      const ack = outcome.producer ? producerHeaders(outcome.producer) : {};
-      return { status, headers: { ...receiptHeaders(outcome.receipt), ...ack, [H.streamIncarnation]: outcome.incarnation }, error: null };
+      const headers = receiptHeaders(outcome.receipt);
+      if (outcome.producer) Object.assign(headers, producerHeaders(outcome.producer));
+      headers[H.streamIncarnation] = outcome.incarnation;
+      return { status, headers, error: null };
     }
   }
 }
@@ -235,7 +238,7 @@ export function appendAnswer(outcome: AppendOutcome): AppendAnswer {
 function renderAppend(res: ServerResponse, outcome: AppendOutcome): void {
   const answer = appendAnswer(outcome);
   if (answer.error) return sendError(res, answer.error);
-  send(res, answer.status, { 'cache-control': 'no-store', ...answer.headers });
+  send(res, answer.status, Object.assign({ 'cache-control': 'no-store' }, answer.headers));
 }
 
 export async function handleDelete(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
@@ -247,5 +250,5 @@ export async function handleDelete(req: IncomingMessage, res: ServerResponse, ct
 export async function handleHead(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
   const plan = planHead(await ctx.store.getStream(address.key), incarnationOf(req), ctx.now());
   if (!plan.ok) return sendError(res, plan.error);
-  send(res, 200, { ...metadataHeaders(plan.stream), 'cache-control': 'no-store' });
+  send(res, 200, Object.assign(metadataHeaders(plan.stream), { 'cache-control': 'no-store' }));
 }
