@@ -46,8 +46,12 @@ export class WalDurability {
   private durableSeq = 0;
   private failed: unknown = undefined;
   private waiters: Waiter[] = [];
-  /** Names changed by commits not yet durable. */
-  private readonly pending = new Map<string, PendingName>();
+  /**
+   * Names changed by commits not yet durable. Replaced by a new Map whenever it empties:
+   * a long-lived Map churned per commit would keep its dead entries reachable from the
+   * old generation and have V8 promote them (see Drain in http/server.ts).
+   */
+  private pending = new Map<string, PendingName>();
 
   constructor(
     private readonly walPath: string,
@@ -141,6 +145,7 @@ export class WalDurability {
       while (entry.commits.length > 0 && entry.commits[0]!.seq <= covered) entry.durable = entry.commits.shift()!.after;
       if (entry.commits.length === 0) this.pending.delete(name);
     }
+    if (this.pending.size === 0) this.pending = new Map();
     const ready = this.waiters.filter((w) => w.seq <= covered);
     this.waiters = this.waiters.filter((w) => w.seq > covered);
     for (const waiter of ready) waiter.done();
