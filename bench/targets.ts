@@ -14,7 +14,7 @@ export const TARGET_LABELS: Record<TargetName, string> = {
   rill: 'rill (sqlite, durable)',
   'ref-memory': 'reference in-memory',
   'ref-file': 'reference file-backed',
-  floor: 'bare node:http 204',
+  floor: 'bare node:http floor',
 };
 
 /** The bench is compiled to .bench/build; the repository root is two levels up. */
