@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { LiveHub } from '../live/hub.js';
 import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
-import { CommandFailedError, DurabilityLostError, StorageUnavailableError } from '../storage/batched.js';
+import { CommandFailedError, DurabilityLostError, ReadNotSettledError, StorageUnavailableError } from '../storage/batched.js';
 import { MemoryStore } from '../storage/memory/engine.js';
 import { SqliteStore } from '../storage/sqlite/engine.js';
 import type { Store } from '../storage/store.js';
@@ -122,7 +122,9 @@ async function dispatchExtension(
 }
 
 function failureOf(error: unknown): ProtocolError {
-  if (error instanceof StorageUnavailableError || error instanceof CommandFailedError || error instanceof DurabilityLostError) return error.protocol;
+  if (error instanceof StorageUnavailableError || error instanceof CommandFailedError || error instanceof DurabilityLostError || error instanceof ReadNotSettledError) {
+    return error.protocol;
+  }
   return protocolError('INTERNAL', 'the server failed to process the request');
 }
 
@@ -235,7 +237,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
       dispatch(req, res, ctx).catch((error: unknown) => {
         const failure = failureOf(error);
         if (failure.code === 'INTERNAL') log.error({ err: error, method: req.method, url: req.url }, 'request failed');
-        else log.warn({ err: error }, 'storage refused a write');
+        else log.warn({ err: error }, 'storage refused the request');
         sendError(res, failure);
       });
     },

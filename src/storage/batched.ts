@@ -26,6 +26,20 @@ export class StorageUnavailableError extends Error {
 }
 
 /**
+ * A read of a stream whose name keeps losing stored bytes (dropped and recreated, or
+ * trimmed) faster than commits become durable: each such commit makes its readers wait
+ * one more fsync, and past a bound they are refused rather than held without end.
+ */
+export class ReadNotSettledError extends Error {
+  readonly protocol = protocolError('UNAVAILABLE', 'the stream is being removed or trimmed faster than reads can settle; retry later', {
+    retryAfterSeconds: 1,
+  });
+  constructor(name: string, waits: number) {
+    super(`read of ${name} not settled after ${waits} waits for removals to become durable`);
+  }
+}
+
+/**
  * The storage itself failed inside a batch (disk full, I/O error, a transaction the
  * database abandoned). The whole batch is refused with STORAGE_UNAVAILABLE and applies
  * nothing, rather than the one command failing while the others commit.

@@ -11,7 +11,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { bucketStreamKey, v1StreamKey } from '../../src/protocol/ids.js';
 import type { Fdatasync } from '../../src/storage/sqlite/durability.js';
-import { SqliteStore } from '../../src/storage/sqlite/engine.js';
+import { MAX_REMOVAL_WAITS, SqliteStore } from '../../src/storage/sqlite/engine.js';
+import { ReadNotSettledError } from '../../src/storage/batched.js';
 import { JSON_TYPE, appendRequest, createRequest } from './fixtures.js';
 
 /** An fsync stand-in: completes at once unless held; held calls complete on release. */
@@ -27,6 +28,15 @@ class HeldFlush {
   release(): void {
     const calls = this.held ?? [];
     this.held = null;
+    for (const done of calls) done(null);
+  }
+  /** Calls held now. */
+  get heldCount(): number {
+    return this.held?.length ?? 0;
+  }
+  /** Completes the oldest `count` held calls and keeps holding the rest and later ones. */
+  releaseFirst(count: number): void {
+    const calls = this.held?.splice(0, count) ?? [];
     for (const done of calls) done(null);
   }
 }
@@ -176,6 +186,36 @@ describe('bucket reads while a commit waits for its fsync', () => {
     await ticks();
     expect(read.answered()).toBe(true);
     expect(await store.getBucket('pending')).toMatchObject({ id: 'pending', streamCount: 0 });
+  });
+
+  it('a name dropped and recreated without pause: its reader is refused (503) after a bounded wait, not held forever', async () => {
+    const { store, disk } = open();
+    const name = v1StreamKey('churned');
+    await store.run('createStream', createRequest(name, { data: Buffer.from('v0') }));
+    disk.hold();
+    const writes: Array<Promise<unknown>> = [];
+    const recreate = async (n: number) => {
+      writes.push(store.run('deleteStream', { name, incarnation: null }));
+      writes.push(store.run('createStream', createRequest(name, { data: Buffer.from(`v${n}`) })));
+      await ticks();
+    };
+    await recreate(1);
+    const read = watch(store.getStream(name).then(() => 'answered', (error: unknown) => error));
+    // Each time the fsyncs the reader waits for end, another recreation is already pending.
+    for (let n = 2; n <= MAX_REMOVAL_WAITS + 2 && !read.answered(); n++) {
+      const earlier = disk.heldCount;
+      await recreate(n);
+      disk.releaseFirst(earlier);
+      await ticks();
+    }
+    expect(read.answered()).toBe(true);
+    const refusal = read.value();
+    expect(refusal).toBeInstanceOf(ReadNotSettledError);
+    expect((refusal as ReadNotSettledError).protocol.code).toBe('UNAVAILABLE');
+    // Once the churn stops, the same read is answered with the newest stream.
+    disk.release();
+    await Promise.all(writes);
+    expect(await wholeOrNothing(store, name)).toMatch(/^v\d+$/);
   });
 
   it('a stream whose deletion is not durable is still listed and counted', async () => {

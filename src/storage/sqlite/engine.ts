@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import type { BucketState } from '../../core/bucket.js';
 import { expiryMs } from '../../core/stream.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
-import { BatchedStore, StorageUnavailableError } from '../batched.js';
+import { BatchedStore, ReadNotSettledError, StorageUnavailableError } from '../batched.js';
 import type { Txn } from '../executor.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
@@ -40,6 +40,13 @@ const DEFAULT_RECENT_INDEXING: RecentIndexing = { sealRows: 8192, sealBytes: 102
  * ~8% (one row read each).
  */
 export const DEFAULT_STREAM_CACHE_ENTRIES = 20_000;
+
+/**
+ * A read waits for each pending commit that removed bytes of its stream (about one fsync
+ * each); a client that drops and recreates one name without pause could otherwise hold
+ * that stream's readers forever. Past this many waits the read is refused with 503.
+ */
+export const MAX_REMOVAL_WAITS = 100;
 
 /** SQLite result codes that mean the storage failed, not that a statement broke a rule. */
 const STORAGE_FAULT_CODES = ['SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_NOMEM', 'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_READONLY', 'SQLITE_CORRUPT', 'SQLITE_CANTOPEN', 'SQLITE_NOTADB', 'SQLITE_PROTOCOL', 'SQLITE_NOLFS'];
@@ -565,7 +572,9 @@ export class SqliteStore extends BatchedStore {
    * waits for it (about one fsync).
    */
   async getStream(name: string): Promise<StreamState | undefined> {
+    let waits = 0;
     for (let removal = this.durability.pendingRemoval(name); removal !== undefined; removal = this.durability.pendingRemoval(name)) {
+      if (waits++ === MAX_REMOVAL_WAITS) throw new ReadNotSettledError(name, MAX_REMOVAL_WAITS);
       await this.durableThrough(removal);
     }
     const durable = this.durability.durableState(name);
