@@ -177,10 +177,34 @@ function machine() {
   return { cores: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version, platform: `${process.platform} ${process.arch}` };
 }
 
+const USAGE = `npm run bench -- [options]
+  --quick            small settings: the harness end to end in seconds
+  --only LIST        workloads, comma-separated: ${WORKLOADS.join(', ')}
+  --streams LIST     stream counts for the append workload (default 1,500,10000)
+  --rounds N         rounds per figure (the median is reported)
+  --duration S       seconds per append and SSE run
+  --rill PATH        another rill build's dist/cli/main.js, measured in place of this one
+  --cpu-prof         write rill's CPU profiles to .bench/profiles/
+  --data DIR         where the servers keep their data (default .bench/data)
+  --out FILE         results JSON (default .bench/results-<time>.json and .bench/latest.json)
+`;
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { quick: { type: 'boolean' }, rounds: { type: 'string' }, only: { type: 'string' }, out: { type: 'string' }, data: { type: 'string' }, streams: { type: 'string' }, duration: { type: 'string' }, rill: { type: 'string' }, 'cpu-prof': { type: 'boolean' } },
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      quick: { type: 'boolean' },
+      rounds: { type: 'string' },
+      only: { type: 'string' },
+      out: { type: 'string' },
+      data: { type: 'string' },
+      streams: { type: 'string' },
+      duration: { type: 'string' },
+      rill: { type: 'string' },
+      'cpu-prof': { type: 'boolean' },
+    },
   });
+  if (values.help) return void process.stdout.write(USAGE);
   const s: BenchSettings = { ...(values.quick ? QUICK : FULL) };
   if (values.rounds) s.rounds = Number(values.rounds);
   if (values.data) DATA_BASE = resolve(values.data);
