@@ -103,7 +103,7 @@ async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   try {
     for (let round = 0; round < s.rounds; round++) {
       for (const t of roundOrder(running, round)) {
-        const spec = { subscribers: s.sseSubscribers, messagesPerS: s.sseMessagesPerS, durationS: s.sseDurationS, stream: `sse-${round}` };
+        const spec = { subscribers: s.sseSubscribers, messagesPerS: s.sseMessagesPerS, durationS: s.sseDurationS, warmupMessages: s.sseWarmupMessages, stream: `sse-${round}` };
         await prepareSse(t.url, spec);
         const r = await runSse(t.url, spec);
         progress(`SSE fan-out: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${r.p50Ms.toFixed(2)} ms p99 ${r.p99Ms.toFixed(2)} ms, ${r.delivered}/${r.expected} delivered`);

@@ -11,6 +11,8 @@ export interface BenchSettings {
   sseSubscribers: number;
   sseMessagesPerS: number;
   sseDurationS: number;
+  /** Messages sent first and not measured, so the figures are the servers' steady state. */
+  sseWarmupMessages: number;
   catchUpBytes: number;
   catchUpJsonMessages: number;
   manyStreams: number;
@@ -29,6 +31,7 @@ export const FULL: BenchSettings = {
   sseSubscribers: 1000,
   sseMessagesPerS: 20,
   sseDurationS: 8,
+  sseWarmupMessages: 20,
   catchUpBytes: 10 * 1024 * 1024,
   catchUpJsonMessages: 100_000,
   manyStreams: 100_000,
@@ -46,6 +49,7 @@ export const QUICK: BenchSettings = {
   sseSubscribers: 10,
   sseMessagesPerS: 20,
   sseDurationS: 0.5,
+  sseWarmupMessages: 2,
   catchUpBytes: 256 * 1024,
   catchUpJsonMessages: 2000,
   manyStreams: 200,
