@@ -9,7 +9,8 @@ import { SharedEvents } from './shared.js';
 export type WaitResult = 'changed' | 'timeout' | 'aborted';
 
 export class LiveHub {
-  private readonly waiters = new Map<string, Set<() => void>>();
+  /** Waits by stream name; each is told why it ends ('changed' on a commit, 'aborted' on drain). */
+  private readonly waiters = new Map<string, Set<(result: WaitResult) => void>>();
   private connections = 0;
   private readonly unsubscribe: () => void;
   private draining = false;
@@ -46,7 +47,7 @@ export class LiveHub {
       this.shared.drop(event.name);
       const set = this.waiters.get(event.name);
       if (!set) continue;
-      for (const wakeUp of [...set]) wakeUp();
+      for (const wakeUp of [...set]) wakeUp('changed');
     }
   }
 
@@ -60,21 +61,19 @@ export class LiveHub {
       }
       const waiters = set;
       let stopWatchingAbort = () => {};
+      // A wait ends once, by a commit, its timeout, its signal or the drain (which ends
+      // every wait through `waiters`, so a wait adds itself to no other set).
       const finish = (result: WaitResult) => {
+        if (!waiters.delete(finish)) return;
         clearTimeout(timer);
-        waiters.delete(onChange);
         if (waiters.size === 0 && this.waiters.get(name) === waiters) this.waiters.delete(name);
         stopWatchingAbort();
-        this.drainListeners.delete(onAbort);
         resolve(result);
       };
-      const onChange = () => finish('changed');
-      const onAbort = () => finish('aborted');
       const timer = setTimeout(() => finish('timeout'), Math.max(0, timeoutMs));
-      waiters.add(onChange);
-      this.drainListeners.add(onAbort);
-      if (signal?.aborted || this.draining) onAbort();
-      else if (signal) stopWatchingAbort = this.watchAbort(signal, onAbort);
+      waiters.add(finish);
+      if (signal?.aborted || this.draining) finish('aborted');
+      else if (signal) stopWatchingAbort = this.watchAbort(signal, () => finish('aborted'));
     });
   }
 
@@ -109,6 +108,7 @@ export class LiveHub {
   /** Ends every wait (live readers answer and close) and refuses new live readers. */
   drain(): void {
     this.draining = true;
+    for (const set of [...this.waiters.values()]) for (const finish of [...set]) finish('aborted');
     for (const listener of [...this.drainListeners]) listener();
   }
 

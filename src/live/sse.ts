@@ -126,7 +126,8 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
   let announced = false;
   for (;;) {
     while (state.position < state.stream.tail) {
-      if (!(await caughtUp(res, options, signal, endAt))) return void res.destroy();
+      // Most of the time the reader keeps up: no wait, and no promise made per event.
+      if ((res.writableNeedDrain || signal.aborted) && !(await caughtUp(res, options, signal, endAt))) return void res.destroy();
       const shared = await nextEvent(options, encoding, state, windowBytes);
       // No bytes below the tail means the stream was dropped under this reader: stop rather than spin.
       if (shared.bytes === 0) return;
