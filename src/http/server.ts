@@ -8,7 +8,7 @@ import type { Socket } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { LiveHub } from '../live/hub.js';
 import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
-import { CommandFailedError, DurabilityLostError, ReadNotSettledError, StorageUnavailableError } from '../storage/batched.js';
+import { storageRefusal } from '../storage/batched.js';
 import { MemoryStore } from '../storage/memory/engine.js';
 import { SqliteStore } from '../storage/sqlite/engine.js';
 import type { Store } from '../storage/store.js';
@@ -122,10 +122,7 @@ async function dispatchExtension(
 }
 
 function failureOf(error: unknown): ProtocolError {
-  if (error instanceof StorageUnavailableError || error instanceof CommandFailedError || error instanceof DurabilityLostError || error instanceof ReadNotSettledError) {
-    return error.protocol;
-  }
-  return protocolError('INTERNAL', 'the server failed to process the request');
+  return storageRefusal(error) ?? protocolError('INTERNAL', 'the server failed to process the request');
 }
 
 /** The refusal for a request Node's parser gave up on. */

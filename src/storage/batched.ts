@@ -6,7 +6,7 @@
  */
 import { touched } from '../core/stream.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings, type StreamState } from '../core/types.js';
-import { protocolError } from '../protocol/errors.js';
+import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { Executor, type Txn } from './executor.js';
 import type { BucketInfo, CommandName, CommitEvent, Store, StoreCommands, StoreOptions, StreamListing } from './store.js';
 
@@ -70,6 +70,16 @@ export class CommandFailedError extends Error {
   constructor(override readonly cause: unknown) {
     super(`command failed: ${cause instanceof Error ? cause.message : String(cause)}`);
   }
+}
+
+/** The typed answer a storage error carries; null for any other error. */
+export function storageRefusal(error: unknown): ProtocolError | null {
+  const typed =
+    error instanceof StorageUnavailableError ||
+    error instanceof CommandFailedError ||
+    error instanceof DurabilityLostError ||
+    error instanceof ReadNotSettledError;
+  return typed ? error.protocol : null;
 }
 
 /** Most commands a batch takes; the rest wait for the next one. */

@@ -12,7 +12,8 @@ import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { bucketStreamKey, v1StreamKey } from '../../src/protocol/ids.js';
 import type { Fdatasync } from '../../src/storage/sqlite/durability.js';
 import { MAX_REMOVAL_WAITS, SqliteStore } from '../../src/storage/sqlite/engine.js';
-import { ReadNotSettledError } from '../../src/storage/batched.js';
+import { ReadNotSettledError, storageRefusal } from '../../src/storage/batched.js';
+import { statusOf } from '../../src/protocol/errors.js';
 import { JSON_TYPE, appendRequest, createRequest } from './fixtures.js';
 
 /** An fsync stand-in: completes at once unless held; held calls complete on release. */
@@ -211,7 +212,11 @@ describe('bucket reads while a commit waits for its fsync', () => {
     expect(read.answered()).toBe(true);
     const refusal = read.value();
     expect(refusal).toBeInstanceOf(ReadNotSettledError);
-    expect((refusal as ReadNotSettledError).protocol.code).toBe('UNAVAILABLE');
+    // The server answers it as it answers every typed storage refusal: 503 with Retry-After.
+    const answer = storageRefusal(refusal);
+    expect(answer?.code).toBe('UNAVAILABLE');
+    expect(statusOf(answer!.code)).toBe(503);
+    expect(answer?.fields?.retryAfterSeconds).toBe(1);
     // Once the churn stops, the same read is answered with the newest stream.
     disk.release();
     await Promise.all(writes);
