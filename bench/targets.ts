@@ -1,6 +1,7 @@
 /**
  * The servers under test, each in its own process on 127.0.0.1: rill (SQLite, durable
- * acks), the reference server in memory and on files, and the bare node:http floor.
+ * acks), the reference server in memory and on files, and the bare node:http floor; for
+ * appends also rill in memory (no storage, no fsync), to show what durability costs.
  * Each is started fresh for a workload and stopped by its pid.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -8,10 +9,11 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { freePort } from './ports.js';
 
-export type TargetName = 'rill' | 'ref-memory' | 'ref-file' | 'floor';
+export type TargetName = 'rill' | 'rill-memory' | 'ref-memory' | 'ref-file' | 'floor';
 
 export const TARGET_LABELS: Record<TargetName, string> = {
   rill: 'rill (sqlite, durable)',
+  'rill-memory': 'rill --store memory (not durable)',
   'ref-memory': 'reference in-memory',
   'ref-file': 'reference file-backed',
   floor: 'bare node:http floor',
@@ -50,6 +52,8 @@ function commandFor(name: TargetName, port: number, dataDir: string | null): str
   switch (name) {
     case 'rill':
       return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!];
+    case 'rill-memory':
+      return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'memory'];
     case 'ref-memory':
       return [join(SERVERS, 'reference.js'), String(port)];
     case 'ref-file':
