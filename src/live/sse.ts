@@ -165,14 +165,13 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
 }
 
 /**
- * Before more data is read for the reader: when its buffer is over the socket's
- * high-water mark, waits until it has taken it. False when it took nothing for a
+ * Before more data is read for a reader whose buffer is over the socket's high-water
+ * mark (or that left): waits until it has taken it. False when it took nothing for a
  * heartbeat interval, its lifetime ended, the server is draining or the reader left;
  * the server then stops buffering for it and disconnects it.
  */
 async function caughtUp(res: ServerResponse, options: SseOptions, signal: AbortSignal, endAt: number): Promise<boolean> {
   if (signal.aborted) return false;
-  if (!res.writableNeedDrain) return true;
   const waitMs = Math.min(options.heartbeatMs, endAt - options.now());
   return waitMs > 0 && (await drained(res, signal, options.hub, waitMs));
 }
