@@ -19,7 +19,7 @@ export interface Check {
   detail: string;
 }
 
-const ORDER: TargetName[] = ['rill', 'rill-memory', 'ref-memory', 'ref-file', 'floor'];
+const ORDER: TargetName[] = ['rill', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
 
 export function median(values: number[] | undefined): number {
   if (!values || values.length === 0) return NaN;
@@ -46,7 +46,7 @@ function ratio(a: number, b: number): string {
 
 /** A Markdown table: one row per figure, medians per server, then rill's ratios. */
 export function renderTable(rows: Row[]): string {
-  const header = ['figure', ...ORDER.map((t) => TARGET_LABELS[t]), 'rill / ref mem', 'rill / ref file', 'rill / floor', 'rill memory / ref mem'];
+  const header = ['figure', ...ORDER.map((t) => TARGET_LABELS[t]), 'rill / ref mem', 'rill / ref file', 'rill / floor', 'rill memory / ref mem', 'rill / durable floor', 'rill / SQLite floor'];
   const lines = [header, header.map(() => '---')];
   for (const row of rows) {
     const m = Object.fromEntries(ORDER.map((t) => [t, median(row.rounds[t])])) as Record<TargetName, number>;
@@ -57,6 +57,8 @@ export function renderTable(rows: Row[]): string {
       ratio(m.rill, m['ref-file']),
       ratio(m.rill, m.floor),
       ratio(m['rill-memory'], m['ref-memory']),
+      ratio(m.rill, m['durable-floor']),
+      ratio(m.rill, m['sqlite-floor']),
     ]);
   }
   return lines.map((cells) => `| ${cells.join(' | ')} |`).join('\n');

@@ -24,8 +24,14 @@ import { createManyStreams, PROBE_STREAM, restartToFirstRead, settledRss } from 
 import { prepareSse, runSse } from './workloads/sse.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-/** Appends also run on rill without durability: the gap to `rill` is what storage costs. */
-const APPEND_TARGETS: TargetName[] = ['rill', 'rill-memory', 'ref-memory', 'ref-file', 'floor'];
+/**
+ * Appends also run on rill without durability (the gap to `rill` is what storage costs),
+ * on the durable floor (the least any durable server can cost here) and on the SQLite
+ * floor (the least a durable server on SQLite can cost).
+ */
+const APPEND_TARGETS: TargetName[] = ['rill', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
+/** Servers that must answer every append; another server's refusals are noted and not counted. */
+const MUST_ANSWER: TargetName[] = ['rill', 'rill-memory', 'durable-floor', 'sqlite-floor'];
 const STORES: TargetName[] = ['rill', 'ref-memory', 'ref-file'];
 
 function progress(message: string): void {
@@ -79,8 +85,7 @@ async function appendWorkload(s: BenchSettings, rows: Row[], streams: number, pr
       for (const t of roundOrder(running, round)) {
         const r = await runAppends(t.url, spec);
         progress(`${what}: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
-        // rill must answer every append; another server's refusals are noted and not counted.
-        if (r.non2xx > 0 && (t.name === 'rill' || t.name === 'rill-memory')) throw new Error(`${TARGET_LABELS[t.name]} answered ${r.non2xx} appends with a non-2xx status`);
+        if (r.non2xx > 0 && MUST_ANSWER.includes(t.name)) throw new Error(`${TARGET_LABELS[t.name]} answered ${r.non2xx} appends with a non-2xx status`);
         if (r.non2xx + r.errors > 0) push(failures, t.name, r.non2xx + r.errors);
         push(rate, t.name, r.appendsPerS);
         push(p50, t.name, r.p50Ms);

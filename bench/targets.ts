@@ -1,7 +1,10 @@
 /**
  * The servers under test, each in its own process on 127.0.0.1: rill (SQLite, durable
  * acks), the reference server in memory and on files, and the bare node:http floor; for
- * appends also rill in memory (no storage, no fsync), to show what durability costs.
+ * appends also rill in memory (no storage, no fsync), to show what durability costs, the
+ * durable floor (bodies written to a file and fdatasynced, nothing else: the least
+ * durability costs here) and the SQLite floor (one INSERT per body, group commit: the
+ * least SQLite costs as DESIGN.md has rill use it).
  * Each is started fresh for a workload and stopped by its pid.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -9,7 +12,7 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { freePort } from './ports.js';
 
-export type TargetName = 'rill' | 'rill-memory' | 'ref-memory' | 'ref-file' | 'floor';
+export type TargetName = 'rill' | 'rill-memory' | 'ref-memory' | 'ref-file' | 'floor' | 'durable-floor' | 'sqlite-floor';
 
 export const TARGET_LABELS: Record<TargetName, string> = {
   rill: 'rill (sqlite, durable)',
@@ -17,6 +20,8 @@ export const TARGET_LABELS: Record<TargetName, string> = {
   'ref-memory': 'reference in-memory',
   'ref-file': 'reference file-backed',
   floor: 'bare node:http floor',
+  'durable-floor': 'durable floor (node:http + fdatasync)',
+  'sqlite-floor': 'SQLite floor (node:http + one INSERT each, group commit)',
 };
 
 /** The bench is compiled to .bench/build; the repository root is two levels up. */
@@ -60,11 +65,15 @@ function commandFor(name: TargetName, port: number, dataDir: string | null): str
       return [join(SERVERS, 'reference.js'), String(port), dataDir!];
     case 'floor':
       return [join(SERVERS, 'floor.js'), String(port)];
+    case 'durable-floor':
+      return [join(SERVERS, 'durable-floor.js'), String(port), dataDir!];
+    case 'sqlite-floor':
+      return [join(SERVERS, 'sqlite-floor.js'), String(port), dataDir!];
   }
 }
 
 export function needsDataDir(name: TargetName): boolean {
-  return name === 'rill' || name === 'ref-file';
+  return name === 'rill' || name === 'ref-file' || name === 'durable-floor' || name === 'sqlite-floor';
 }
 
 /** A fresh, empty data directory on the same disk as the repository (not tmpfs). */

@@ -26,4 +26,7 @@ test('npm run bench runs end to end on --quick', () => {
     expect(row.rounds['rill']?.length, row.key).toBeGreaterThan(0);
     expect(row.rounds['rill']!.every(Number.isFinite), row.key).toBe(true);
   }
+  // Appends are also measured on the floors that say what durability and SQLite cost.
+  const appends = results.rows.find((r) => r.key === 'appends-10')!;
+  for (const floor of ['floor', 'durable-floor', 'sqlite-floor']) expect(appends.rounds[floor]?.every((v) => v > 0), floor).toBe(true);
 }, 180_000);
