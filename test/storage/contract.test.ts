@@ -734,5 +734,20 @@ function lifecycleTests(ctx: Ctx, engine: EngineUnderTest): void {
       expect(after).toMatchObject({ attrs: '{"title":"u"}', earliestOffset: 4, snapshot: { offset: 4 } });
       expect((await ctx.store.snapshotBody(after))?.toString()).toBe('all');
     });
+
+    it('a stream whose every byte retention removed keeps its tail across a reopen', async () => {
+      const name = v1StreamKey('emptied');
+      await ctx.store.run('createStream', createRequest(name, { data: Buffer.from('xx') }));
+      await ctx.store.run('append', { name, request: appendRequest('yy') });
+      await ctx.store.run('append', { name, request: appendRequest('zz') });
+      await publish(name, 6, 'all of it');
+      expect(await ctx.store.run('setRetention', { name, request: { offset: 6, incarnation: null } })).toMatchObject({ kind: 'retained' });
+
+      ctx.store = await engine.reopen(ctx.store, ctx.clock);
+
+      expect(await mustGet(ctx.store, name)).toMatchObject({ tail: 6, earliestOffset: 6 });
+      expect(expectAppended(await ctx.store.run('append', { name, request: appendRequest('w') }))).toEqual({ start: 6, next: 7, closed: false });
+      expect((await ctx.store.readRange(await mustGet(ctx.store, name), 6, 100)).toString()).toBe('w');
+    });
   });
 }

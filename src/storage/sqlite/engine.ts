@@ -230,6 +230,10 @@ function prepareStatements(db: Database.Database) {
        SELECT r.stream_id, r.start, r.data FROM recent_chunks r WHERE EXISTS (SELECT 1 FROM streams s WHERE s.id = r.stream_id)
        ORDER BY r.stream_id, r.start`,
     ),
+    // length() of a blob is read from the record header: the bytes themselves are not loaded.
+    lastChunkEnd: db.prepare<[number], { end: number }>(
+      `SELECT start + length(data) AS end FROM chunks WHERE stream_id = ? ORDER BY start DESC LIMIT 1`,
+    ),
     chunkContaining: db.prepare<[number, number], { start: number; data: Buffer }>(
       `SELECT start, data FROM chunks WHERE stream_id = ? AND start <= ? ORDER BY start DESC LIMIT 1`,
     ),
@@ -404,7 +408,7 @@ export class SqliteStore extends BatchedStore {
     if (!stream) {
       const row = load();
       if (!row) return undefined;
-      stream = rowToStream(row);
+      stream = this.streamFromRow(row);
       this.cache.remember(stream);
     }
     return this.withPendingTouch(stream);
@@ -419,23 +423,41 @@ export class SqliteStore extends BatchedStore {
   }
 
   /**
-   * Writes only the columns that changed since the cached state. Compared column by
-   * column without building whole rows: a plain append changes only `tail`, and this
-   * runs once per append inside the batch transaction.
+   * Writes only the columns that changed since the cached state, compared column by
+   * column without building whole rows; this runs once per append inside the batch.
+   *
+   * A plain append changes only `tail`, and the chunk it stores records that move, so
+   * its row is not written at all (one UPDATE less per append): a row's tail may lag
+   * behind its chunks, and streamFromRow reads the tail from both. A write of any other
+   * column brings the tail up to date with it, so that a change that could take chunks
+   * away (a trim) never leaves the row behind.
    */
   private updateStream(next: StreamState): void {
     const previous = this.cache.getById(next.id) ?? this.streamById(next.id);
     if (!previous) throw new Error(`invariant: updating stream ${next.id}, which is not stored`);
-    const params: Record<string, unknown> = { id: next.id };
+    const params: Record<string, unknown> = { id: next.id, tail: next.tail };
     let changed = '';
     for (const [column, valueOf] of STREAM_COLUMN_VALUES) {
+      if (column === 'tail') continue;
       const value = valueOf(next);
       if (value === valueOf(previous)) continue;
       params[column] = value;
       changed = changed === '' ? column : `${changed},${column}`;
     }
-    if (changed !== '') this.updateStatement(changed).run(params);
+    if (changed !== '') this.updateStatement(`${changed},tail`).run(params);
     this.cache.set(next);
+  }
+
+  /**
+   * A stored row as a stream state. Its tail is the greater of the row's and the end of
+   * the stream's last chunk (plain appends leave the row's behind, see updateStream);
+   * every recent append lies after every indexed one, so a recent one ends last.
+   */
+  private streamFromRow(row: StreamRow): StreamState {
+    const stream = rowToStream(row);
+    const chunkEnd = this.recent.lastEnd(stream.id) ?? this.sql.lastChunkEnd.get(stream.id)?.end;
+    if (chunkEnd === undefined || chunkEnd <= stream.tail) return stream;
+    return { ...stream, tail: chunkEnd };
   }
 
   /** The prepared UPDATE of the columns listed in `changed` (comma-separated), made once. */
@@ -473,7 +495,7 @@ export class SqliteStore extends BatchedStore {
         return row ? { id: row.id, createdAtMs: row.created_at_ms } : undefined;
       },
       countBucketRows: (bucket) => sql.bucketRows.get(bucket)!.n,
-      expiredBucketStreams: (bucket, nowMs) => sql.bucketExpired.all(bucket, nowMs).map(rowToStream),
+      expiredBucketStreams: (bucket, nowMs) => sql.bucketExpired.all(bucket, nowMs).map((row) => this.streamFromRow(row)),
       getProducer: (streamId, producerId) => {
         const cached = this.producers.get(streamId, producerId);
         if (cached) return cached;
@@ -493,7 +515,7 @@ export class SqliteStore extends BatchedStore {
       },
       chunkAt: (stream, position) => chunkFromChain(this.chunkSource, stream, position),
       nextStreamId: () => this.nextStreamId++,
-      expiredStreams: (nowMs, limit) => sql.expired.all(nowMs, limit).map(rowToStream),
+      expiredStreams: (nowMs, limit) => sql.expired.all(nowMs, limit).map((row) => this.streamFromRow(row)),
       putBucket: (bucket: BucketState) => void sql.insertBucket.run(bucket.id, bucket.createdAtMs),
       dropBucket: (id) => void sql.deleteBucket.run(id),
       insertStream: (stream) => {

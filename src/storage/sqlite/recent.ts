@@ -134,6 +134,13 @@ export class RecentChunks {
     });
   }
 
+  /** Where the stream's last recent append ends, if it has one. */
+  lastEnd(streamId: number): number | undefined {
+    const list = this.byStream.get(streamId);
+    const last = list?.[list.length - 1];
+    return last === undefined ? undefined : last.start + last.data.length;
+  }
+
   /** Where the stream's first recent append starts, if it has one. */
   firstStart(streamId: number): number | undefined {
     return this.byStream.get(streamId)?.[0]!.start;
