@@ -126,7 +126,7 @@ async function check(dataDir: string, expected: Expected): Promise<number> {
 function expectNothingLeftBehind(dataDir: string): void {
   const db = new Database(join(dataDir, 'rill.db'), { readonly: true });
   try {
-    expect(db.prepare('SELECT count(*) AS n FROM recent_chunks').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM recent_batches').get()).toEqual({ n: 0 });
     expect(db.prepare('SELECT count(*) AS n FROM chunks WHERE stream_id NOT IN (SELECT id FROM streams)').get()).toEqual({ n: 0 });
   } finally {
     db.close();

@@ -16,6 +16,7 @@ import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
 import { ProducerCache } from './producer-cache.js';
 import { WalDurability, type Fdatasync } from './durability.js';
+import { ChunkInserter, packAppends, recoverRecentBatches, type PackedAppend } from './recent-batches.js';
 import { RecentChunks } from './recent.js';
 import { migrate } from './schema.js';
 
@@ -215,21 +216,9 @@ function prepareStatements(db: Database.Database) {
       `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND name > ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
     ),
     insertChunk: db.prepare<[number, number, Buffer]>(`INSERT INTO chunks (stream_id, start, data) VALUES (?, ?, ?)`),
-    insertRecent: db.prepare<[number, number, Buffer]>(`INSERT INTO recent_chunks (stream_id, start, data) VALUES (?, ?, ?)`),
-    // The given rows, one statement for a whole slice. They are read in the order given
-    // (stream, then start), for locality only: any order stores the same rows.
-    indexRecentRows: db.prepare<[string]>(
-      `INSERT INTO chunks (stream_id, start, data) SELECT r.stream_id, r.start, r.data FROM json_each(?) AS j JOIN recent_chunks r ON r.id = j.value`,
-    ),
-    deleteRecentUpTo: db.prepare<[number]>(`DELETE FROM recent_chunks WHERE id <= ?`),
-    clearRecent: db.prepare(`DELETE FROM recent_chunks`),
-    // After a crash: rows a seal had already indexed are skipped (same stream and start),
-    // and rows of streams deleted since are dropped.
-    recoverRecent: db.prepare(
-      `INSERT OR IGNORE INTO chunks (stream_id, start, data)
-       SELECT r.stream_id, r.start, r.data FROM recent_chunks r WHERE EXISTS (SELECT 1 FROM streams s WHERE s.id = r.stream_id)
-       ORDER BY r.stream_id, r.start`,
-    ),
+    insertBatch: db.prepare<[number, Buffer]>(`INSERT INTO recent_batches (id, appends) VALUES (?, ?)`),
+    deleteRecentUpTo: db.prepare<[number]>(`DELETE FROM recent_batches WHERE id <= ?`),
+    clearRecent: db.prepare(`DELETE FROM recent_batches`),
     // length() of a blob is read from the record header: the bytes themselves are not loaded.
     lastChunkEnd: db.prepare<[number], { end: number }>(
       `SELECT start + length(data) AS end FROM chunks WHERE stream_id = ? ORDER BY start DESC LIMIT 1`,
@@ -283,6 +272,11 @@ export class SqliteStore extends BatchedStore {
   private readonly cache: StreamCache;
   private readonly producers = new ProducerCache(50_000);
   private readonly recent = new RecentChunks();
+  private readonly chunkInserter: ChunkInserter;
+  /** Appends of the open transaction, stored as one row of `recent_batches` at its end. */
+  private batchAppends: PackedAppend[] = [];
+  /** The row id the open transaction's appends get; it only grows. */
+  private batchId = 1;
   private readonly recentIndexing: RecentIndexing;
   private readonly updates = new Map<string, Database.Statement>();
   private readonly runTransaction: (body: (txn: Txn) => void) => void;
@@ -313,14 +307,13 @@ export class SqliteStore extends BatchedStore {
     this.nextStreamId = Number(this.sql.nextId.get()!.value);
     this.persistedNextStreamId = this.nextStreamId;
     this.txn = this.createTxn();
+    this.chunkInserter = new ChunkInserter(this.db);
     // Appends a crash left unindexed are indexed before anything reads them.
-    this.db.transaction(() => {
-      this.sql.recoverRecent.run();
-      this.sql.clearRecent.run();
-    })();
+    this.db.transaction(() => recoverRecentBatches(this.db, this.chunkInserter))();
     this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync);
     this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
       body(this.txn);
+      if (this.batchAppends.length > 0) this.sql.insertBatch.run(this.batchId, packAppends(this.batchAppends));
       if (this.nextStreamId !== this.persistedNextStreamId) this.sql.setNextId.run(String(this.nextStreamId));
     });
   }
@@ -334,8 +327,13 @@ export class SqliteStore extends BatchedStore {
       this.cache.rollback();
       this.recent.rollback();
       this.producers.clear();
+      this.batchAppends = [];
       throw error;
     }
+    // The next transaction's appends get a new id even when this one stored none, so a
+    // seal of everything up to this id never covers appends added after it.
+    this.batchAppends = [];
+    this.batchId++;
     this.recent.commit();
     this.durability.committed(this.cache.commit());
     this.persistedNextStreamId = this.nextStreamId;
@@ -352,23 +350,22 @@ export class SqliteStore extends BatchedStore {
     return this.recent.size;
   }
 
-  /** Indexes the next slice of sealed appends; once all are, drops them from `recent_chunks`. */
+  /** Indexes the next slice of sealed appends; once all are, drops their rows from `recent_batches`. */
   protected indexSealedStep(maxRows: number): void {
-    this.insertIndexed(this.recent.takeSealed(maxRows));
+    this.chunkInserter.insert(this.recent.takeSealed(maxRows));
     if (!this.recent.sealDone) return;
     this.sql.deleteRecentUpTo.run(this.recent.sealedUpToId!);
     this.recent.endSeal();
   }
 
-  /** Indexes every recent append (inside the caller's transaction). */
+  /**
+   * Indexes every recent append (inside the caller's transaction), this transaction's own
+   * included: they are indexed now, so its batch row is not stored.
+   */
   private indexAllRecent(): void {
-    this.insertIndexed(this.recent.takeAll());
+    this.chunkInserter.insert(this.recent.takeAll());
     this.sql.clearRecent.run();
-  }
-
-  /** Copies the recent rows `ids` into the chunks index, in the order given. */
-  private insertIndexed(ids: number[]): void {
-    if (ids.length > 0) this.sql.indexRecentRows.run(JSON.stringify(ids));
+    this.batchAppends = [];
   }
 
   /**
@@ -527,7 +524,7 @@ export class SqliteStore extends BatchedStore {
         this.streamById(stream.id);
         this.cache.delete(stream);
         sql.deleteChunks.run(stream.id);
-        // Its rows in recent_chunks go with the next seal's range (or the next start skips them).
+        // Its appends in recent_batches go with the next seal's range (or the next start skips them).
         this.recent.forget(stream.id);
         sql.deleteAllProducers.run(stream.id);
         this.producers.forgetStream(stream.id);
@@ -538,8 +535,8 @@ export class SqliteStore extends BatchedStore {
       trimBefore: (stream, position) => this.trimBefore(stream, position),
       descendantsEarliest: (streamId) => sql.descendantsEarliest.get(streamId)!.e,
       appendChunk: (streamId, start, data) => {
-        const { lastInsertRowid } = sql.insertRecent.run(streamId, start, data);
-        this.recent.add(streamId, { id: Number(lastInsertRowid), start, data });
+        this.batchAppends.push({ streamId, start, data });
+        this.recent.add(streamId, { id: this.batchId, start, data });
       },
       putProducer: (streamId, r) => {
         this.producers.remember(streamId, r);

@@ -1,15 +1,15 @@
 /**
- * The newest appends, kept in memory and in an unindexed table until they are indexed
- * in bulk.
+ * The newest appends, kept in memory and in an unindexed table (one row per committed
+ * batch, see recent-batches.ts) until they are indexed in bulk.
  *
  * Inserting each append into the (stream, start) index of `chunks` dirties one index
  * page per stream written in a commit, and every dirty page is a frame written to the
  * WAL: with hundreds of streams a batch of appends spreads over as many pages. Appends
- * therefore go to `recent_chunks`, whose rowid only grows, so a commit writes one or two
+ * therefore go to `recent_batches`, whose rowid only grows, so a commit writes one or two
  * pages of it. Once enough have gathered they are sealed and moved into `chunks` a slice
  * at a time, stream after stream in id order, so that each index page is written once
  * for many appends and no single move stalls the server for long. When every sealed
- * row is indexed, they leave `recent_chunks` as one contiguous range of rowids.
+ * append is indexed, their rows leave `recent_batches` as one contiguous range of ids.
  *
  * Only a stream's oldest recent appends are ever moved, so every recent append of a
  * stream lies after every indexed one: a read takes the indexed part from SQLite and the
@@ -17,14 +17,15 @@
  * the stream cache's.
  */
 import type { StoredChunk } from '../chain.js';
+import type { PackedAppend } from './recent-batches.js';
 
 export interface RecentChunk extends StoredChunk {
-  /** Its rowid in `recent_chunks`. */
+  /** The id of its batch's row in `recent_batches`, shared by the appends of one batch. */
   id: number;
 }
 
 interface Seal {
-  /** Rows with ids up to this one are sealed. */
+  /** Appends with ids up to this one are sealed. */
   upToId: number;
   /** Streams that may still hold sealed rows, in id order, and the next one to take. */
   streams: number[];
@@ -52,7 +53,7 @@ export class RecentChunks {
     return added;
   }
 
-  /** The rowid below which every row is sealed, while sealed rows are being indexed. */
+  /** The id up to which every append is sealed, while sealed appends are being indexed. */
   get sealedUpToId(): number | null {
     return this.seal?.upToId ?? null;
   }
@@ -66,15 +67,16 @@ export class RecentChunks {
 
   /**
    * Takes up to `maxRows` sealed appends, stream after stream, the oldest of each stream
-   * first; answers their rowids in that order ([] when nothing sealed is left).
+   * first, in that order ([] when nothing sealed is left).
    */
-  takeSealed(maxRows: number): number[] {
+  takeSealed(maxRows: number): PackedAppend[] {
     const seal = this.seal;
     if (!seal) return [];
-    const taken: number[] = [];
+    const taken: PackedAppend[] = [];
     const startNext = seal.next;
     while (taken.length < maxRows && seal.next < seal.streams.length) {
-      for (const chunk of this.takePrefix(seal.streams[seal.next]!, seal.upToId, maxRows - taken.length)) taken.push(chunk.id);
+      const streamId = seal.streams[seal.next]!;
+      for (const { start, data } of this.takePrefix(streamId, seal.upToId, maxRows - taken.length)) taken.push({ streamId, start, data });
       if (taken.length < maxRows) seal.next++;
     }
     this.undo?.push(() => {
@@ -93,9 +95,11 @@ export class RecentChunks {
     this.setSeal(null);
   }
 
-  /** Takes everything, sealed or not, for indexing all at once: rowids, stream after stream. */
-  takeAll(): number[] {
-    const taken = [...this.byStream].sort(([a], [b]) => a - b).flatMap(([, list]) => list.map((chunk) => chunk.id));
+  /** Takes everything, sealed or not, for indexing all at once, stream after stream. */
+  takeAll(): PackedAppend[] {
+    const taken = [...this.byStream]
+      .sort(([a], [b]) => a - b)
+      .flatMap(([streamId, list]) => list.map(({ start, data }): PackedAppend => ({ streamId, start, data })));
     const [byStream, rows, bytes] = [this.byStream, this.rows, this.bytes];
     this.byStream = new Map();
     this.rows = 0;
@@ -110,7 +114,7 @@ export class RecentChunks {
   }
 
   add(streamId: number, chunk: RecentChunk): void {
-    if (chunk.id <= this.lastId) throw new Error(`invariant: recent rowid ${chunk.id} after ${this.lastId}`);
+    if (chunk.id < this.lastId) throw new Error(`invariant: recent batch id ${chunk.id} after ${this.lastId}`);
     let list = this.byStream.get(streamId);
     if (!list) {
       list = [];
@@ -157,7 +161,7 @@ export class RecentChunks {
       if (list[mid]!.start <= position) low = mid;
       else high = mid - 1;
     }
-    // A plain chunk: the rowid is this table's business, not the reader's.
+    // A plain chunk: the batch id is this table's business, not the reader's.
     const { start, data } = list[low]!;
     return { start, data };
   }
@@ -199,7 +203,7 @@ export class RecentChunks {
     for (const step of steps.reverse()) step();
   }
 
-  /** Removes up to `max` of the stream's oldest appends with ids up to `upToId`. */
+  /** Removes up to `max` of the stream's oldest appends with batch ids up to `upToId`. */
   private takePrefix(streamId: number, upToId: number, max: number): RecentChunk[] {
     const list = this.byStream.get(streamId);
     if (!list) return [];

@@ -4,7 +4,7 @@
  */
 import type Database from 'better-sqlite3';
 
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -83,6 +83,15 @@ const MIGRATIONS: Record<number, string> = {
   // `streams.tail` may lag behind the stream's chunks (the engine reads both). A rill
   // of schema 3 would take the lagging tail as the stream's end, so it must refuse this.
   4: `-- the meaning of streams.tail changed; no table did`,
+  // Recent appends stored one row per committed batch (see recent-batches.ts). What a
+  // crash left in the old table is indexed first, as the engine of schema 4 would have.
+  5: `
+    INSERT OR IGNORE INTO chunks (stream_id, start, data)
+      SELECT r.stream_id, r.start, r.data FROM recent_chunks r WHERE EXISTS (SELECT 1 FROM streams s WHERE s.id = r.stream_id)
+      ORDER BY r.stream_id, r.start;
+    DROP TABLE recent_chunks;
+    CREATE TABLE recent_batches (id INTEGER PRIMARY KEY, appends BLOB NOT NULL);
+  `,
 };
 
 export function migrate(db: Database.Database): void {

@@ -1,0 +1,101 @@
+/**
+ * How recent appends are stored until they are indexed: one row of `recent_batches` per
+ * committed transaction, holding all of its appends packed together, instead of one row
+ * per append. A batch of appends then costs one INSERT (one cell on the rowid's last
+ * page) rather than one statement each, which was the largest single cost of an append
+ * on the event loop. The index (`chunks`) is filled from the copies kept in memory
+ * (recent.ts), a slice at a time, and after a crash from these rows.
+ *
+ * Packed form, per append: stream id (float64 LE), start (float64 LE; both integers
+ * below 2^53), byte length (uint32 LE), then the bytes.
+ */
+import type Database from 'better-sqlite3';
+
+export interface PackedAppend {
+  streamId: number;
+  start: number;
+  data: Buffer;
+}
+
+const HEADER_BYTES = 20;
+
+export function packAppends(appends: readonly PackedAppend[]): Buffer {
+  let size = 0;
+  for (const a of appends) size += HEADER_BYTES + a.data.length;
+  const packed = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const a of appends) {
+    packed.writeDoubleLE(a.streamId, at);
+    packed.writeDoubleLE(a.start, at + 8);
+    packed.writeUInt32LE(a.data.length, at + 16);
+    a.data.copy(packed, at + HEADER_BYTES);
+    at += HEADER_BYTES + a.data.length;
+  }
+  return packed;
+}
+
+/** The appends of one packed row; throws on a row that is not whole (a broken invariant). */
+export function unpackAppends(packed: Buffer): PackedAppend[] {
+  const appends: PackedAppend[] = [];
+  let at = 0;
+  while (at < packed.length) {
+    if (at + HEADER_BYTES > packed.length) throw new Error(`invariant: a packed append header is cut at byte ${at}`);
+    const length = packed.readUInt32LE(at + 16);
+    const end = at + HEADER_BYTES + length;
+    if (end > packed.length) throw new Error(`invariant: a packed append's bytes are cut at byte ${at}`);
+    appends.push({ streamId: packed.readDoubleLE(at), start: packed.readDoubleLE(at + 8), data: packed.subarray(at + HEADER_BYTES, end) });
+    at = end;
+  }
+  return appends;
+}
+
+/** Rows per INSERT statement when indexing: 3 parameters each, far below SQLite's limit. */
+const ROWS_PER_STATEMENT = 64;
+
+/** Inserts appends into `chunks`, many rows per statement. */
+export class ChunkInserter {
+  private readonly statements = new Map<string, Database.Statement>();
+
+  constructor(private readonly db: Database.Database) {}
+
+  /** `ignoreExisting`: skip appends already indexed (same stream and start), as after a crash. */
+  insert(appends: readonly PackedAppend[], ignoreExisting = false): void {
+    for (let from = 0; from < appends.length; from += ROWS_PER_STATEMENT) {
+      const slice = appends.slice(from, from + ROWS_PER_STATEMENT);
+      const params: Array<number | Buffer> = [];
+      for (const a of slice) params.push(a.streamId, a.start, a.data);
+      this.statement(slice.length, ignoreExisting).run(params);
+    }
+  }
+
+  private statement(rows: number, ignoreExisting: boolean): Database.Statement {
+    const key = `${rows}:${ignoreExisting}`;
+    let statement = this.statements.get(key);
+    if (!statement) {
+      const values = Array.from({ length: rows }, () => '(?, ?, ?)').join(', ');
+      statement = this.db.prepare(`INSERT ${ignoreExisting ? 'OR IGNORE ' : ''}INTO chunks (stream_id, start, data) VALUES ${values}`);
+      this.statements.set(key, statement);
+    }
+    return statement;
+  }
+}
+
+/**
+ * After a crash: indexes every append the rows hold, except those a seal had indexed
+ * already and those of streams deleted since (stream ids are never reused), stream by
+ * stream for locality; then empties the table. Runs inside the caller's transaction.
+ */
+export function recoverRecentBatches(db: Database.Database, inserter: ChunkInserter): void {
+  const rows = db.prepare<[], Buffer>('SELECT appends FROM recent_batches ORDER BY id').pluck().all();
+  const exists = db.prepare<[number], number>('SELECT 1 FROM streams WHERE id = ?').pluck();
+  const known = new Map<number, boolean>();
+  const live = (id: number) => {
+    let found = known.get(id);
+    if (found === undefined) known.set(id, (found = exists.get(id) !== undefined));
+    return found;
+  };
+  const appends = rows.flatMap(unpackAppends).filter((a) => live(a.streamId));
+  appends.sort((a, b) => a.streamId - b.streamId || a.start - b.start);
+  inserter.insert(appends, true);
+  db.prepare('DELETE FROM recent_batches').run();
+}
