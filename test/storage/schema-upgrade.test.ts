@@ -1,0 +1,79 @@
+/**
+ * A data directory written by the rill of schema 3 (one `recent_chunks` row per append,
+ * every append writing its stream's row) opens in this one with nothing lost: appends a
+ * crash left unindexed there are indexed by the upgrade, and rows of deleted streams are
+ * dropped. A directory of a newer schema than this rill knows is refused.
+ */
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, expect, it } from 'vitest';
+import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
+import { v1StreamKey } from '../../src/protocol/ids.js';
+import { SqliteStore } from '../../src/storage/sqlite/engine.js';
+import { SCHEMA_VERSION } from '../../src/storage/sqlite/schema.js';
+import { removeDir, tempDataDir } from '../helpers/server.js';
+import { appendRequest, createRequest } from './fixtures.js';
+
+const dirs: string[] = [];
+afterEach(() => dirs.splice(0).forEach(removeDir));
+
+const open = (dataDir: string) => new SqliteStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
+
+/** Turns a closed data directory back into schema 3, as a crash of that rill left it. */
+function asSchema3WithCrashLeftovers(dataDir: string, streamId: number, tail: number): void {
+  const db = new Database(join(dataDir, 'rill.db'));
+  try {
+    db.exec(`
+      DROP TABLE recent_batches;
+      CREATE TABLE recent_chunks (id INTEGER PRIMARY KEY AUTOINCREMENT, stream_id INTEGER NOT NULL, start INTEGER NOT NULL, data BLOB NOT NULL);
+    `);
+    // Schema 3 wrote the tail with every append, so the row says where its last one ended.
+    db.prepare('UPDATE streams SET tail = ? WHERE id = ?').run(tail, streamId);
+    const insert = db.prepare('INSERT INTO recent_chunks (stream_id, start, data) VALUES (?, ?, ?)');
+    insert.run(streamId, tail - 2, Buffer.from('cd'));
+    // A row of a stream deleted since (ids are never reused): the upgrade must drop it.
+    insert.run(streamId + 1000, 0, Buffer.from('ghost'));
+    db.pragma('user_version = 3');
+  } finally {
+    db.close();
+  }
+}
+
+it('upgrades a schema 3 directory, indexing what its crash left recent', async () => {
+  const dataDir = tempDataDir();
+  dirs.push(dataDir);
+  const name = v1StreamKey('old');
+  let store = open(dataDir);
+  await store.run('createStream', createRequest(name, { data: Buffer.from('ab') }));
+  const { id } = (await store.getStream(name))!;
+  await store.close();
+  asSchema3WithCrashLeftovers(dataDir, id, 4);
+
+  store = open(dataDir);
+  try {
+    const stream = (await store.getStream(name))!;
+    expect(stream.tail).toBe(4);
+    expect((await store.readRange(stream, 0, 100)).toString()).toBe('abcd');
+    expect(await store.run('append', { name, request: appendRequest('e') })).toMatchObject({ kind: 'appended', receipt: { start: 4, next: 5 } });
+  } finally {
+    await store.close();
+  }
+  const db = new Database(join(dataDir, 'rill.db'), { readonly: true });
+  try {
+    expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    expect(db.prepare(`SELECT count(*) AS n FROM sqlite_master WHERE name = 'recent_chunks'`).get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM chunks WHERE stream_id NOT IN (SELECT id FROM streams)').get()).toEqual({ n: 0 });
+  } finally {
+    db.close();
+  }
+});
+
+it('refuses a directory written by a newer rill', async () => {
+  const dataDir = tempDataDir();
+  dirs.push(dataDir);
+  await open(dataDir).close();
+  const db = new Database(join(dataDir, 'rill.db'));
+  db.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
+  db.close();
+  expect(() => open(dataDir)).toThrow(/newer rill/);
+});
