@@ -10,6 +10,7 @@
  * Usage: node floor.js PORT
  */
 import { createServer, type ServerResponse } from 'node:http';
+import { answerNoContent, whenBodyRead } from './bare.js';
 
 const port = Number(process.argv[2]);
 const readers = new Map<string, Set<ServerResponse>>();
@@ -36,17 +37,10 @@ const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
   const q = url.indexOf('?');
   const path = q < 0 ? url : url.slice(0, q);
   if (req.method === 'GET' && q >= 0 && url.includes('live=sse', q)) return holdSseReader(path, res);
-  if (req.method !== 'POST' || !readers.has(path)) {
-    res.writeHead(204);
-    res.end();
-    return;
-  }
-  const parts: Buffer[] = [];
-  req.on('data', (chunk: Buffer) => parts.push(chunk));
-  req.on('end', () => {
-    res.writeHead(204);
-    res.end();
-    fanOut(path, Buffer.concat(parts));
+  if (req.method !== 'POST' || !readers.has(path)) return answerNoContent(res);
+  whenBodyRead(req, (body) => {
+    answerNoContent(res);
+    fanOut(path, body);
   });
 });
 server.listen(port, '127.0.0.1', () => process.stdout.write('ready\n'));

@@ -7,6 +7,7 @@
  */
 import { fdatasync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
+import { answerNoContent, whenBodyRead } from './bare.js';
 
 const MAX_SYNCS_IN_FLIGHT = 2;
 
@@ -32,10 +33,7 @@ export function serveGroupCommit(port: number, log: Log): void {
     fdatasync(log.fd(), (error) => {
       syncsInFlight--;
       if (error) throw error;
-      for (const res of covered) {
-        res.writeHead(204);
-        res.end();
-      }
+      for (const res of covered) answerNoContent(res);
       flushIfIdle();
     });
   };
@@ -49,15 +47,9 @@ export function serveGroupCommit(port: number, log: Log): void {
   };
 
   const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
-    if (req.method !== 'POST') {
-      res.writeHead(204);
-      res.end();
-      return;
-    }
-    const parts: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => parts.push(chunk));
-    req.on('end', () => {
-      bodies.push(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
+    if (req.method !== 'POST') return answerNoContent(res);
+    whenBodyRead(req, (body) => {
+      bodies.push(body);
       unwritten.push(res);
       if (unwritten.length === 1) setImmediate(writeBatch);
     });
