@@ -35,6 +35,9 @@ export interface RecentIndexing {
 // the server by 91-104 MiB, with 1 MiB by 66-72 MiB (limits.test.ts allows 100).
 const DEFAULT_RECENT_INDEXING: RecentIndexing = { sealRows: 8192, sealBytes: 1024 * 1024, stepRows: 256 };
 
+/** Bytes of appends one row of `recent_batches` holds, unless a single append is larger. */
+const MAX_BATCH_ROW_BYTES = 1024 * 1024;
+
 /**
  * Stream states kept in memory. 100,000 cached states held about 120 MB; 20,000 keep the
  * 100,000-stream figure near 180 MB, and cost writes spread over more streams than that
@@ -273,9 +276,10 @@ export class SqliteStore extends BatchedStore {
   private readonly producers = new ProducerCache(50_000);
   private readonly recent = new RecentChunks();
   private readonly chunkInserter: ChunkInserter;
-  /** Appends of the open transaction, stored as one row of `recent_batches` at its end. */
+  /** Appends of the open transaction not yet stored, for the row `batchId` of `recent_batches`. */
   private batchAppends: PackedAppend[] = [];
-  /** The row id the open transaction's appends get; it only grows. */
+  private batchBytes = 0;
+  /** The id of the row the next appends go to; it only grows. */
   private batchId = 1;
   private readonly recentIndexing: RecentIndexing;
   private readonly updates = new Map<string, Database.Statement>();
@@ -313,7 +317,7 @@ export class SqliteStore extends BatchedStore {
     this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync);
     this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
       body(this.txn);
-      if (this.batchAppends.length > 0) this.sql.insertBatch.run(this.batchId, packAppends(this.batchAppends));
+      this.storeBatchRow();
       if (this.nextStreamId !== this.persistedNextStreamId) this.sql.setNextId.run(String(this.nextStreamId));
     });
   }
@@ -327,12 +331,12 @@ export class SqliteStore extends BatchedStore {
       this.cache.rollback();
       this.recent.rollback();
       this.producers.clear();
-      this.batchAppends = [];
+      this.dropBatchAppends();
       throw error;
     }
-    // The next transaction's appends get a new id even when this one stored none, so a
-    // seal of everything up to this id never covers appends added after it.
-    this.batchAppends = [];
+    // The next transaction's appends get a new id even when this one stored no row (its
+    // appends were indexed at once, see indexAllRecent), so that a seal of everything up
+    // to this id never covers appends added after it.
     this.batchId++;
     this.recent.commit();
     this.durability.committed(this.cache.commit());
@@ -365,7 +369,20 @@ export class SqliteStore extends BatchedStore {
   private indexAllRecent(): void {
     this.chunkInserter.insert(this.recent.takeAll());
     this.sql.clearRecent.run();
+    this.dropBatchAppends();
+  }
+
+  /** Stores the open transaction's appends not yet stored as row `batchId`; the next go to a new row. */
+  private storeBatchRow(): void {
+    if (this.batchAppends.length === 0) return;
+    this.sql.insertBatch.run(this.batchId, packAppends(this.batchAppends));
+    this.dropBatchAppends();
+    this.batchId++;
+  }
+
+  private dropBatchAppends(): void {
     this.batchAppends = [];
+    this.batchBytes = 0;
   }
 
   /**
@@ -535,7 +552,11 @@ export class SqliteStore extends BatchedStore {
       trimBefore: (stream, position) => this.trimBefore(stream, position),
       descendantsEarliest: (streamId) => sql.descendantsEarliest.get(streamId)!.e,
       appendChunk: (streamId, start, data) => {
+        // Large appends are not copied into one ever larger row: a row holds up to
+        // MAX_BATCH_ROW_BYTES (or one larger append), and a batch may store several.
+        if (this.batchBytes > 0 && this.batchBytes + data.length > MAX_BATCH_ROW_BYTES) this.storeBatchRow();
         this.batchAppends.push({ streamId, start, data });
+        this.batchBytes += data.length;
         this.recent.add(streamId, { id: this.batchId, start, data });
       },
       putProducer: (streamId, r) => {
