@@ -223,21 +223,37 @@ async function main(): Promise<void> {
   const startedAt = new Date().toISOString();
   progress(`machine: ${machine().cores} cores, Node ${process.version}, load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`);
   const rows: Row[] = [];
-  if (only.has('appends')) for (const n of s.streamCounts) await appendWorkload(s, rows, n, false);
-  if (only.has('producers')) await appendWorkload(s, rows, s.producerStreams, true);
-  if (only.has('sse')) await sseWorkload(s, rows);
-  if (only.has('catchup')) await catchUpWorkload(s, rows);
-  if (only.has('streams')) await manyStreamsWorkload(s, rows);
+  const runs: Array<[WorkloadName, () => Promise<void>]> = [
+    ...s.streamCounts.map((n): [WorkloadName, () => Promise<void>] => ['appends', () => appendWorkload(s, rows, n, false)]),
+    ['producers', () => appendWorkload(s, rows, s.producerStreams, true)],
+    ['sse', () => sseWorkload(s, rows)],
+    ['catchup', () => catchUpWorkload(s, rows)],
+    ['streams', () => manyStreamsWorkload(s, rows)],
+  ];
+  // A workload that fails is reported and the others still run, so that one server's
+  // failure late in a long run does not lose what was measured before it.
+  const failures: string[] = [];
+  for (const [name, run] of runs) {
+    if (!only.has(name)) continue;
+    try {
+      await run();
+    } catch (error) {
+      failures.push(`${name}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
+      progress(`${name} failed: ${failures[failures.length - 1]}`);
+    }
+  }
   const loadAfter = loadavg();
   const checks = checkTargets(rows, s.streamCounts[1] ?? s.streamCounts[0]!, s.streamCounts[2] ?? NaN);
   const table = renderTable(rows);
   process.stdout.write(`\n${table}\n\nTargets (issue 7):\n${renderChecks(checks)}\n\nload average before ${loadBefore.map((l) => l.toFixed(2)).join(' ')}, after ${loadAfter.map((l) => l.toFixed(2)).join(' ')}\n`);
+  if (failures.length > 0) process.stdout.write(`\nFailed, not measured:\n${failures.map((f) => `- ${f}`).join('\n')}\n`);
   const out = values.out ?? join(ROOT, '.bench', `results-${startedAt.replace(/[:.]/g, '-')}.json`);
   mkdirSync(join(ROOT, '.bench'), { recursive: true });
-  const json = JSON.stringify({ startedAt, finishedAt: new Date().toISOString(), machine: machine(), loadBefore, loadAfter, settings: s, rows, checks, table }, null, 2);
+  const json = JSON.stringify({ startedAt, finishedAt: new Date().toISOString(), machine: machine(), loadBefore, loadAfter, settings: s, rows, checks, table, failures }, null, 2);
   writeFileSync(out, json);
   if (!values.out) writeFileSync(join(ROOT, '.bench', 'latest.json'), json);
   progress(`results written to ${out}`);
+  if (failures.length > 0) process.exitCode = 1;
 }
 
 main().catch((error: unknown) => {

@@ -98,8 +98,8 @@ function exited(child: ChildProcess): Promise<void> {
   return new Promise((r) => child.once('exit', () => r()));
 }
 
-/** Spawns the server and resolves once it accepts requests. */
-export async function startTarget(name: TargetName, dataDir: string | null, extraArgs: string[] = []): Promise<Running> {
+/** Spawns the server and resolves once it accepts requests (within `startTimeoutMs`). */
+export async function startTarget(name: TargetName, dataDir: string | null, extraArgs: string[] = [], startTimeoutMs = 30_000): Promise<Running> {
   const port = await freePort();
   const flags = name === 'rill' ? rillNodeFlags : [];
   const child = spawn(process.execPath, [...flags, ...commandFor(name, port, dataDir), ...extraArgs], {
@@ -112,7 +112,7 @@ export async function startTarget(name: TargetName, dataDir: string | null, extr
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
   const url = `http://127.0.0.1:${port}`;
-  await waitListening(url, child, () => output, 30_000);
+  await waitListening(url, child, () => output, startTimeoutMs);
   return {
     name,
     url,
