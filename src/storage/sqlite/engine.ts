@@ -334,10 +334,6 @@ export class SqliteStore extends BatchedStore {
       this.dropBatchAppends();
       throw error;
     }
-    // The next transaction's appends get a new id even when this one stored no row (its
-    // appends were indexed at once, see indexAllRecent), so that a seal of everything up
-    // to this id never covers appends added after it.
-    this.batchId++;
     this.recent.commit();
     this.durability.committed(this.cache.commit());
     this.persistedNextStreamId = this.nextStreamId;
@@ -370,9 +366,12 @@ export class SqliteStore extends BatchedStore {
     this.chunkInserter.insert(this.recent.takeAll());
     this.sql.clearRecent.run();
     this.dropBatchAppends();
+    // Their id is retired with them, as when a row is stored: a seal of everything up to
+    // it must never cover appends added after it.
+    this.batchId++;
   }
 
-  /** Stores the open transaction's appends not yet stored as row `batchId`; the next go to a new row. */
+  /** Stores the open transaction's appends not yet stored as row `batchId`; the next go to a new id. */
   private storeBatchRow(): void {
     if (this.batchAppends.length === 0) return;
     this.sql.insertBatch.run(this.batchId, packAppends(this.batchAppends));
