@@ -32,8 +32,11 @@ const invalid = (message: string): Route => ({ kind: 'error', error: protocolErr
 const notFound = (): Route => ({ kind: 'error', error: protocolError('NOT_FOUND', 'no such route') });
 
 function decodeSegments(pathname: string): string[] | undefined {
+  const segments = pathname.split('/').slice(1);
+  // Most paths have nothing to decode; decoding every segment anyway was 3% of an append.
+  if (!pathname.includes('%')) return segments;
   try {
-    return pathname.split('/').slice(1).map((s) => decodeURIComponent(s));
+    return segments.map((s) => decodeURIComponent(s));
   } catch {
     return undefined;
   }

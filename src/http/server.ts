@@ -44,7 +44,10 @@ function openStore(settings: ServerSettings): Store {
   return settings.store === 'memory' ? new MemoryStore(options) : new SqliteStore({ ...options, dataDir: settings.dataDir, streamCacheEntries: settings.streamCacheEntries });
 }
 
-async function dispatchStream(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Promise<void> {
+/** Handlers answer synchronously or with a promise; plain functions here add no promise of their own. */
+type Handled = Promise<void> | void;
+
+function dispatchStream(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Handled {
   switch (req.method) {
     case 'PUT':
       return handleCreate(req, res, ctx, address);
@@ -71,7 +74,7 @@ function preflight(req: IncomingMessage, res: ServerResponse): void {
   });
 }
 
-async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext): Promise<void> {
+function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext): Handled {
   const rawUrl = req.url ?? '/';
   if (Buffer.byteLength(rawUrl) > ctx.settings.maxUrlBytes) {
     res.setHeader('connection', 'close');
@@ -98,13 +101,13 @@ async function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerC
   }
 }
 
-async function dispatchExtension(
+function dispatchExtension(
   req: IncomingMessage,
   res: ServerResponse,
   ctx: HandlerContext,
   target: Extract<Route, { kind: 'stream-ext' }>,
   search: string,
-): Promise<void> {
+): Handled {
   const { stream, ext, arg } = target;
   const method = req.method === 'HEAD' ? 'GET' : req.method;
   const handlers: Record<string, (() => Promise<void>) | undefined> = {
@@ -232,12 +235,17 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
     { maxHeaderSize: settings.maxHeaderBytes, ...timeoutOptions(settings), keepAliveTimeout: 5_000 },
     (req, res) => {
       drain.track(req, res);
-      dispatch(req, res, ctx).catch((error: unknown) => {
+      const fail = (error: unknown) => {
         const failure = failureOf(error);
         if (failure.code === 'INTERNAL') log.error({ err: error, method: req.method, url: req.url }, 'request failed');
         else log.warn({ err: error }, 'storage refused the request');
         sendError(res, failure);
-      });
+      };
+      try {
+        dispatch(req, res, ctx)?.catch(fail);
+      } catch (error) {
+        fail(error);
+      }
     },
   );
   server.on('clientError', onClientError);

@@ -44,6 +44,16 @@ describe('content types', () => {
     }
   });
 
+  test('repeated values, valid or not, get the same answer, also after many distinct ones', () => {
+    const values = ['Text/Plain; A=1', 'not a type', 'application/json;charset=utf-8', ''];
+    const first = values.map((v) => normalizeContentType(v));
+    expect(first).toEqual(['text/plain; a=1', undefined, 'application/json; charset=utf-8', undefined]);
+    // More distinct values than normal forms are remembered: each is still answered right.
+    for (let i = 0; i < 1000; i++) expect(normalizeContentType(`x-${i}/Y-${i}`)).toBe(`x-${i}/y-${i}`);
+    expect(values.map((v) => normalizeContentType(v))).toEqual(first);
+    expect(values.map((v) => normalizeContentType(v))).toEqual(first);
+  });
+
   test('JSON mode and textual SSE are decided on the media type', () => {
     expect(isJsonContentType('application/json; charset=utf-8')).toBe(true);
     expect(isJsonContentType('application/ld+json')).toBe(false);
