@@ -90,6 +90,8 @@ export abstract class BatchedStore implements Store {
   protected readonly now: () => number;
   private queue: Pending[] = [];
   private scheduled = false;
+  /** The queue waits for `commitHeld` (see `mayCommit`). */
+  private queueHeld = false;
   private listeners = new Set<(events: CommitEvent[]) => void>();
   private fatalListeners = new Set<(error: unknown) => void>();
   private fatal: unknown = undefined;
@@ -114,6 +116,25 @@ export abstract class BatchedStore implements Store {
    */
   protected whenDurable(done: (error?: unknown) => void): void {
     done();
+  }
+
+  /**
+   * False while a commit now would only wait for the durable flush to have room: the
+   * queue then waits too, and the engine calls `commitHeld` when there is room, so that
+   * what arrives meanwhile joins one batch instead of making commits of its own.
+   */
+  protected mayCommit(): boolean {
+    return true;
+  }
+
+  /**
+   * The durable flush has room again: what waited for it commits at the end of this
+   * turn of the event loop (so the answers the ended flush released go out first).
+   */
+  protected commitHeld(): void {
+    if (!this.queueHeld) return;
+    this.queueHeld = false;
+    this.schedule();
   }
 
   /** True when an error thrown inside a batch is the storage failing, not a command's own fault. */
@@ -182,7 +203,8 @@ export abstract class BatchedStore implements Store {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      this.flush();
+      if (this.mayCommit()) this.flush();
+      else this.queueHeld = true;
     });
   }
 

@@ -10,37 +10,11 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { bucketStreamKey, v1StreamKey } from '../../src/protocol/ids.js';
-import type { Fdatasync } from '../../src/storage/sqlite/durability.js';
 import { MAX_REMOVAL_WAITS, SqliteStore } from '../../src/storage/sqlite/engine.js';
 import { ReadNotSettledError, storageRefusal } from '../../src/storage/batched.js';
 import { statusOf } from '../../src/protocol/errors.js';
 import { JSON_TYPE, appendRequest, createRequest } from './fixtures.js';
-
-/** An fsync stand-in: completes at once unless held; held calls complete on release. */
-class HeldFlush {
-  private held: Array<(error: NodeJS.ErrnoException | null) => void> | null = null;
-  readonly flush: Fdatasync = (_fd, done) => {
-    if (this.held) this.held.push(done);
-    else setImmediate(() => done(null));
-  };
-  hold(): void {
-    this.held = [];
-  }
-  release(): void {
-    const calls = this.held ?? [];
-    this.held = null;
-    for (const done of calls) done(null);
-  }
-  /** Calls held now. */
-  get heldCount(): number {
-    return this.held?.length ?? 0;
-  }
-  /** Completes the oldest `count` held calls and keeps holding the rest and later ones. */
-  releaseFirst(count: number): void {
-    const calls = this.held?.splice(0, count) ?? [];
-    for (const done of calls) done(null);
-  }
-}
+import { HeldFlush, ticks, watch } from './held-flush.js';
 
 const dirs: string[] = [];
 const stores: SqliteStore[] = [];
@@ -60,22 +34,6 @@ function open(): { store: SqliteStore; disk: HeldFlush } {
   stores.push(store);
   disks.push(disk);
   return { store, disk };
-}
-
-/** Lets timers, immediates and the stand-in fsyncs run a few rounds. */
-async function ticks(n = 5): Promise<void> {
-  for (let i = 0; i < n; i++) await new Promise((resolve) => setImmediate(resolve));
-}
-
-/** Records a promise's answer when it comes, so a test can ask whether it came yet. */
-function watch<T>(promise: Promise<T>): { answered: () => boolean; value: () => T } {
-  let done = false;
-  let result: T;
-  void promise.then((value) => {
-    done = true;
-    result = value;
-  });
-  return { answered: () => done, value: () => result };
 }
 
 /**

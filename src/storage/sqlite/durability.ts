@@ -114,6 +114,17 @@ export class WalDurability {
     return this.fd;
   }
 
+  /** Called whenever an fsync ends, however it ended: another may start (see `hasRoom`). */
+  onRoom: () => void = () => {};
+
+  /**
+   * Whether an fsync could start now for a new commit. When none can, a commit made now
+   * would wait for one to end anyway, and committing later lets more writes share it.
+   */
+  hasRoom(): boolean {
+    return this.syncsInFlight < MAX_SYNCS_IN_FLIGHT;
+  }
+
   private sync(): void {
     if (this.syncsInFlight >= MAX_SYNCS_IN_FLIGHT || this.requestedSeq >= this.commitSeq || this.waiters.length === 0) return;
     const covered = this.commitSeq;
@@ -128,6 +139,7 @@ export class WalDurability {
     // fdatasync, as SQLite itself uses: the data and the size needed to read it back, not timestamps.
     this.flush(fd, (error) => {
       this.syncsInFlight--;
+      this.onRoom();
       // Once an fsync failed nothing is known durable, whatever later ones answer.
       if (this.failed !== undefined) return;
       if (error) return this.fail(error);

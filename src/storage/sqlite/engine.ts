@@ -315,6 +315,7 @@ export class SqliteStore extends BatchedStore {
     // Appends a crash left unindexed are indexed before anything reads them.
     this.db.transaction(() => recoverRecentBatches(this.db, this.chunkInserter))();
     this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync);
+    this.durability.onRoom = () => this.commitHeld();
     this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
       body(this.txn);
       this.storeBatchRow();
@@ -400,6 +401,16 @@ export class SqliteStore extends BatchedStore {
       this.recent.rollback();
       if (!isStorageFault(error)) this.failFatally(error);
     }
+  }
+
+  /**
+   * A batch commits only when an fsync can start for it. Under load both fsyncs are
+   * mostly in flight; commands arriving then used to commit each turn and wait anyway,
+   * at about 1.2 commits per fsync. Held, they share one commit: fewer transactions
+   * and WAL writes per append, and no later acknowledgement.
+   */
+  protected override mayCommit(): boolean {
+    return this.durability.hasRoom();
   }
 
   protected override whenDurable(done: (error?: unknown) => void): void {
