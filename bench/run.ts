@@ -81,10 +81,10 @@ async function appendWorkload(s: BenchSettings, rows: Row[], streams: number, pr
       await prepareStreams(t.url, spec);
       if (s.warmupS > 0) await runAppends(t.url, { ...spec, durationS: s.warmupS });
     }
-    for (let round = 0; round < s.rounds; round++) {
+    for (let round = 0; round < s.appendRounds; round++) {
       for (const t of roundOrder(running, round)) {
         const r = await runAppends(t.url, spec);
-        progress(`${what}: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
+        progress(`${what}: round ${round + 1}/${s.appendRounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
         if (r.non2xx > 0 && MUST_ANSWER.includes(t.name)) throw new Error(`${TARGET_LABELS[t.name]} answered ${r.non2xx} appends with a non-2xx status`);
         if (r.non2xx + r.errors > 0) push(failures, t.name, r.non2xx + r.errors);
         push(rate, t.name, r.appendsPerS);
@@ -212,7 +212,7 @@ async function main(): Promise<void> {
   });
   if (values.help) return void process.stdout.write(USAGE);
   const s: BenchSettings = { ...(values.quick ? QUICK : FULL) };
-  if (values.rounds) s.rounds = Number(values.rounds);
+  if (values.rounds) s.rounds = s.appendRounds = Number(values.rounds);
   if (values.data) DATA_BASE = resolve(values.data);
   if (values.rill) useRillBuild(values.rill);
   if (values['cpu-prof']) profileRillInto(join(ROOT, '.bench/profiles'));

@@ -1,7 +1,14 @@
 /** What one bench run does; `--quick` shrinks everything for the smoke test. */
 
 export interface BenchSettings {
+  /** Rounds of the SSE and catch-up workloads. */
   rounds: number;
+  /**
+   * Rounds of the append workloads. Short rounds, many of them: this machine's speed
+   * drifts over tens of seconds (the bare floor 24k -> 13k requests/s within one round
+   * of 56 s), so each server's samples should be spread over the whole workload.
+   */
+  appendRounds: number;
   warmupS: number;
   appendDurationS: number;
   connections: number;
@@ -23,8 +30,9 @@ export interface BenchSettings {
 
 export const FULL: BenchSettings = {
   rounds: 3,
+  appendRounds: 7,
   warmupS: 2,
-  appendDurationS: 8,
+  appendDurationS: 4,
   connections: 50,
   streamCounts: [1, 500, 10_000],
   producerStreams: 500,
@@ -41,6 +49,7 @@ export const FULL: BenchSettings = {
 
 export const QUICK: BenchSettings = {
   rounds: 1,
+  appendRounds: 1,
   warmupS: 0,
   appendDurationS: 0.5,
   connections: 10,
