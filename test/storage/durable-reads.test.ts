@@ -4,37 +4,18 @@
  * pair the stream's durable state with bytes that are already gone, and bucket reads must
  * not answer what a crash could still undo. The fsync is a stand-in the test holds.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { bucketStreamKey, v1StreamKey } from '../../src/protocol/ids.js';
 import { MAX_REMOVAL_WAITS, SqliteStore } from '../../src/storage/sqlite/engine.js';
 import { ReadNotSettledError, storageRefusal } from '../../src/storage/batched.js';
 import { statusOf } from '../../src/protocol/errors.js';
 import { JSON_TYPE, appendRequest, createRequest } from './fixtures.js';
-import { HeldFlush, ticks, watch } from './held-flush.js';
+import { HeldStores, ticks, watch, type HeldFlush } from './held-flush.js';
 
-const dirs: string[] = [];
-const stores: SqliteStore[] = [];
-const disks: HeldFlush[] = [];
-afterEach(async () => {
-  // A failed assertion may leave commits held; closing waits for them.
-  for (const disk of disks.splice(0)) disk.release();
-  for (const store of stores.splice(0)) await store.close();
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
+const stores = new HeldStores();
+afterEach(() => stores.closeAll());
 
-function open(): { store: SqliteStore; disk: HeldFlush } {
-  const dir = mkdtempSync(join(tmpdir(), 'rill-durable-reads-'));
-  dirs.push(dir);
-  const disk = new HeldFlush();
-  const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, fdatasync: disk.flush });
-  stores.push(store);
-  disks.push(disk);
-  return { store, disk };
-}
+const open = () => stores.open('rill-durable-reads-');
 
 /**
  * Starts `writes` in turn with the fsync held, then `read`; releases the fsync and answers

@@ -4,37 +4,20 @@
  * then share one commit and one fsync. The fsync is a stand-in the test holds; what is
  * committed is read through a second SQLite connection, as another process would.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { protocolError } from '../../src/protocol/errors.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
 import { storageRefusal } from '../../src/storage/batched.js';
-import { SqliteStore } from '../../src/storage/sqlite/engine.js';
+import type { SqliteStore } from '../../src/storage/sqlite/engine.js';
 import { appendRequest, createRequest } from './fixtures.js';
-import { HeldFlush, ticks, watch } from './held-flush.js';
+import { HeldStores, ticks, watch, type HeldFlush } from './held-flush.js';
 
-const dirs: string[] = [];
-const stores: SqliteStore[] = [];
-const disks: HeldFlush[] = [];
-afterEach(async () => {
-  for (const disk of disks.splice(0)) disk.release();
-  for (const store of stores.splice(0)) await store.close().catch(() => {});
-  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
-});
+const stores = new HeldStores();
+afterEach(() => stores.closeAll());
 
-function open(): { store: SqliteStore; disk: HeldFlush; dir: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'rill-held-commits-'));
-  dirs.push(dir);
-  const disk = new HeldFlush();
-  const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, fdatasync: disk.flush });
-  stores.push(store);
-  disks.push(disk);
-  return { store, disk, dir };
-}
+const open = () => stores.open('rill-held-commits-');
 
 /** Committed batches of appends, as a second connection sees them. */
 function committedBatches(dir: string): number {
@@ -50,7 +33,7 @@ const name = v1StreamKey('held');
 const append = (store: SqliteStore, data: string) => store.run('append', { name, request: appendRequest(data) });
 
 /** Holds the disk and starts two appends, one turn apart, so that both fsyncs are in flight. */
-async function fillBothFsyncs(store: SqliteStore, disk: HeldFlush) {
+async function fillBothFsyncs(store: SqliteStore, disk: HeldFlush, dir: string) {
   await store.run('createStream', createRequest(name));
   disk.hold();
   const firstAppend = append(store, 'a');
@@ -58,28 +41,26 @@ async function fillBothFsyncs(store: SqliteStore, disk: HeldFlush) {
   const secondAppend = append(store, 'b');
   await ticks();
   expect(disk.heldCount).toBe(2);
-  expect(committedBatches(dir(store))).toBe(2);
+  expect(committedBatches(dir)).toBe(2);
   return [firstAppend, secondAppend] as const;
 }
 
-const dir = (store: SqliteStore) => dirs[stores.indexOf(store)]!;
-
 describe('commands arriving while both fsyncs are in flight', () => {
   it('wait uncommitted, then commit together once an fsync ends, and are answered after theirs', async () => {
-    const { store, disk } = open();
-    const [first, second] = (await fillBothFsyncs(store, disk)).map(watch);
+    const { store, disk, dir } = open();
+    const [first, second] = (await fillBothFsyncs(store, disk, dir)).map(watch);
     const third = watch(append(store, 'c'));
     await ticks();
     const fourth = watch(append(store, 'd'));
     await ticks();
     // No third fsync could start, so nothing more was committed.
     expect(disk.heldCount).toBe(2);
-    expect(committedBatches(dir(store))).toBe(2);
+    expect(committedBatches(dir)).toBe(2);
     disk.releaseFirst(1);
     await ticks();
     expect(first!.answered()).toBe(true);
     // The two held appends: one commit, one fsync for both, not yet durable.
-    expect(committedBatches(dir(store))).toBe(3);
+    expect(committedBatches(dir)).toBe(3);
     expect(disk.heldCount).toBe(2);
     expect(third.answered() || fourth.answered()).toBe(false);
     disk.release();
@@ -90,8 +71,8 @@ describe('commands arriving while both fsyncs are in flight', () => {
   });
 
   it('are answered with a refusal, not left waiting, when the fsync they waited for fails', async () => {
-    const { store, disk } = open();
-    const both = Promise.allSettled(await fillBothFsyncs(store, disk));
+    const { store, disk, dir } = open();
+    const both = Promise.allSettled(await fillBothFsyncs(store, disk, dir));
     const held = store.run('append', { name, request: appendRequest('c') }).then(
       () => null,
       (error: unknown) => storageRefusal(error),

@@ -1,5 +1,10 @@
 /** An fsync stand-in for tests that hold commits between COMMIT and durable, and helpers to step them. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import type { Fdatasync } from '../../src/storage/sqlite/durability.js';
+import { SqliteStore } from '../../src/storage/sqlite/engine.js';
 
 /** An fsync stand-in: completes at once unless held; held calls complete on release. */
 export class HeldFlush {
@@ -41,4 +46,27 @@ export function watch<T>(promise: Promise<T>): { answered: () => boolean; value:
     result = value;
   });
   return { answered: () => done, value: () => result };
+}
+
+/** SQLite stores on held fsyncs, each in a temp directory of its own, closed and removed together. */
+export class HeldStores {
+  private readonly opened: Array<{ store: SqliteStore; disk: HeldFlush; dir: string }> = [];
+
+  open(prefix: string): { store: SqliteStore; disk: HeldFlush; dir: string } {
+    const dir = mkdtempSync(join(tmpdir(), prefix));
+    const disk = new HeldFlush();
+    const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, fdatasync: disk.flush });
+    const entry = { store, disk, dir };
+    this.opened.push(entry);
+    return entry;
+  }
+
+  /** For afterEach: a failed assertion may leave commits held, and closing waits for them. */
+  async closeAll(): Promise<void> {
+    for (const { store, disk, dir } of this.opened.splice(0)) {
+      disk.release();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
 }
