@@ -24,7 +24,7 @@ import {
 } from '../protocol/parse.js';
 import { parseAttrsText } from './attrs-batch.js';
 import type { HandlerContext } from './context.js';
-import { header, readBody, incarnationOf } from './request.js';
+import { header, readBody, incarnationOf, type BodyResult } from './request.js';
 import { errorHeaders, send, sendError, type HeaderMap } from './response.js';
 import { resolveStreamReference, type StreamAddress } from './router.js';
 import { describeStream, metadataHeaders, producerHeaders, receiptHeaders } from './stream-headers.js';
@@ -72,10 +72,10 @@ function frame(body: Buffer, contentType: string | null, flatten: boolean, allow
   return framed.messages.length === 1 ? framed.messages[0]! : Buffer.concat(framed.messages);
 }
 
-async function bodyOf(req: IncomingMessage, ctx: HandlerContext): Promise<Buffer> {
-  const result = await readBody(req, ctx.settings.maxBodyBytes);
-  if (!result.ok) throw new RequestError(result.error);
-  return result.body;
+/** The body read, or its refusal thrown (a plain function, so the append path adds no async layer). */
+function bodyOrRefusal(read: BodyResult): Buffer {
+  if (!read.ok) throw new RequestError(read.error);
+  return read.body;
 }
 
 /** Answers a RequestError (a 4xx found while parsing); rethrows anything else. */
@@ -144,7 +144,7 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
       fork,
       attrs: attrsHeader(req),
     };
-    const body = await bodyOf(req, ctx);
+    const body = bodyOrRefusal(await readBody(req, ctx.settings.maxBodyBytes));
     const framingType = contentType ?? (fork ? ((await ctx.store.getStream(fork.sourceName))?.config.contentType ?? null) : null);
     request.data = frame(body, framingType, true, true);
     const outcome = await ctx.store.run('createStream', request);
@@ -179,9 +179,8 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
     const close = unwrap(parseClosedFlag(header(req, H.streamClosed)));
     const producer = producerOf(req);
     const streamSeq = unwrap(parseStreamSeq(header(req, H.streamSeq))) ?? null;
-    const read = await readBody(req, ctx.settings.maxBodyBytes);
-    if (!read.ok) throw new RequestError(read.error);
-    const request = appendRequest(req, read.body, close, streamSeq, producer);
+    const body = bodyOrRefusal(await readBody(req, ctx.settings.maxBodyBytes));
+    const request = appendRequest(req, body, close, streamSeq, producer);
     renderAppend(res, await ctx.store.run('append', { name: address.key, request }));
   } catch (error) {
     answerRequestError(res, error);

@@ -57,6 +57,8 @@ export class WalDurability {
     private readonly walPath: string,
     private readonly dirPath: string,
     private readonly flush: Fdatasync = fdatasync,
+    /** Called whenever an fsync ends, however it ended: another may start (see `hasRoom`). */
+    private readonly onRoom: () => void = () => {},
   ) {}
 
   /** A transaction committed; `changes` holds each changed name's state before and after it. */
@@ -113,9 +115,6 @@ export class WalDurability {
     }
     return this.fd;
   }
-
-  /** Called whenever an fsync ends, however it ended: another may start (see `hasRoom`). */
-  onRoom: () => void = () => {};
 
   /**
    * Whether an fsync could start now for a new commit. When none can, a commit made now

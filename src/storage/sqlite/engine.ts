@@ -313,9 +313,11 @@ export class SqliteStore extends BatchedStore {
     this.txn = this.createTxn();
     this.chunkInserter = new ChunkInserter(this.db);
     // Appends a crash left unindexed are indexed before anything reads them.
-    this.db.transaction(() => recoverRecentBatches(this.db, this.chunkInserter))();
-    this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync);
-    this.durability.onRoom = () => this.commitHeld();
+    this.db.transaction(() => {
+      recoverRecentBatches(this.db, this.chunkInserter);
+      this.sql.clearRecent.run();
+    })();
+    this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync, () => this.commitHeld());
     this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
       body(this.txn);
       this.storeBatchRow();

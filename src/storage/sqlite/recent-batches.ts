@@ -83,7 +83,7 @@ export class ChunkInserter {
 /**
  * After a crash: indexes every append the rows hold, except those a seal had indexed
  * already and those of streams deleted since (stream ids are never reused), stream by
- * stream for locality; then empties the table. Runs inside the caller's transaction.
+ * stream for locality. Runs inside the caller's transaction, which then empties the table.
  */
 export function recoverRecentBatches(db: Database.Database, inserter: ChunkInserter): void {
   const rows = db.prepare<[], Buffer>('SELECT appends FROM recent_batches ORDER BY id').pluck().all();
@@ -97,5 +97,4 @@ export function recoverRecentBatches(db: Database.Database, inserter: ChunkInser
   const appends = rows.flatMap(unpackAppends).filter((a) => live(a.streamId));
   appends.sort((a, b) => a.streamId - b.streamId || a.start - b.start);
   inserter.insert(appends, true);
-  db.prepare('DELETE FROM recent_batches').run();
 }
