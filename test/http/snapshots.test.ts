@@ -230,11 +230,19 @@ describe('retention deletes bytes from storage', () => {
     }
     const db = new Database(join(dataServer.dataDir, 'rill.db'), { readonly: true });
     try {
+      // The appends stored for a stream, as `start:bytes`. A row may hold several appends,
+      // its `bounds` column listing their lengths (uint32 LE each); NULL is one append.
       const rows = (name: string) =>
         db
-          .prepare<[string], { start: number; data: Buffer }>('SELECT c.start, c.data FROM chunks c JOIN streams s ON s.id = c.stream_id WHERE s.name = ? ORDER BY c.start')
+          .prepare<[string], { start: number; data: Buffer; bounds: Buffer | null }>(
+            'SELECT c.start, c.data, c.bounds FROM chunks c JOIN streams s ON s.id = c.stream_id WHERE s.name = ? ORDER BY c.start',
+          )
           .all(`v1/${new URL(name).pathname.split('/').pop()}`)
-          .map((r) => `${r.start}:${r.data.toString()}`);
+          .flatMap((r) => {
+            const lengths = r.bounds === null ? [r.data.length] : Array.from({ length: r.bounds.length / 4 }, (_, i) => r.bounds!.readUInt32LE(i * 4));
+            let at = 0;
+            return lengths.map((length) => `${r.start + at}:${r.data.subarray(at, (at += length)).toString()}`);
+          });
       expect(rows(url)).toEqual(['6:cccccc']);
       expect(rows(other)).toEqual(['0:aaaa', '4:bb', '6:cccccc']);
     } finally {

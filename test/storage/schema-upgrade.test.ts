@@ -25,6 +25,7 @@ function asSchema3WithCrashLeftovers(dataDir: string, streamId: number, tail: nu
   try {
     db.exec(`
       DROP TABLE recent_batches;
+      ALTER TABLE chunks DROP COLUMN bounds;
       CREATE TABLE recent_chunks (id INTEGER PRIMARY KEY AUTOINCREMENT, stream_id INTEGER NOT NULL, start INTEGER NOT NULL, data BLOB NOT NULL);
     `);
     // Schema 3 wrote the tail with every append, so the row says where its last one ended.

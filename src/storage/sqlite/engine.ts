@@ -12,6 +12,7 @@ import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore, ReadNotSettledError, StorageUnavailableError } from '../batched.js';
 import type { Txn } from '../executor.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
+import { appendAt, appendsOfRow, rowFrom, type StoredChunkRow } from './chunk-rows.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
 import { ProducerCache } from './producer-cache.js';
@@ -189,8 +190,8 @@ function prepareStatements(db: Database.Database) {
     putSnapshot: db.prepare<[number, Buffer]>(`INSERT OR REPLACE INTO snapshots (stream_id, data) VALUES (?, ?)`),
     snapshotBody: db.prepare<[number], { data: Buffer }>(`SELECT data FROM snapshots WHERE stream_id = ?`),
     trimWhole: db.prepare<[number, number, number]>(`DELETE FROM chunks WHERE stream_id = ? AND start < ? AND start + length(data) <= ?`),
-    chunkBefore: db.prepare<[number, number], { id: number; start: number; data: Buffer }>(
-      `SELECT id, start, data FROM chunks WHERE stream_id = ? AND start < ? ORDER BY start DESC LIMIT 1`,
+    chunkBefore: db.prepare<[number, number], StoredChunkRow & { id: number }>(
+      `SELECT id, start, data, bounds FROM chunks WHERE stream_id = ? AND start < ? ORDER BY start DESC LIMIT 1`,
     ),
     deleteChunk: db.prepare<[number]>(`DELETE FROM chunks WHERE id = ?`),
     descendantsEarliest: db.prepare<[number], { e: number | null }>(
@@ -218,7 +219,7 @@ function prepareStatements(db: Database.Database) {
     listFrom: db.prepare<[string, string, string, number], { name: string }>(
       `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND name > ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
     ),
-    insertChunk: db.prepare<[number, number, Buffer]>(`INSERT INTO chunks (stream_id, start, data) VALUES (?, ?, ?)`),
+    insertChunk: db.prepare<[number, number, Buffer, Buffer | null]>(`INSERT INTO chunks (stream_id, start, data, bounds) VALUES (?, ?, ?, ?)`),
     insertBatch: db.prepare<[number, Buffer]>(`INSERT INTO recent_batches (id, appends) VALUES (?, ?)`),
     deleteRecentUpTo: db.prepare<[number]>(`DELETE FROM recent_batches WHERE id <= ?`),
     clearRecent: db.prepare(`DELETE FROM recent_batches`),
@@ -226,11 +227,14 @@ function prepareStatements(db: Database.Database) {
     lastChunkEnd: db.prepare<[number], { end: number }>(
       `SELECT start + length(data) AS end FROM chunks WHERE stream_id = ? ORDER BY start DESC LIMIT 1`,
     ),
-    chunkContaining: db.prepare<[number, number], { start: number; data: Buffer }>(
-      `SELECT start, data FROM chunks WHERE stream_id = ? AND start <= ? ORDER BY start DESC LIMIT 1`,
+    chunkContaining: db.prepare<[number, number], StoredChunkRow>(
+      `SELECT start, data, bounds FROM chunks WHERE stream_id = ? AND start <= ? ORDER BY start DESC LIMIT 1`,
     ),
-    chunksFrom: db.prepare<[number, number, number], { start: number; data: Buffer }>(
-      `SELECT start, data FROM chunks WHERE stream_id = ? AND start >= ? AND start < ? ORDER BY start`,
+    // Rows from the one holding `from` (a row may hold appends from before it), to `before`.
+    chunkRowsFrom: db.prepare<{ stream: number; from: number; before: number }, StoredChunkRow>(
+      `SELECT start, data, bounds FROM chunks WHERE stream_id = @stream AND start < @before
+         AND start >= coalesce((SELECT max(start) FROM chunks WHERE stream_id = @stream AND start <= @from), @from)
+       ORDER BY start`,
     ),
     producer: db.prepare<[number, string], ProducerRow>(`SELECT * FROM producers WHERE stream_id = ? AND producer_id = ?`),
     upsertProducer: db.prepare(
@@ -499,7 +503,7 @@ export class SqliteStore extends BatchedStore {
 
   private readonly chunkSource: ChunkSource = {
     streamById: (id) => this.streamById(id),
-    chunkContaining: (streamId, position) => this.recent.containing(streamId, position) ?? this.sql.chunkContaining.get(streamId, position) ?? null,
+    chunkContaining: (streamId, position) => this.recent.containing(streamId, position) ?? this.indexedAppendAt(streamId, position),
     chunksFrom: (streamId, from, before) => this.chunksFrom(streamId, from, before),
   };
 
@@ -507,8 +511,25 @@ export class SqliteStore extends BatchedStore {
   private *chunksFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
     const firstRecent = this.recent.firstStart(streamId);
     // A tail read that starts among the recent appends needs no query.
-    if (firstRecent === undefined || from < firstRecent) yield* this.sql.chunksFrom.iterate(streamId, from, Math.min(before, firstRecent ?? before));
+    if (firstRecent === undefined || from < firstRecent) yield* this.indexedAppendsFrom(streamId, from, Math.min(before, firstRecent ?? before));
     yield* this.recent.from(streamId, from, before);
+  }
+
+  /** The indexed append with the greatest start at or before `position`. */
+  private indexedAppendAt(streamId: number, position: number): StoredChunk | null {
+    const row = this.sql.chunkContaining.get(streamId, position);
+    return row ? appendAt(row, position) : null;
+  }
+
+  /** The indexed appends with `from <= start < before`, in order. */
+  private *indexedAppendsFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
+    for (const row of this.sql.chunkRowsFrom.iterate({ stream: streamId, from, before })) {
+      if (row.bounds === null) {
+        if (row.start >= from) yield { start: row.start, data: row.data };
+        continue;
+      }
+      for (const append of appendsOfRow(row)) if (append.start >= from && append.start < before) yield append;
+    }
   }
 
   private createTxn(): Txn {
@@ -606,8 +627,9 @@ export class SqliteStore extends BatchedStore {
     this.sql.trimWhole.run(stream.id, position, position);
     const straddling = this.sql.chunkBefore.get(stream.id, position);
     if (!straddling || straddling.start + straddling.data.length <= position) return;
+    const kept = rowFrom(straddling, position);
     this.sql.deleteChunk.run(straddling.id);
-    this.sql.insertChunk.run(stream.id, position, straddling.data.subarray(position - straddling.start));
+    this.sql.insertChunk.run(stream.id, kept.start, kept.data, kept.bounds);
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<Array<{ start: number; data: Buffer }>> {

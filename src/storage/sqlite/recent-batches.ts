@@ -10,6 +10,7 @@
  * below 2^53), byte length (uint32 LE), then the bytes.
  */
 import type Database from 'better-sqlite3';
+import { chunkRows } from './chunk-rows.js';
 
 export interface PackedAppend {
   streamId: number;
@@ -49,32 +50,31 @@ export function unpackAppends(packed: Buffer): PackedAppend[] {
   return appends;
 }
 
-/** Rows per INSERT statement when indexing: 3 parameters each, far below SQLite's limit. */
+/** Rows per INSERT statement when indexing: 4 parameters each, far below SQLite's limit. */
 const ROWS_PER_STATEMENT = 64;
 
-/** Inserts appends into `chunks`, many rows per statement. */
+/** Inserts appends into `chunks`, consecutive ones of a stream sharing rows (chunk-rows.ts), many rows per statement. */
 export class ChunkInserter {
-  private readonly statements = new Map<string, Database.Statement>();
+  private readonly statements = new Map<number, Database.Statement>();
 
   constructor(private readonly db: Database.Database) {}
 
-  /** `ignoreExisting`: skip appends already indexed (same stream and start), as after a crash. */
-  insert(appends: readonly PackedAppend[], ignoreExisting = false): void {
-    for (let from = 0; from < appends.length; from += ROWS_PER_STATEMENT) {
-      const slice = appends.slice(from, from + ROWS_PER_STATEMENT);
-      const params: Array<number | Buffer> = [];
-      for (const a of slice) params.push(a.streamId, a.start, a.data);
-      this.statement(slice.length, ignoreExisting).run(params);
+  insert(appends: readonly PackedAppend[]): void {
+    const rows = chunkRows(appends);
+    for (let from = 0; from < rows.length; from += ROWS_PER_STATEMENT) {
+      const slice = rows.slice(from, from + ROWS_PER_STATEMENT);
+      const params: Array<number | Buffer | null> = [];
+      for (const r of slice) params.push(r.streamId, r.start, r.data, r.bounds);
+      this.statement(slice.length).run(params);
     }
   }
 
-  private statement(rows: number, ignoreExisting: boolean): Database.Statement {
-    const key = `${rows}:${ignoreExisting}`;
-    let statement = this.statements.get(key);
+  private statement(rows: number): Database.Statement {
+    let statement = this.statements.get(rows);
     if (!statement) {
-      const values = Array.from({ length: rows }, () => '(?, ?, ?)').join(', ');
-      statement = this.db.prepare(`INSERT ${ignoreExisting ? 'OR IGNORE ' : ''}INTO chunks (stream_id, start, data) VALUES ${values}`);
-      this.statements.set(key, statement);
+      const values = Array.from({ length: rows }, () => '(?, ?, ?, ?)').join(', ');
+      statement = this.db.prepare(`INSERT INTO chunks (stream_id, start, data, bounds) VALUES ${values}`);
+      this.statements.set(rows, statement);
     }
     return statement;
   }
@@ -84,17 +84,28 @@ export class ChunkInserter {
  * After a crash: indexes every append the rows hold, except those a seal had indexed
  * already and those of streams deleted since (stream ids are never reused), stream by
  * stream for locality. Runs inside the caller's transaction, which then empties the table.
+ *
+ * A seal indexes each stream's oldest recent appends first and rows may hold several, so
+ * what it had indexed of a stream is exactly its recent appends that start before the end
+ * of the stream's last indexed row. (A trim indexes and clears everything recent in its
+ * own transaction, so it never leaves indexed appends behind that end.)
  */
 export function recoverRecentBatches(db: Database.Database, inserter: ChunkInserter): void {
   const rows = db.prepare<[], Buffer>('SELECT appends FROM recent_batches ORDER BY id').pluck().all();
   const exists = db.prepare<[number], number>('SELECT 1 FROM streams WHERE id = ?').pluck();
-  const known = new Map<number, boolean>();
-  const live = (id: number) => {
-    let found = known.get(id);
-    if (found === undefined) known.set(id, (found = exists.get(id) !== undefined));
-    return found;
+  const indexedEnd = db.prepare<[number], number>('SELECT start + length(data) FROM chunks WHERE stream_id = ? ORDER BY start DESC LIMIT 1').pluck();
+  // Per stream: undefined if deleted, else where its indexed rows end (0 if it has none).
+  const known = new Map<number, number | undefined>();
+  const endOf = (id: number) => {
+    if (!known.has(id)) known.set(id, exists.get(id) === undefined ? undefined : (indexedEnd.get(id) ?? 0));
+    return known.get(id);
   };
-  const appends = rows.flatMap(unpackAppends).filter((a) => live(a.streamId));
+  const appends = rows.flatMap(unpackAppends).filter((a) => {
+    const end = endOf(a.streamId);
+    if (end === undefined || a.start + a.data.length <= end) return false;
+    if (a.start < end) throw new Error(`invariant: recent append ${a.streamId}@${a.start} overlaps the indexed rows, which end at ${end}`);
+    return true;
+  });
   appends.sort((a, b) => a.streamId - b.streamId || a.start - b.start);
-  inserter.insert(appends, true);
+  inserter.insert(appends);
 }

@@ -4,7 +4,7 @@
  */
 import type Database from 'better-sqlite3';
 
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -91,6 +91,12 @@ const MIGRATIONS: Record<number, string> = {
       ORDER BY r.stream_id, r.start;
     DROP TABLE recent_chunks;
     CREATE TABLE recent_batches (id INTEGER PRIMARY KEY, appends BLOB NOT NULL);
+  `,
+  // A row of `chunks` may hold several appends of its stream, `bounds` telling where each
+  // ends (see chunk-rows.ts); NULL, as in every existing row, is one append. A rill of
+  // schema 5 would read such a row as one append, so it must refuse this.
+  6: `
+    ALTER TABLE chunks ADD COLUMN bounds BLOB;
   `,
 };
 
