@@ -318,7 +318,7 @@ export class SqliteStore extends BatchedStore {
     this.chunkInserter = new ChunkInserter(this.db);
     // Appends a crash left unindexed are indexed before anything reads them.
     this.db.transaction(() => {
-      recoverRecentBatches(this.db, this.chunkInserter);
+      recoverRecentBatches(this.db, this.chunkInserter, (id) => this.sql.lastChunkEnd.get(id)?.end);
       this.sql.clearRecent.run();
     })();
     this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync, () => this.commitHeld());

@@ -90,14 +90,18 @@ export class ChunkInserter {
  * of the stream's last indexed row. (A trim indexes and clears everything recent in its
  * own transaction, so it never leaves indexed appends behind that end.)
  */
-export function recoverRecentBatches(db: Database.Database, inserter: ChunkInserter): void {
+export function recoverRecentBatches(
+  db: Database.Database,
+  inserter: ChunkInserter,
+  /** Where the stream's last indexed row ends; undefined when it has none. */
+  indexedEnd: (streamId: number) => number | undefined,
+): void {
   const rows = db.prepare<[], Buffer>('SELECT appends FROM recent_batches ORDER BY id').pluck().all();
   const exists = db.prepare<[number], number>('SELECT 1 FROM streams WHERE id = ?').pluck();
-  const indexedEnd = db.prepare<[number], number>('SELECT start + length(data) FROM chunks WHERE stream_id = ? ORDER BY start DESC LIMIT 1').pluck();
   // Per stream: undefined if deleted, else where its indexed rows end (0 if it has none).
   const known = new Map<number, number | undefined>();
   const endOf = (id: number) => {
-    if (!known.has(id)) known.set(id, exists.get(id) === undefined ? undefined : (indexedEnd.get(id) ?? 0));
+    if (!known.has(id)) known.set(id, exists.get(id) === undefined ? undefined : (indexedEnd(id) ?? 0));
     return known.get(id);
   };
   const appends = rows.flatMap(unpackAppends).filter((a) => {
