@@ -4,7 +4,7 @@
  * Prints progress on stderr, one Markdown table and the target checks on stdout, and
  * writes everything as JSON under .bench/.
  *
- *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,sse,catchup,streams]
+ *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,catchup,streams]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
  *                            [--rill path/to/dist/cli/main.js] [--cpu-prof]
  *
@@ -64,27 +64,43 @@ function push(row: Row, target: TargetName, value: number): void {
   (row.rounds[target] ??= []).push(value);
 }
 
-async function appendWorkload(s: BenchSettings, rows: Row[], streams: number, producers: boolean): Promise<void> {
-  const key = producers ? `producers-${streams}` : `appends-${streams}`;
-  const streamsText = `${streams} stream${streams === 1 ? '' : 's'}`;
-  const what = producers ? `producer appends, ${streamsText}` : `appends, ${streamsText}`;
-  const spec: AppendSpec = { streams, connections: s.connections, durationS: s.appendDurationS, producers, prefix: key };
+/** One append workload: as fast as answered, with producers, or paced at a fixed rate. */
+interface AppendLoad {
+  streams: number;
+  producers: boolean;
+  ratePerS?: number;
+}
+
+function appendKey(load: AppendLoad): { key: string; what: string } {
+  const streamsText = `${load.streams} stream${load.streams === 1 ? '' : 's'}`;
+  if (load.producers) return { key: `producers-${load.streams}`, what: `producer appends, ${streamsText}` };
+  if (load.ratePerS !== undefined) return { key: `rate-${load.streams}`, what: `appends at ${load.ratePerS.toLocaleString('en-US')}/s, ${streamsText}` };
+  return { key: `appends-${load.streams}`, what: `appends, ${streamsText}` };
+}
+
+async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): Promise<void> {
+  const { key, what } = appendKey(load);
+  const spec: AppendSpec = { streams: load.streams, connections: s.connections, durationS: s.appendDurationS, producers: load.producers, prefix: key, ratePerS: load.ratePerS };
   const rate: Row = { key, label: what, unit: 'appends/s', better: 'higher', rounds: {} };
   const p50: Row = { key: `${key}-p50`, label: `${what} p50`, unit: 'ms', better: 'lower', rounds: {} };
   const p99: Row = { key: `${key}-p99`, label: `${what} p99`, unit: 'ms', better: 'lower', rounds: {} };
   const failures: Row = { key: `${key}-failed`, label: `${what}, refused or failed (not counted)`, unit: 'requests', better: 'lower', rounds: {} };
   rows.push(rate, p50, p99);
-  const running = await startAll(APPEND_TARGETS, key);
+  // The file-backed reference does not reach the fixed rate: its latency there would be its queue's.
+  const targets = load.ratePerS === undefined ? APPEND_TARGETS : APPEND_TARGETS.filter((t) => t !== 'ref-file');
+  // Paced, a round's figures drift less with the machine's speed; three rounds do.
+  const rounds = load.ratePerS === undefined ? s.appendRounds : s.rounds;
+  const running = await startAll(targets, key);
   try {
     for (const t of running) {
       progress(`${what}: preparing ${TARGET_LABELS[t.name]}`);
       await prepareStreams(t.url, spec);
       if (s.warmupS > 0) await runAppends(t.url, { ...spec, durationS: s.warmupS });
     }
-    for (let round = 0; round < s.appendRounds; round++) {
+    for (let round = 0; round < rounds; round++) {
       for (const t of roundOrder(running, round)) {
         const r = await runAppends(t.url, spec);
-        progress(`${what}: round ${round + 1}/${s.appendRounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
+        progress(`${what}: round ${round + 1}/${rounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
         if (r.non2xx > 0 && MUST_ANSWER.includes(t.name)) throw new Error(`${TARGET_LABELS[t.name]} answered ${r.non2xx} appends with a non-2xx status`);
         if (r.non2xx + r.errors > 0) push(failures, t.name, r.non2xx + r.errors);
         push(rate, t.name, r.appendsPerS);
@@ -224,8 +240,9 @@ async function main(): Promise<void> {
   progress(`machine: ${machine().cores} cores, Node ${process.version}, load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`);
   const rows: Row[] = [];
   const runs: Array<[WorkloadName, () => Promise<void>]> = [
-    ...s.streamCounts.map((n): [WorkloadName, () => Promise<void>] => ['appends', () => appendWorkload(s, rows, n, false)]),
-    ['producers', () => appendWorkload(s, rows, s.producerStreams, true)],
+    ...s.streamCounts.map((n): [WorkloadName, () => Promise<void>] => ['appends', () => appendWorkload(s, rows, { streams: n, producers: false })]),
+    ['producers', () => appendWorkload(s, rows, { streams: s.producerStreams, producers: true })],
+    ['rate', () => appendWorkload(s, rows, { streams: s.producerStreams, producers: false, ratePerS: s.fixedRatePerS })],
     ['sse', () => sseWorkload(s, rows)],
     ['catchup', () => catchUpWorkload(s, rows)],
     ['streams', () => manyStreamsWorkload(s, rows)],

@@ -15,6 +15,12 @@ export interface BenchSettings {
   /** Stream counts for workload 1. */
   streamCounts: number[];
   producerStreams: number;
+  /**
+   * Appends/s of the fixed-rate workload (500 streams): well below every server's
+   * saturation but the file-backed reference's, so its latency is a server's own and
+   * not its queue's.
+   */
+  fixedRatePerS: number;
   sseSubscribers: number;
   sseMessagesPerS: number;
   sseDurationS: number;
@@ -36,6 +42,7 @@ export const FULL: BenchSettings = {
   connections: 50,
   streamCounts: [1, 500, 10_000],
   producerStreams: 500,
+  fixedRatePerS: 6000,
   sseSubscribers: 1000,
   sseMessagesPerS: 20,
   sseDurationS: 8,
@@ -55,6 +62,7 @@ export const QUICK: BenchSettings = {
   connections: 10,
   streamCounts: [1, 10, 50],
   producerStreams: 20,
+  fixedRatePerS: 200,
   sseSubscribers: 10,
   sseMessagesPerS: 20,
   sseDurationS: 0.5,
@@ -66,5 +74,5 @@ export const QUICK: BenchSettings = {
   settleMs: 100,
 };
 
-export const WORKLOADS = ['appends', 'producers', 'sse', 'catchup', 'streams'] as const;
+export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'catchup', 'streams'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];

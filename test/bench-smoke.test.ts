@@ -21,7 +21,7 @@ test('npm run bench runs end to end on --quick', () => {
   expect(stdout).toContain('| figure |');
   const results = JSON.parse(readFileSync(out, 'utf8')) as { rows: Array<{ key: string; rounds: Record<string, number[]> }> };
   const keys = results.rows.map((r) => r.key);
-  expect(keys).toEqual(expect.arrayContaining(['appends-10', 'producers-20', 'sse-p99', 'catchup-bytes', 'catchup-json', 'streams-rss', 'streams-restart']));
+  expect(keys).toEqual(expect.arrayContaining(['appends-10', 'producers-20', 'rate-20-p99', 'sse-p99', 'catchup-bytes', 'catchup-json', 'streams-rss', 'streams-restart']));
   for (const row of results.rows) {
     expect(row.rounds['rill']?.length, row.key).toBeGreaterThan(0);
     expect(row.rounds['rill']!.every(Number.isFinite), row.key).toBe(true);

@@ -2,6 +2,7 @@
  * Workloads 1 and 2: 100-byte appends from 50 keep-alive connections (autocannon),
  * spread round-robin over N streams; with producers, each connection is one producer
  * that owns its own streams and sends Producer-Id/Epoch/Seq in order on each of them.
+ * At a fixed rate, the same appends are paced over the connections instead.
  */
 import autocannon from 'autocannon';
 import { BODY_BYTES, bodyOf, createStream, pooled } from '../http.js';
@@ -13,6 +14,8 @@ export interface AppendSpec {
   producers: boolean;
   /** Distinguishes the stream names of one run from another's on the same server. */
   prefix: string;
+  /** Requests per second over all connections; unset, each connection sends as fast as it is answered. */
+  ratePerS?: number;
 }
 
 export interface AppendResult {
@@ -80,6 +83,7 @@ export async function runAppends(base: string, spec: AppendSpec): Promise<Append
     duration: spec.durationS,
     pipelining: 1,
     timeout: 10,
+    ...(spec.ratePerS === undefined ? {} : { overallRate: spec.ratePerS }),
     requests: [requestFor(spec)],
   });
   return {
