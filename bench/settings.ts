@@ -16,9 +16,9 @@ export interface BenchSettings {
   streamCounts: number[];
   producerStreams: number;
   /**
-   * Appends/s of the fixed-rate workload (500 streams): well below every server's
-   * saturation but the file-backed reference's, so its latency is a server's own and
-   * not its queue's.
+   * Appends/s of the fixed-rate workload, over `producerStreams` streams: below every
+   * server's saturation but the file-backed reference's, so its latency is a server's
+   * own and not its queue's.
    */
   fixedRatePerS: number;
   sseSubscribers: number;
