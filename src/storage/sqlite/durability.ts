@@ -125,7 +125,7 @@ export class WalDurability {
   }
 
   private sync(): void {
-    if (this.syncsInFlight >= MAX_SYNCS_IN_FLIGHT || this.requestedSeq >= this.commitSeq || this.waiters.length === 0) return;
+    if (!this.hasRoom() || this.requestedSeq >= this.commitSeq || this.waiters.length === 0) return;
     const covered = this.commitSeq;
     let fd: number;
     try {

@@ -318,7 +318,9 @@ export class SqliteStore extends BatchedStore {
     this.chunkInserter = new ChunkInserter(this.db);
     // Appends a crash left unindexed are indexed before anything reads them.
     this.db.transaction(() => {
-      recoverRecentBatches(this.db, this.chunkInserter, (id) => this.sql.lastChunkEnd.get(id)?.end);
+      recoverRecentBatches(this.db, this.chunkInserter, (id) =>
+        this.sql.streamById.get(id) === undefined ? undefined : (this.sql.lastChunkEnd.get(id)?.end ?? 0),
+      );
       this.sql.clearRecent.run();
     })();
     this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync, () => this.commitHeld());
@@ -524,10 +526,6 @@ export class SqliteStore extends BatchedStore {
   /** The indexed appends with `from <= start < before`, in order. */
   private *indexedAppendsFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
     for (const row of this.sql.chunkRowsFrom.iterate({ stream: streamId, from, before })) {
-      if (row.bounds === null) {
-        if (row.start >= from) yield { start: row.start, data: row.data };
-        continue;
-      }
       for (const append of appendsOfRow(row)) if (append.start >= from && append.start < before) yield append;
     }
   }

@@ -93,15 +93,13 @@ export class ChunkInserter {
 export function recoverRecentBatches(
   db: Database.Database,
   inserter: ChunkInserter,
-  /** Where the stream's last indexed row ends; undefined when it has none. */
+  /** Where the stream's indexed rows end (0 when it has none); undefined when the stream is gone. */
   indexedEnd: (streamId: number) => number | undefined,
 ): void {
   const rows = db.prepare<[], Buffer>('SELECT appends FROM recent_batches ORDER BY id').pluck().all();
-  const exists = db.prepare<[number], number>('SELECT 1 FROM streams WHERE id = ?').pluck();
-  // Per stream: undefined if deleted, else where its indexed rows end (0 if it has none).
   const known = new Map<number, number | undefined>();
   const endOf = (id: number) => {
-    if (!known.has(id)) known.set(id, exists.get(id) === undefined ? undefined : (indexedEnd(id) ?? 0));
+    if (!known.has(id)) known.set(id, indexedEnd(id));
     return known.get(id);
   };
   const appends = rows.flatMap(unpackAppends).filter((a) => {
