@@ -160,6 +160,8 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
     // Bound to the incarnation the response headers named: a deleted or recreated stream ends the connection.
     const plan = planLiveResume(await store.getStream(key), state.position, 'sse', options.stream.incarnation, now());
     if (!plan.ok) return;
+    // A closure that brought no bytes still owes the reader a control event saying so.
+    if (plan.stream.closed && !state.stream.closed) announced = false;
     state.stream = plan.stream;
   }
 }
