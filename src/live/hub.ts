@@ -3,14 +3,37 @@
  * to change; each committed batch wakes the readers of the streams it touched. Live
  * connections are counted against a limit so that readers cannot exhaust the server.
  */
+import type { StreamState } from '../core/types.js';
 import type { CommitEvent, Store } from '../storage/store.js';
 import { SharedEvents } from './shared.js';
 
 export type WaitResult = 'changed' | 'timeout' | 'aborted';
 
+/**
+ * A waiting reader that can take a commit without waking: the hub loads the stream once
+ * for all its followers, has one follower of each `key()` prepare what the commit brought
+ * (a read and a rendering), and hands that to every follower of the key in one
+ * synchronous pass. With a thousand SSE readers on one stream, each waking, loading the
+ * stream and looking up the shared event on its own cost about as much as all the socket
+ * writes together.
+ */
+export interface Follower<T> {
+  /** Followers with equal keys (the same position and rendering) take one prepared change. */
+  key(): string;
+  prepare(stream: StreamState | undefined): Promise<T>;
+  /** Takes the change synchronously; false ends the wait with 'changed', so the reader goes on by itself. */
+  take(stream: StreamState | undefined, prepared: T): boolean;
+}
+
+type Finish = (result: WaitResult) => void;
+type Waiters = Map<Finish, Follower<unknown> | undefined>;
+
 export class LiveHub {
   /** Waits by stream name; each is told why it ends ('changed' on a commit, 'aborted' on drain). */
-  private readonly waiters = new Map<string, Set<(result: WaitResult) => void>>();
+  private readonly waiters = new Map<string, Waiters>();
+  /** Streams whose followers are being handed a change, and those that changed again meanwhile. */
+  private readonly delivering = new Set<string>();
+  private readonly redeliver = new Set<string>();
   private connections = 0;
   private readonly unsubscribe: () => void;
   private draining = false;
@@ -20,7 +43,7 @@ export class LiveHub {
   readonly shared = new SharedEvents();
 
   constructor(
-    store: Store,
+    private readonly store: Store,
     readonly maxConnections: number,
   ) {
     this.unsubscribe = store.onCommit((events) => this.wake(events));
@@ -47,16 +70,72 @@ export class LiveHub {
       this.shared.drop(event.name);
       const set = this.waiters.get(event.name);
       if (!set) continue;
-      for (const wakeUp of [...set]) wakeUp('changed');
+      let followed = false;
+      for (const [finish, follower] of [...set]) {
+        if (follower) followed = true;
+        else finish('changed');
+      }
+      if (followed) this.handOver(event.name);
     }
   }
 
-  /** Resolves when the stream `name` changes, the timeout passes, or `signal` aborts. */
-  wait(name: string, timeoutMs: number, signal?: AbortSignal): Promise<WaitResult> {
+  /** Hands a commit to the stream's followers, one hand-over at a time so that none takes changes out of order. */
+  private handOver(name: string): void {
+    if (this.delivering.has(name)) return void this.redeliver.add(name);
+    this.delivering.add(name);
+    const done = () => this.delivering.delete(name);
+    this.deliver(name).then(done, done);
+  }
+
+  private async deliver(name: string): Promise<void> {
+    do {
+      this.redeliver.delete(name);
+      const set = this.waiters.get(name);
+      if (!set) return;
+      const byKey = new Map<string, Array<[Finish, Follower<unknown>]>>();
+      for (const [finish, follower] of set) {
+        if (!follower) continue;
+        const key = follower.key();
+        const group = byKey.get(key);
+        if (group) group.push([finish, follower]);
+        else byKey.set(key, [[finish, follower]]);
+      }
+      await this.deliverGroups(name, set, byKey);
+    } while (this.redeliver.has(name));
+  }
+
+  private async deliverGroups(name: string, set: Waiters, byKey: Map<string, Array<[Finish, Follower<unknown>]>>): Promise<void> {
+    let stream: StreamState | undefined;
+    try {
+      stream = await this.store.getStream(name);
+    } catch {
+      // The readers meet the failure on their own, and answer it as they do.
+      for (const group of byKey.values()) for (const [finish] of group) finish('changed');
+      return;
+    }
+    for (const group of byKey.values()) {
+      let prepared: unknown;
+      try {
+        prepared = await group[0]![1].prepare(stream);
+      } catch {
+        for (const [finish] of group) finish('changed');
+        continue;
+      }
+      // A follower whose wait ended meanwhile (timeout, abort, drain) takes nothing.
+      for (const [finish, follower] of group) if (set.has(finish) && !takes(follower, stream, prepared)) finish('changed');
+    }
+  }
+
+  /**
+   * Resolves when the stream `name` changes, the timeout passes, or `signal` aborts. A
+   * `follower` is handed the changes it can take instead (see Follower), and the wait
+   * goes on.
+   */
+  wait(name: string, timeoutMs: number, signal?: AbortSignal, follower?: Follower<unknown>): Promise<WaitResult> {
     return new Promise((resolve) => {
       let set = this.waiters.get(name);
       if (!set) {
-        set = new Set();
+        set = new Map();
         this.waiters.set(name, set);
       }
       const waiters = set;
@@ -71,7 +150,7 @@ export class LiveHub {
         resolve(result);
       };
       const timer = setTimeout(() => finish('timeout'), Math.max(0, timeoutMs));
-      waiters.add(finish);
+      waiters.set(finish, follower);
       if (signal?.aborted || this.draining) finish('aborted');
       else if (signal) stopWatchingAbort = this.watchAbort(signal, () => finish('aborted'));
     });
@@ -108,7 +187,7 @@ export class LiveHub {
   /** Ends every wait (live readers answer and close) and refuses new live readers. */
   drain(): void {
     this.draining = true;
-    for (const set of [...this.waiters.values()]) for (const finish of [...set]) finish('aborted');
+    for (const set of [...this.waiters.values()]) for (const finish of [...set.keys()]) finish('aborted');
     for (const listener of [...this.drainListeners]) listener();
   }
 
@@ -119,5 +198,14 @@ export class LiveHub {
   close(): void {
     this.drain();
     this.unsubscribe();
+  }
+}
+
+/** A follower's take that throws leaves it to its reader, which meets the error itself. */
+function takes(follower: Follower<unknown>, stream: StreamState | undefined, prepared: unknown): boolean {
+  try {
+    return follower.take(stream, prepared);
+  } catch {
+    return false;
   }
 }

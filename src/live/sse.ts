@@ -15,7 +15,7 @@ import { H } from '../protocol/headers.js';
 import { ndjsonToArray } from '../protocol/json.js';
 import { encodeOffset } from '../protocol/offset.js';
 import type { Store } from '../storage/store.js';
-import type { LiveHub } from './hub.js';
+import type { Follower, LiveHub } from './hub.js';
 import { eventWithControl, type SharedEvent } from './shared.js';
 import { readWindow } from './window.js';
 
@@ -116,13 +116,19 @@ function nextEvent(options: SseOptions, encoding: Encoding, state: ControlState,
   });
 }
 
+interface PumpState extends ControlState {
+  /** When the reader last got bytes: a heartbeat is due after a quiet interval. */
+  lastWriteMs: number;
+}
+
 async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding, signal: AbortSignal): Promise<void> {
   const { store, hub, key, now } = options;
-  const state: ControlState = { position: options.position, stream: options.stream, cursor: nextCursor(now(), options.clientCursor, Math.random()) };
+  const state: PumpState = { position: options.position, stream: options.stream, cursor: nextCursor(now(), options.clientCursor, Math.random()), lastWriteMs: now() };
   const endAt = now() + options.lifetimeMs;
   // One event holds at most the buffer bound (a single larger JSON message excepted), so
   // unsent output stays under the bound plus the socket's high-water mark.
   const windowBytes = Math.min(options.maxBytes, options.maxBufferedBytes);
+  const follower = tailFollower(res, options, encoding, state, { endAt, windowBytes });
   let announced = false;
   for (;;) {
     while (state.position < state.stream.tail) {
@@ -131,12 +137,7 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
       const shared = await nextEvent(options, encoding, state, windowBytes);
       // No bytes below the tail means the stream was dropped under this reader: stop rather than spin.
       if (shared.bytes === 0) return;
-      state.position = shared.next;
-      // The data event and this reader's control event leave in one write. The control
-      // event depends on the shared state, the position (both fixed by the shared entry),
-      // closure and the cursor: readers alike in those share one buffer.
-      const variant = `${state.cursor}:${state.stream.closed}`;
-      res.write(eventWithControl(shared, variant, () => controlEvent(state)));
+      writeEvent(res, state, shared, now());
       announced = true;
     }
     if (endsStream(state.stream, state.position)) {
@@ -149,12 +150,18 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
     }
     const remaining = endAt - now();
     if (remaining <= 0 || signal.aborted || hub.isDraining) return;
-    const woke = await hub.wait(key, Math.min(remaining, options.heartbeatMs), signal);
+    const quietMs = now() - state.lastWriteMs;
+    const woke = await hub.wait(key, Math.min(remaining, options.heartbeatMs - quietMs), signal, follower);
     if (woke === 'aborted') return;
     if (woke === 'timeout') {
+      // The follower took commits meanwhile: not yet a quiet interval.
+      if (now() - state.lastWriteMs < options.heartbeatMs) continue;
       // Output still unsent after a whole quiet interval: the reader has stopped reading.
       if (res.writableLength > 0) return void res.destroy();
-      if (now() < endAt) res.write(': keep-alive\n\n');
+      if (now() < endAt) {
+        res.write(': keep-alive\n\n');
+        state.lastWriteMs = now();
+      }
       continue;
     }
     // Bound to the incarnation the response headers named: a deleted or recreated stream ends the connection.
@@ -164,6 +171,46 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
     if (plan.stream.closed && !state.stream.closed) announced = false;
     state.stream = plan.stream;
   }
+}
+
+/**
+ * The data event and this reader's control event leave in one write. The control event
+ * depends on the shared state, the position (both fixed by the shared entry), closure
+ * and the cursor: readers alike in those share one buffer.
+ */
+function writeEvent(res: ServerResponse, state: PumpState, shared: SharedEvent, nowMs: number): void {
+  state.position = shared.next;
+  const variant = `${state.cursor}:${state.stream.closed}`;
+  res.write(eventWithControl(shared, variant, () => controlEvent(state)));
+  state.lastWriteMs = nowMs;
+}
+
+/**
+ * How a reader waiting at the tail takes a commit without waking (see Follower): only
+ * the plain case of new bytes for a reader that keeps up; anything else (the stream
+ * gone, recreated or ended, a full buffer, the lifetime over) wakes the reader's loop.
+ */
+function tailFollower(res: ServerResponse, options: SseOptions, encoding: Encoding, state: PumpState, limits: { endAt: number; windowBytes: number }): Follower<SharedEvent | null> {
+  const resumed = (stream: StreamState | undefined): StreamState | null => {
+    const plan = planLiveResume(stream, state.position, 'sse', options.stream.incarnation, options.now());
+    return plan.ok && plan.stream.tail > state.position ? plan.stream : null;
+  };
+  return {
+    key: () => `${options.stream.incarnation}:${state.position}:${limits.windowBytes}:${encoding}`,
+    prepare: async (stream) => {
+      const next = resumed(stream);
+      return next ? nextEvent(options, encoding, { ...state, stream: next }, limits.windowBytes) : null;
+    },
+    take: (stream, shared) => {
+      const nowMs = options.now();
+      if (shared === null || shared.bytes === 0 || res.writableNeedDrain || res.destroyed || nowMs >= limits.endAt) return false;
+      const next = resumed(stream);
+      if (next === null) return false;
+      state.stream = next;
+      writeEvent(res, state, shared, nowMs);
+      return state.position >= next.tail && !endsStream(next, state.position);
+    },
+  };
 }
 
 /**
