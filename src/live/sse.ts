@@ -153,18 +153,19 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
     const quietMs = now() - state.lastWriteMs;
     const woke = await hub.wait(key, Math.min(remaining, options.heartbeatMs - quietMs), signal, follower);
     if (woke === 'aborted') return;
-    if (woke === 'timeout') {
-      // The follower took commits meanwhile: not yet a quiet interval.
-      if (now() - state.lastWriteMs < options.heartbeatMs) continue;
+    // The follower may have taken commits meanwhile: a heartbeat is due only after a quiet interval.
+    if (woke === 'timeout' && now() - state.lastWriteMs >= options.heartbeatMs) {
       // Output still unsent after a whole quiet interval: the reader has stopped reading.
       if (res.writableLength > 0) return void res.destroy();
       if (now() < endAt) {
         res.write(': keep-alive\n\n');
         state.lastWriteMs = now();
       }
-      continue;
     }
-    // Bound to the incarnation the response headers named: a deleted or recreated stream ends the connection.
+    // Also after a timeout: a commit the hub was handing over as this wait ended is not
+    // handed to the next wait, so the reader looks at the stream itself (an expired one
+    // ends the connection). Bound to the incarnation the response headers named: a
+    // deleted or recreated stream ends the connection too.
     const plan = planLiveResume(await store.getStream(key), state.position, 'sse', options.stream.incarnation, now());
     if (!plan.ok) return;
     // A closure that brought no bytes still owes the reader a control event saying so.

@@ -137,6 +137,18 @@ describe('SSE readers at the tail of one stream', () => {
     }
   }, 30_000);
 
+  test('a reader of a stream that expires is let go soon after the expiry', async () => {
+    const url = `${beating.url}/v1/stream/tail-expiry-${Date.now()}`;
+    expect((await put(url, undefined, { 'content-type': 'text/plain', 'stream-ttl': '1' })).status).toBe(201);
+    const reader = openReader(`${url}?offset=now&live=sse`);
+    await reader.ready;
+    const openedAtMs = Date.now();
+    // One second of TTL from the read that opened it, then the expiry's own commit wakes the reader.
+    await endsWithin([reader.ended], 1_000 + HEARTBEAT_MS + 1_500);
+    expect(Date.now() - openedAtMs).toBeGreaterThanOrEqual(900);
+    expect((await fetch(url, { method: 'HEAD' })).status).toBe(404);
+  }, 30_000);
+
   test('a reader taking appends gets no keep-alive while they flow, and one within a heartbeat of the last', async () => {
     const url = `${beating.url}/v1/stream/tail-heartbeat-${Date.now()}`;
     expect((await put(url, undefined, { 'content-type': 'text/plain' })).status).toBe(201);
