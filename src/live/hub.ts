@@ -100,7 +100,7 @@ export class LiveHub {
         if (group) group.push([finish, follower]);
         else byKey.set(key, [[finish, follower]]);
       }
-      await this.deliverGroups(name, set, byKey);
+      if (byKey.size > 0) await this.deliverGroups(name, set, byKey);
     } while (this.redeliver.has(name));
   }
 
