@@ -18,11 +18,14 @@ export type WaitResult = 'changed' | 'timeout' | 'aborted';
  * writes together.
  */
 export interface Follower<T> {
-  /** Followers with equal keys (the same position and rendering) take one prepared change. */
+  /**
+   * Followers with equal keys take one prepared change: the key must hold everything
+   * `prepare` depends on besides the stream (the position and rendering).
+   */
   key(): string;
   prepare(stream: StreamState | undefined): Promise<T>;
   /** Takes the change synchronously; false ends the wait with 'changed', so the reader goes on by itself. */
-  take(stream: StreamState | undefined, prepared: T): boolean;
+  take(prepared: T): boolean;
 }
 
 type Finish = (result: WaitResult) => void;
@@ -122,7 +125,7 @@ export class LiveHub {
         continue;
       }
       // A follower whose wait ended meanwhile (timeout, abort, drain) takes nothing.
-      for (const [finish, follower] of group) if (set.has(finish) && !takes(follower, stream, prepared)) finish('changed');
+      for (const [finish, follower] of group) if (set.has(finish) && !takes(follower, prepared)) finish('changed');
     }
   }
 
@@ -202,9 +205,9 @@ export class LiveHub {
 }
 
 /** A follower's take that throws leaves it to its reader, which meets the error itself. */
-function takes(follower: Follower<unknown>, stream: StreamState | undefined, prepared: unknown): boolean {
+function takes(follower: Follower<unknown>, prepared: unknown): boolean {
   try {
-    return follower.take(stream, prepared);
+    return follower.take(prepared);
   } catch {
     return false;
   }

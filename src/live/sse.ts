@@ -8,7 +8,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { nextCursor } from '../core/cursor.js';
-import { endsStream, planLiveResume } from '../core/read.js';
+import { endsStream, planLiveResume, type ReadPlan } from '../core/read.js';
 import type { StreamState } from '../core/types.js';
 import { isJsonContentType, isTextualContentType } from '../protocol/content-type.js';
 import { H } from '../protocol/headers.js';
@@ -166,7 +166,7 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
     // handed to the next wait, so the reader looks at the stream itself (an expired one
     // ends the connection). Bound to the incarnation the response headers named: a
     // deleted or recreated stream ends the connection too.
-    const plan = planLiveResume(await store.getStream(key), state.position, 'sse', options.stream.incarnation, now());
+    const plan = resumePlan(options, state, await store.getStream(key));
     if (!plan.ok) return;
     // A closure that brought no bytes still owes the reader a control event saying so.
     if (plan.stream.closed && !state.stream.closed) announced = false;
@@ -186,30 +186,38 @@ function writeEvent(res: ServerResponse, state: PumpState, shared: SharedEvent, 
   state.lastWriteMs = nowMs;
 }
 
+/** Where the reader resumes in `stream`, bound to the incarnation its response headers named. */
+function resumePlan(options: SseOptions, state: PumpState, stream: StreamState | undefined): ReadPlan {
+  return planLiveResume(stream, state.position, 'sse', options.stream.incarnation, options.now());
+}
+
+/** What a commit brought the followers of one key: the stream they resume in and its next event. */
+interface TailChange {
+  stream: StreamState;
+  shared: SharedEvent;
+}
+
 /**
  * How a reader waiting at the tail takes a commit without waking (see Follower): only
  * the plain case of new bytes for a reader that keeps up; anything else (the stream
  * gone, recreated or ended, a full buffer, the lifetime over) wakes the reader's loop.
+ * The key holds all a resume plan depends on besides the stream (incarnation, position)
+ * and the event's rendering, so the plan `prepare` makes holds for every follower of it.
  */
-function tailFollower(res: ServerResponse, options: SseOptions, encoding: Encoding, state: PumpState, limits: { endAt: number; windowBytes: number }): Follower<SharedEvent | null> {
-  const resumed = (stream: StreamState | undefined): StreamState | null => {
-    const plan = planLiveResume(stream, state.position, 'sse', options.stream.incarnation, options.now());
-    return plan.ok && plan.stream.tail > state.position ? plan.stream : null;
-  };
+function tailFollower(res: ServerResponse, options: SseOptions, encoding: Encoding, state: PumpState, limits: { endAt: number; windowBytes: number }): Follower<TailChange | null> {
   return {
     key: () => `${options.stream.incarnation}:${state.position}:${limits.windowBytes}:${encoding}`,
     prepare: async (stream) => {
-      const next = resumed(stream);
-      return next ? nextEvent(options, encoding, { ...state, stream: next }, limits.windowBytes) : null;
+      const plan = resumePlan(options, state, stream);
+      if (!plan.ok || plan.stream.tail <= state.position) return null;
+      return { stream: plan.stream, shared: await nextEvent(options, encoding, { ...state, stream: plan.stream }, limits.windowBytes) };
     },
-    take: (stream, shared) => {
+    take: (change) => {
       const nowMs = options.now();
-      if (shared === null || shared.bytes === 0 || res.writableNeedDrain || res.destroyed || nowMs >= limits.endAt) return false;
-      const next = resumed(stream);
-      if (next === null) return false;
-      state.stream = next;
-      writeEvent(res, state, shared, nowMs);
-      return state.position >= next.tail && !endsStream(next, state.position);
+      if (change === null || change.shared.bytes === 0 || res.writableNeedDrain || res.destroyed || nowMs >= limits.endAt) return false;
+      state.stream = change.stream;
+      writeEvent(res, state, change.shared, nowMs);
+      return state.position >= change.stream.tail && !endsStream(change.stream, state.position);
     },
   };
 }

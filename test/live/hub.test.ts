@@ -44,7 +44,7 @@ function follower(handed: number[], prepares: { count: number }, opts: { refuse?
       prepares.count++;
       return stream?.tail ?? position;
     },
-    take: (_stream, tail) => {
+    take: (tail) => {
       if (opts.refuse) return false;
       handed.push((position = tail));
       return true;

@@ -17,18 +17,15 @@ export const MAX_ROW_BYTES = 64 * 1024;
 /** Appends in one row, so that finding one inside a row stays a short scan. */
 export const MAX_ROW_APPENDS = 512;
 
-export interface ChunkRow {
-  streamId: number;
-  start: number;
-  data: Buffer;
-  bounds: Buffer | null;
-}
-
 /** Stored columns of a chunk row, as read back. */
 export interface StoredChunkRow {
   start: number;
   data: Buffer;
   bounds: Buffer | null;
+}
+
+export interface ChunkRow extends StoredChunkRow {
+  streamId: number;
 }
 
 function packLengths(lengths: readonly number[]): Buffer {
