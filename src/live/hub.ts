@@ -5,6 +5,7 @@
  */
 import type { StreamState } from '../core/types.js';
 import type { CommitEvent, Store } from '../storage/store.js';
+import type { Hangup } from './hangup.js';
 import { SharedEvents } from './shared.js';
 
 export type WaitResult = 'changed' | 'timeout' | 'aborted';
@@ -32,7 +33,7 @@ type Finish = (result: WaitResult) => void;
 type Waiters = Map<Finish, Follower<unknown> | undefined>;
 
 export class LiveHub {
-  /** Waits by stream name; each is told why it ends ('changed' on a commit, 'aborted' on drain). */
+  /** Waits by stream name; each is told why it ends ('changed' on a commit, 'aborted' on a hang-up or the drain). */
   private readonly waiters = new Map<string, Waiters>();
   /** Streams whose followers are being handed a change, and those that changed again meanwhile. */
   private readonly delivering = new Set<string>();
@@ -41,7 +42,6 @@ export class LiveHub {
   private readonly unsubscribe: () => void;
   private draining = false;
   private readonly drainListeners = new Set<() => void>();
-  private readonly abortListeners = new WeakMap<AbortSignal, Set<() => void>>();
   /** Reads shared by the live readers of one stream state (see shared.ts). */
   readonly shared = new SharedEvents();
 
@@ -124,17 +124,17 @@ export class LiveHub {
         for (const [finish] of group) finish('changed');
         continue;
       }
-      // A follower whose wait ended meanwhile (timeout, abort, drain) takes nothing.
+      // A follower whose wait ended meanwhile (timeout, hang-up, drain) takes nothing.
       for (const [finish, follower] of group) if (set.has(finish) && !takes(follower, prepared)) finish('changed');
     }
   }
 
   /**
-   * Resolves when the stream `name` changes, the timeout passes, or `signal` aborts. A
+   * Resolves when the stream `name` changes, the timeout passes, or the reader hangs up. A
    * `follower` is handed the changes it can take instead (see Follower), and the wait
    * goes on.
    */
-  wait(name: string, timeoutMs: number, signal?: AbortSignal, follower?: Follower<unknown>): Promise<WaitResult> {
+  wait(name: string, timeoutMs: number, hangup?: Hangup, follower?: Follower<unknown>): Promise<WaitResult> {
     return new Promise((resolve) => {
       let set = this.waiters.get(name);
       if (!set) {
@@ -142,39 +142,21 @@ export class LiveHub {
         this.waiters.set(name, set);
       }
       const waiters = set;
-      let stopWatchingAbort = () => {};
-      // A wait ends once, by a commit, its timeout, its signal or the drain (which ends
+      let stopWatchingHangup = () => {};
+      // A wait ends once, by a commit, its timeout, a hang-up or the drain (which ends
       // every wait through `waiters`, so a wait adds itself to no other set).
       const finish = (result: WaitResult) => {
         if (!waiters.delete(finish)) return;
         clearTimeout(timer);
         if (waiters.size === 0 && this.waiters.get(name) === waiters) this.waiters.delete(name);
-        stopWatchingAbort();
+        stopWatchingHangup();
         resolve(result);
       };
       const timer = setTimeout(() => finish('timeout'), Math.max(0, timeoutMs));
       waiters.set(finish, follower);
-      if (signal?.aborted || this.draining) finish('aborted');
-      else if (signal) stopWatchingAbort = this.watchAbort(signal, () => finish('aborted'));
+      if (hangup?.happened || this.draining) finish('aborted');
+      else if (hangup) stopWatchingHangup = hangup.watch(() => finish('aborted'));
     });
-  }
-
-  /**
-   * Calls `listener` when `signal` aborts. A live reader waits once per commit on the
-   * same signal; it gets one 'abort' listener for its life, since adding and removing
-   * EventTarget listeners on every wait is a real cost when a commit wakes thousands.
-   */
-  private watchAbort(signal: AbortSignal, listener: () => void): () => void {
-    let listeners = this.abortListeners.get(signal);
-    if (!listeners) {
-      const forSignal = new Set<() => void>();
-      signal.addEventListener('abort', () => [...forSignal].forEach((call) => call()), { once: true });
-      this.abortListeners.set(signal, forSignal);
-      listeners = forSignal;
-    }
-    const watching = listeners;
-    watching.add(listener);
-    return () => watching.delete(listener);
   }
 
   /** Calls `listener` when the server starts draining (at once if it already is). */

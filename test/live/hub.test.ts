@@ -6,6 +6,7 @@
  */
 import { describe, expect, test } from 'vitest';
 import type { StreamState } from '../../src/core/types.js';
+import { Hangup } from '../../src/live/hangup.js';
 import { LiveHub, type Follower, type WaitResult } from '../../src/live/hub.js';
 import type { CommitEvent, Store } from '../../src/storage/store.js';
 
@@ -106,6 +107,29 @@ describe('LiveHub followers', () => {
     expect(await timingOut).toBe('timeout');
     expect(await refusing).toBe('changed');
     expect(lateTaken).toEqual([]);
+    hub.close();
+  });
+});
+
+describe('LiveHub waits and hang-ups', () => {
+  test('a hang-up ends the waits of its reader only, at once when it came first, and a commit after it ends the rest', async () => {
+    const store = new SlowStore([0]);
+    const hub = hubOn(store);
+    const gone = new Hangup();
+    const staying = new Hangup();
+    const results: Record<string, WaitResult> = {};
+    const waits = [
+      hub.wait('s', 10_000, gone).then((r) => (results.first = r)),
+      hub.wait('s', 10_000, gone).then((r) => (results.second = r)),
+      hub.wait('s', 10_000, staying).then((r) => (results.staying = r)),
+    ];
+    gone.fire();
+    await sleep(0);
+    expect(results).toEqual({ first: 'aborted', second: 'aborted' });
+    expect(await hub.wait('s', 10_000, gone)).toBe('aborted');
+    store.commit(10);
+    await Promise.all(waits);
+    expect(results.staying).toBe('changed');
     hub.close();
   });
 });

@@ -179,6 +179,46 @@ describe('live connection limits', () => {
   });
 });
 
+describe('live readers that hang up', () => {
+  let s: ServerProcess;
+  const path = '/v1/stream/hangup';
+  beforeAll(async () => {
+    // Waits far longer than the test: a slot comes back only through the hang-up itself.
+    s = await serve(['--max-live-connections', '2', '--max-long-poll-timeout', '60s', '--sse-lifetime', '60s', '--sse-heartbeat', '30s']);
+    await create(`${s.url}${path}`);
+  });
+
+  /** The status a long-poll of 100 ms gets: 204 when admitted, 503 when every slot is held. */
+  const probe = async () => (await fetch(`${s.url}${path}?offset=now&live=long-poll&timeout_ms=100`)).status;
+
+  /** Polls until a live reader is admitted again; answers how long that took. */
+  async function admittedWithinMs(limitMs: number): Promise<number> {
+    const started = Date.now();
+    while ((await probe()) !== 204) {
+      if (Date.now() - started > limitMs) throw new Error(`no live slot came back within ${limitMs} ms`);
+      await sleep(50);
+    }
+    return Date.now() - started;
+  }
+
+  for (const [kind, query] of [
+    ['long-poll', 'offset=now&live=long-poll&timeout_ms=60000'],
+    ['SSE', 'offset=now&live=sse'],
+  ] as const) {
+    it(`gives back the slots of ${kind} readers that close their connections mid-wait`, async () => {
+      const readers = await Promise.all([1, 2].map(() => openSocket(s.port)));
+      for (const socket of readers) socket.write(`GET ${path}?${query} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      await sleep(300);
+      expect(await probe()).toBe(503);
+      for (const socket of readers) socket.destroy();
+      await admittedWithinMs(3_000);
+      // Both slots: two readers are held at once again.
+      const held = [1, 2].map(() => fetch(`${s.url}${path}?offset=now&live=long-poll&timeout_ms=500`));
+      for (const res of await Promise.all(held)) expect(res.status).toBe(204);
+    });
+  }
+});
+
 describe('slow clients', () => {
   let s: ServerProcess;
   beforeAll(async () => {
