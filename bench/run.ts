@@ -4,7 +4,7 @@
  * Prints progress on stderr, one Markdown table and the target checks on stdout, and
  * writes everything as JSON under .bench/.
  *
- *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,catchup,streams]
+ *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
  *                            [--rill path/to/dist/cli/main.js] [--cpu-prof]
  *
@@ -21,6 +21,7 @@ import { freshDataDir, needsDataDir, profileRillInto, removeDataDir, startTarget
 import { prepareStreams, runAppends, type AppendSpec } from './workloads/appends.js';
 import { prepareCatchUp, runCatchUp } from './workloads/catchup.js';
 import { createManyStreams, PROBE_STREAM, restartToFirstRead, settledRss } from './workloads/memory.js';
+import { prepareLongPoll, runLongPoll } from './workloads/longpoll.js';
 import { prepareSse, runSse } from './workloads/sse.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -138,6 +139,32 @@ async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   }
 }
 
+async function longPollWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
+  const what = `long-poll fan-out ${s.longPollReaders} readers, ${s.longPollMessagesPerS} msg/s`;
+  const p50: Row = { key: 'longpoll-p50', label: `${what} p50`, unit: 'ms', better: 'lower', rounds: {} };
+  const p99: Row = { key: 'longpoll-p99', label: `${what} p99`, unit: 'ms', better: 'lower', rounds: {} };
+  const cpu: Row = { key: 'longpoll-cpu', label: `${what}, server CPU per delivery`, unit: 'µs', better: 'lower', rounds: {} };
+  rows.push(p50, p99, cpu);
+  // As for SSE: the file-backed reference is left out, and the floor holds its readers in memory.
+  const running = await startAll(['rill', 'ref-memory', 'floor'], 'longpoll');
+  try {
+    for (let round = 0; round < s.rounds; round++) {
+      for (const t of roundOrder(running, round)) {
+        const spec = { readers: s.longPollReaders, messagesPerS: s.longPollMessagesPerS, durationS: s.sseDurationS, warmupMessages: s.sseWarmupMessages, stream: `longpoll-${round}` };
+        await prepareLongPoll(t.url, spec);
+        const r = await runLongPoll(t.url, spec, () => t.cpuSeconds());
+        progress(`long-poll fan-out: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${r.p50Ms.toFixed(2)} ms p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerDelivery.toFixed(0)} µs CPU per delivery, ${r.delivered}/${r.expected} delivered${r.failures > 0 ? `, ${r.failures} failed` : ''}`);
+        if (r.failures > 0 && t.name === 'rill') throw new Error(`rill failed ${r.failures} long-poll reads`);
+        push(p50, t.name, r.p50Ms);
+        push(p99, t.name, r.p99Ms);
+        push(cpu, t.name, r.cpuUsPerDelivery);
+      }
+    }
+  } finally {
+    await stopAll(running);
+  }
+}
+
 async function catchUpWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const mb = (s.catchUpBytes / 1024 / 1024).toFixed(s.catchUpBytes < 1024 * 1024 ? 2 : 0);
   const bytes: Row = { key: 'catchup-bytes', label: `catch-up ${mb} MiB stream`, unit: 'MB/s', better: 'higher', rounds: {} };
@@ -204,7 +231,7 @@ const USAGE = `npm run bench -- [options]
   --only LIST        workloads, comma-separated: ${WORKLOADS.join(', ')}
   --streams LIST     stream counts for the append workload (default 1,500,10000)
   --rounds N         rounds per figure (the median is reported)
-  --duration S       seconds per append and SSE run
+  --duration S       seconds per append, SSE and long-poll run
   --rill PATH        another rill build's dist/cli/main.js, measured in place of this one
   --cpu-prof         write rill's CPU profiles to .bench/profiles/
   --data DIR         where the servers keep their data (default .bench/data)
@@ -244,6 +271,7 @@ async function main(): Promise<void> {
     ['producers', () => appendWorkload(s, rows, { streams: s.producerStreams, producers: true })],
     ['rate', () => appendWorkload(s, rows, { streams: s.producerStreams, producers: false, ratePerS: s.fixedRatePerS })],
     ['sse', () => sseWorkload(s, rows)],
+    ['longpoll', () => longPollWorkload(s, rows)],
     ['catchup', () => catchUpWorkload(s, rows)],
     ['streams', () => manyStreamsWorkload(s, rows)],
   ];

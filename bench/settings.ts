@@ -26,6 +26,9 @@ export interface BenchSettings {
   sseDurationS: number;
   /** Messages sent first and not measured, so the figures are the servers' steady state. */
   sseWarmupMessages: number;
+  /** Long-poll fan-out: readers on one stream and the writer's rate. */
+  longPollReaders: number;
+  longPollMessagesPerS: number;
   catchUpBytes: number;
   catchUpJsonMessages: number;
   manyStreams: number;
@@ -47,6 +50,8 @@ export const FULL: BenchSettings = {
   sseMessagesPerS: 20,
   sseDurationS: 8,
   sseWarmupMessages: 20,
+  longPollReaders: 1000,
+  longPollMessagesPerS: 5,
   catchUpBytes: 10 * 1024 * 1024,
   catchUpJsonMessages: 100_000,
   manyStreams: 100_000,
@@ -67,6 +72,8 @@ export const QUICK: BenchSettings = {
   sseMessagesPerS: 20,
   sseDurationS: 0.5,
   sseWarmupMessages: 2,
+  longPollReaders: 10,
+  longPollMessagesPerS: 20,
   catchUpBytes: 256 * 1024,
   catchUpJsonMessages: 2000,
   manyStreams: 200,
@@ -74,5 +81,5 @@ export const QUICK: BenchSettings = {
   settleMs: 100,
 };
 
-export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'catchup', 'streams'] as const;
+export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];

@@ -49,6 +49,8 @@ export interface Running {
   dataDir: string | null;
   /** Resident set size of the server process, in bytes. */
   rssBytes(): number;
+  /** CPU time the server process has used, in seconds. */
+  cpuSeconds(): number;
   /** SIGTERM, then SIGKILL if it has not exited after `graceMs`. */
   stop(graceMs?: number): Promise<void>;
 }
@@ -119,6 +121,7 @@ export async function startTarget(name: TargetName, dataDir: string | null, extr
     pid: child.pid!,
     dataDir,
     rssBytes: () => rssOf(child.pid!),
+    cpuSeconds: () => cpuSecondsOf(child.pid!),
     async stop(graceMs = 10_000) {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
@@ -151,6 +154,17 @@ export function rssOf(pid: number): number {
   const match = /VmRSS:\s+(\d+) kB/.exec(status);
   return match ? Number(match[1]) * 1024 : NaN;
 }
+
+/** CPU time the process has used so far, user and system, in seconds (/proc/PID/stat). */
+export function cpuSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name, which is in parentheses and may hold spaces.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
+}
+
+/** USER_HZ: 100 on Linux on every architecture Node runs on. */
+const CLOCK_TICKS_PER_S = 100;
 
 export function removeDataDir(dir: string | null): void {
   if (dir) rmSync(dir, { recursive: true, force: true });

@@ -7,6 +7,10 @@
  *   later POST to the same path is sent to every held reader as one `data:` event, one
  *   buffer shared by all, in memory and without durability. That is the least an SSE
  *   fan-out costs here; it also sends the `event: control` line readers wait for.
+ * - And a long-poll read (`live=long-poll`): a POST to a path is kept in memory; a read
+ *   from an offset (a byte count) below the path's length is answered at once with the
+ *   rest, one at the length (or `now`) is held until the next POST. Nothing else of the
+ *   protocol: the least a long-poll fan-out costs here.
  * Usage: node floor.js PORT
  */
 import { createServer, type ServerResponse } from 'node:http';
@@ -14,6 +18,9 @@ import { answerNoContent, whenBodyRead } from './bare.js';
 
 const port = Number(process.argv[2]);
 const readers = new Map<string, Set<ServerResponse>>();
+/** Long-poll: each path's bytes so far, and the reads held at its end. */
+const logs = new Map<string, Buffer[]>();
+const polls = new Map<string, Set<ServerResponse>>();
 
 function holdSseReader(path: string, res: ServerResponse): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
@@ -32,19 +39,55 @@ function fanOut(path: string, body: Buffer): void {
   for (const res of held) res.write(event);
 }
 
+function lengthOf(log: Buffer[]): number {
+  return log.reduce((sum, b) => sum + b.length, 0);
+}
+
+function answerPoll(res: ServerResponse, log: Buffer[], from: number): void {
+  const body = Buffer.concat(log).subarray(from);
+  res.writeHead(200, { 'content-type': 'text/plain', 'stream-next-offset': String(from + body.length), 'content-length': body.length });
+  res.end(body);
+}
+
+function longPoll(path: string, query: URLSearchParams, res: ServerResponse): void {
+  const log = logs.get(path) ?? [];
+  logs.set(path, log);
+  const length = lengthOf(log);
+  const asked = query.get('offset');
+  const from = asked === 'now' || asked === null ? length : Number(asked);
+  if (from < length) return answerPoll(res, log, from);
+  let held = polls.get(path);
+  if (!held) polls.set(path, (held = new Set()));
+  const waiting = held;
+  waiting.add(res);
+  res.once('close', () => waiting.delete(res));
+}
+
+function answerPolls(path: string, body: Buffer): void {
+  const log = logs.get(path)!;
+  const from = lengthOf(log);
+  log.push(body);
+  const held = polls.get(path);
+  if (!held) return;
+  polls.delete(path);
+  for (const res of held) answerPoll(res, log, from);
+}
+
 const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
   const url = req.url ?? '/';
   const q = url.indexOf('?');
   const path = q < 0 ? url : url.slice(0, q);
   if (req.method === 'GET' && q >= 0 && url.includes('live=sse', q)) return holdSseReader(path, res);
-  if (req.method !== 'POST' || !readers.has(path)) return answerNoContent(res);
+  if (req.method === 'GET' && q >= 0 && url.includes('live=long-poll', q)) return longPoll(path, new URLSearchParams(url.slice(q + 1)), res);
+  if (req.method !== 'POST' || (!readers.has(path) && !logs.has(path))) return answerNoContent(res);
   whenBodyRead(req, (body) => {
     answerNoContent(res);
     fanOut(path, body);
+    if (logs.has(path)) answerPolls(path, body);
   });
 });
 server.listen(port, '127.0.0.1', () => process.stdout.write('ready\n'));
 process.on('SIGTERM', () => {
-  for (const set of readers.values()) for (const res of set) res.destroy();
+  for (const set of [...readers.values(), ...polls.values()]) for (const res of set) res.destroy();
   server.close(() => process.exit(0));
 });

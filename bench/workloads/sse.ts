@@ -4,7 +4,8 @@
  * its send time. Latency is publish-to-receive, per subscriber per message.
  */
 import { connect, type Socket } from 'node:net';
-import { append, createStream, sleep } from '../http.js';
+import { createStream, sleep } from '../http.js';
+import { nowMicros, percentile, publishAtRate, SEMICOLON, STAMPED_CONTENT_TYPE } from './stamped.js';
 
 export interface SseSpec {
   subscribers: number;
@@ -27,26 +28,14 @@ export interface SseResult {
   expected: number;
 }
 
-const CONTENT_TYPE = 'text/plain';
-
-/** Send time in microseconds of this process's monotonic clock, padded to 100 bytes. */
-function stampedBody(seq: number): string {
-  const micros = Number(process.hrtime.bigint() / 1000n);
-  return `t=${micros};n=${seq};`.padEnd(100, '.');
-}
-
-function nowMicros(): number {
-  return Number(process.hrtime.bigint() / 1000n);
-}
-
 interface Subscriber {
   socket: Socket;
   ready: Promise<void>;
 }
 
+/** A stamp at the start of an event's data: the padding of a message holds no `t=`. */
 const STAMP = Buffer.from('data:t=');
 const CONTROL = Buffer.from('event: control');
-const SEMICOLON = 0x3b;
 
 /**
  * Opens one SSE reader on a raw socket and records the latency of every stamped message
@@ -96,29 +85,8 @@ function subscribe(base: URL, path: string, latenciesUs: number[]): Subscriber {
   return { socket, ready };
 }
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
 export async function prepareSse(base: string, spec: SseSpec): Promise<void> {
-  await createStream(base, spec.stream, CONTENT_TYPE);
-}
-
-/** Appends `messages` stamped messages at the spec's rate; answers how many were sent. */
-async function publishAtRate(base: string, spec: SseSpec, messages: number, intervalMs: number): Promise<number> {
-  let sent = 0;
-  const start = performance.now();
-  // A server slower than the rate gets fewer messages, never an unbounded run.
-  const limitMs = Math.max(1000, (messages / spec.messagesPerS) * 3000);
-  for (let n = 0; n < messages && performance.now() - start < limitMs; n++) {
-    const due = start + n * intervalMs;
-    const wait = due - performance.now();
-    if (wait > 0) await sleep(wait);
-    await append(base, spec.stream, CONTENT_TYPE, stampedBody(n));
-    sent++;
-  }
-  return sent;
+  await createStream(base, spec.stream, STAMPED_CONTENT_TYPE);
 }
 
 export async function runSse(base: string, spec: SseSpec): Promise<SseResult> {
@@ -129,11 +97,10 @@ export async function runSse(base: string, spec: SseSpec): Promise<SseResult> {
   try {
     await Promise.all(subs.map((s) => s.ready));
     await sleep(200);
-    const intervalMs = 1000 / spec.messagesPerS;
-    await publishAtRate(base, spec, spec.warmupMessages, intervalMs);
+    await publishAtRate(base, spec, spec.warmupMessages);
     await sleep(500);
     latenciesUs.length = 0;
-    const sent = await publishAtRate(base, spec, Math.max(1, Math.round(spec.messagesPerS * spec.durationS)), intervalMs);
+    const sent = await publishAtRate(base, spec, Math.max(1, Math.round(spec.messagesPerS * spec.durationS)));
     await sleep(500);
     const sorted = latenciesUs.sort((a, b) => a - b);
     return {

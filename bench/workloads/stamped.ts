@@ -1,0 +1,48 @@
+/**
+ * What the live workloads share: messages that carry their send time, a writer that
+ * appends them at a fixed rate, and percentiles of the latencies readers record.
+ */
+import { append, sleep } from '../http.js';
+
+export const STAMPED_CONTENT_TYPE = 'text/plain';
+
+/** Microseconds of this process's monotonic clock: writer and readers share the process. */
+export function nowMicros(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
+/** Send time in microseconds, padded to 100 bytes. */
+export function stampedBody(seq: number): string {
+  return `t=${nowMicros()};n=${seq};`.padEnd(100, '.');
+}
+
+/** Where a message's send time starts in a received body; it ends at the next `;`. */
+export const STAMP = Buffer.from('t=');
+export const SEMICOLON = 0x3b;
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+export interface Publishing {
+  stream: string;
+  messagesPerS: number;
+}
+
+/** Appends `messages` stamped messages at the given rate; answers how many were sent. */
+export async function publishAtRate(base: string, spec: Publishing, messages: number): Promise<number> {
+  const intervalMs = 1000 / spec.messagesPerS;
+  let sent = 0;
+  const start = performance.now();
+  // A server slower than the rate gets fewer messages, never an unbounded run.
+  const limitMs = Math.max(1000, (messages / spec.messagesPerS) * 3000);
+  for (let n = 0; n < messages && performance.now() - start < limitMs; n++) {
+    const due = start + n * intervalMs;
+    const wait = due - performance.now();
+    if (wait > 0) await sleep(wait);
+    await append(base, spec.stream, STAMPED_CONTENT_TYPE, stampedBody(n));
+    sent++;
+  }
+  return sent;
+}
