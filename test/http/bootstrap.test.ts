@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import { bootstrapParts, errorCode, get, offset, post, put } from '../helpers/http.js';
+import { sseBlocks } from '../helpers/sse.js';
 
 let server: ServerProcess;
 let n = 0;
@@ -107,18 +108,10 @@ async function sseMessages(url: string, until: (messages: unknown[]) => boolean,
   try {
     const res = await fetch(url, { signal: abort.signal });
     expect(res.status).toBe(200);
-    const decoder = new TextDecoder();
-    let buffered = '';
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      buffered += decoder.decode(chunk, { stream: true });
-      let end: number;
-      while ((end = buffered.indexOf('\n\n')) >= 0) {
-        const block = buffered.slice(0, end);
-        buffered = buffered.slice(end + 2);
-        if (!block.startsWith('event: data')) continue;
-        const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5)).join('\n');
-        messages.push(...(JSON.parse(data) as unknown[]));
-      }
+    for await (const block of sseBlocks(res)) {
+      if (!block.startsWith('event: data')) continue;
+      const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5)).join('\n');
+      messages.push(...(JSON.parse(data) as unknown[]));
       if (until(messages)) break;
     }
   } catch (error) {

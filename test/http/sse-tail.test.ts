@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import { post, put, readAll } from '../helpers/http.js';
+import { sseBlocks } from '../helpers/sse.js';
 
 const HEARTBEAT_MS = 400;
 /** Default settings: a heartbeat (15 s) far longer than any wait these tests allow. */
@@ -61,14 +62,10 @@ function openReader(url: string): SseReader {
   const ended = (async () => {
     const res = await fetch(url, { signal: abort.signal });
     expect(res.status).toBe(200);
-    const decoder = new TextDecoder();
-    let text = '';
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      text += decoder.decode(chunk, { stream: true });
-      const blocks = text.split('\n\n');
-      text = blocks.pop()!;
-      for (const block of blocks) events.push(parseBlock(block));
-      if (events.some((e) => e.type === 'control')) markReady();
+    for await (const block of sseBlocks(res)) {
+      const event = parseBlock(block);
+      events.push(event);
+      if (event.type === 'control') markReady();
     }
   })().catch((error: unknown) => {
     if (!abort.signal.aborted) throw error;

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import { put } from '../helpers/http.js';
+import { sseBlocks } from '../helpers/sse.js';
 
 let server: ServerProcess;
 
@@ -24,14 +25,9 @@ async function firstDataEvent(url: string): Promise<string> {
   const timer = setTimeout(() => abort.abort(), 3000);
   try {
     const res = await fetch(url, { signal: abort.signal });
-    const decoder = new TextDecoder();
-    let text = '';
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      text += decoder.decode(chunk, { stream: true });
-      const blocks = text.split('\n\n');
-      const data = blocks.slice(0, -1).find((b) => b.startsWith('event: data'));
-      if (data === undefined) continue;
-      return data
+    for await (const block of sseBlocks(res)) {
+      if (!block.startsWith('event: data')) continue;
+      return block
         .split('\n')
         .filter((line) => line.startsWith('data:'))
         .map((line) => line.slice(5).replace(/^ /, ''))
