@@ -115,28 +115,33 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
   }
 }
 
+/**
+ * A live workload: rill, the in-memory reference and the floor, each round in turn. The
+ * file-backed reference takes seconds per append under these loads, which would make
+ * the run unbounded; the targets compare with the in-memory reference. The floor holds
+ * its readers and answers them from memory: the least a fan-out costs here.
+ */
+async function liveWorkload(s: BenchSettings, tag: string, measure: (t: Running, round: number) => Promise<void>): Promise<void> {
+  const running = await startAll(['rill', 'ref-memory', 'floor'], tag);
+  try {
+    for (let round = 0; round < s.rounds; round++) for (const t of roundOrder(running, round)) await measure(t, round);
+  } finally {
+    await stopAll(running);
+  }
+}
+
 async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const p50: Row = { key: 'sse-p50', label: `SSE fan-out ${s.sseSubscribers} subscribers p50`, unit: 'ms', better: 'lower', rounds: {} };
   const p99: Row = { key: 'sse-p99', label: `SSE fan-out ${s.sseSubscribers} subscribers p99`, unit: 'ms', better: 'lower', rounds: {} };
   rows.push(p50, p99);
-  // The file-backed reference takes seconds per append under this load, which would make
-  // the run unbounded; the target compares with the in-memory reference. The floor holds
-  // its readers and writes each append to them from memory: the least a fan-out costs here.
-  const running = await startAll(['rill', 'ref-memory', 'floor'], 'sse');
-  try {
-    for (let round = 0; round < s.rounds; round++) {
-      for (const t of roundOrder(running, round)) {
-        const spec = { subscribers: s.sseSubscribers, messagesPerS: s.sseMessagesPerS, durationS: s.sseDurationS, warmupMessages: s.sseWarmupMessages, stream: `sse-${round}` };
-        await prepareSse(t.url, spec);
-        const r = await runSse(t.url, spec);
-        progress(`SSE fan-out: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${r.p50Ms.toFixed(2)} ms p99 ${r.p99Ms.toFixed(2)} ms, ${r.delivered}/${r.expected} delivered`);
-        push(p50, t.name, r.p50Ms);
-        push(p99, t.name, r.p99Ms);
-      }
-    }
-  } finally {
-    await stopAll(running);
-  }
+  await liveWorkload(s, 'sse', async (t, round) => {
+    const spec = { subscribers: s.sseSubscribers, messagesPerS: s.sseMessagesPerS, durationS: s.sseDurationS, warmupMessages: s.sseWarmupMessages, stream: `sse-${round}` };
+    await prepareSse(t.url, spec);
+    const r = await runSse(t.url, spec);
+    progress(`SSE fan-out: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${r.p50Ms.toFixed(2)} ms p99 ${r.p99Ms.toFixed(2)} ms, ${r.delivered}/${r.expected} delivered`);
+    push(p50, t.name, r.p50Ms);
+    push(p99, t.name, r.p99Ms);
+  });
 }
 
 async function longPollWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
@@ -145,24 +150,16 @@ async function longPollWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const p99: Row = { key: 'longpoll-p99', label: `${what} p99`, unit: 'ms', better: 'lower', rounds: {} };
   const cpu: Row = { key: 'longpoll-cpu', label: `${what}, server CPU per delivery`, unit: 'µs', better: 'lower', rounds: {} };
   rows.push(p50, p99, cpu);
-  // As for SSE: the file-backed reference is left out, and the floor holds its readers in memory.
-  const running = await startAll(['rill', 'ref-memory', 'floor'], 'longpoll');
-  try {
-    for (let round = 0; round < s.rounds; round++) {
-      for (const t of roundOrder(running, round)) {
-        const spec = { readers: s.longPollReaders, messagesPerS: s.longPollMessagesPerS, durationS: s.sseDurationS, warmupMessages: s.sseWarmupMessages, stream: `longpoll-${round}` };
-        await prepareLongPoll(t.url, spec);
-        const r = await runLongPoll(t.url, spec, () => t.cpuSeconds());
-        progress(`long-poll fan-out: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${r.p50Ms.toFixed(2)} ms p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerDelivery.toFixed(0)} µs CPU per delivery, ${r.delivered}/${r.expected} delivered${r.failures > 0 ? `, ${r.failures} failed` : ''}`);
-        if (r.failures > 0 && t.name === 'rill') throw new Error(`rill failed ${r.failures} long-poll reads`);
-        push(p50, t.name, r.p50Ms);
-        push(p99, t.name, r.p99Ms);
-        push(cpu, t.name, r.cpuUsPerDelivery);
-      }
-    }
-  } finally {
-    await stopAll(running);
-  }
+  await liveWorkload(s, 'longpoll', async (t, round) => {
+    const spec = { readers: s.longPollReaders, messagesPerS: s.longPollMessagesPerS, durationS: s.sseDurationS, warmupMessages: s.sseWarmupMessages, stream: `longpoll-${round}` };
+    await prepareLongPoll(t.url, spec);
+    const r = await runLongPoll(t.url, spec, () => t.cpuSeconds());
+    progress(`long-poll fan-out: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${r.p50Ms.toFixed(2)} ms p99 ${r.p99Ms.toFixed(2)} ms, ${r.cpuUsPerDelivery.toFixed(0)} µs CPU per delivery, ${r.delivered}/${r.expected} delivered${r.failures > 0 ? `, ${r.failures} failed` : ''}`);
+    if (r.failures > 0 && t.name === 'rill') throw new Error(`rill failed ${r.failures} long-poll reads`);
+    push(p50, t.name, r.p50Ms);
+    push(p99, t.name, r.p99Ms);
+    push(cpu, t.name, r.cpuUsPerDelivery);
+  });
 }
 
 async function catchUpWorkload(s: BenchSettings, rows: Row[]): Promise<void> {

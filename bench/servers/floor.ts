@@ -22,14 +22,19 @@ const readers = new Map<string, Set<ServerResponse>>();
 const logs = new Map<string, Buffer[]>();
 const polls = new Map<string, Set<ServerResponse>>();
 
+/** Keeps `res` among `held`'s responses for `path` until it closes. */
+function hold(held: Map<string, Set<ServerResponse>>, path: string, res: ServerResponse): void {
+  let set = held.get(path);
+  if (!set) held.set(path, (set = new Set()));
+  const forPath = set;
+  forPath.add(res);
+  res.once('close', () => forPath.delete(res));
+}
+
 function holdSseReader(path: string, res: ServerResponse): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
   res.write('event: control\ndata: {}\n\n');
-  let set = readers.get(path);
-  if (!set) readers.set(path, (set = new Set()));
-  const held = set;
-  held.add(res);
-  res.once('close', () => held.delete(res));
+  hold(readers, path, res);
 }
 
 function fanOut(path: string, body: Buffer): void {
@@ -43,8 +48,8 @@ function lengthOf(log: Buffer[]): number {
   return log.reduce((sum, b) => sum + b.length, 0);
 }
 
-function answerPoll(res: ServerResponse, log: Buffer[], from: number): void {
-  const body = Buffer.concat(log).subarray(from);
+/** Answers a long-poll with `body`, the bytes from `from`. */
+function answerPoll(res: ServerResponse, body: Buffer, from: number): void {
   res.writeHead(200, { 'content-type': 'text/plain', 'stream-next-offset': String(from + body.length), 'content-length': body.length });
   res.end(body);
 }
@@ -55,14 +60,11 @@ function longPoll(path: string, query: URLSearchParams, res: ServerResponse): vo
   const length = lengthOf(log);
   const asked = query.get('offset');
   const from = asked === 'now' || asked === null ? length : Number(asked);
-  if (from < length) return answerPoll(res, log, from);
-  let held = polls.get(path);
-  if (!held) polls.set(path, (held = new Set()));
-  const waiting = held;
-  waiting.add(res);
-  res.once('close', () => waiting.delete(res));
+  if (from < length) return answerPoll(res, Buffer.concat(log).subarray(from), from);
+  hold(polls, path, res);
 }
 
+/** A POST to a followed path: every long-poll held at its end gets the new bytes. */
 function answerPolls(path: string, body: Buffer): void {
   const log = logs.get(path)!;
   const from = lengthOf(log);
@@ -70,7 +72,7 @@ function answerPolls(path: string, body: Buffer): void {
   const held = polls.get(path);
   if (!held) return;
   polls.delete(path);
-  for (const res of held) answerPoll(res, log, from);
+  for (const res of held) answerPoll(res, body, from);
 }
 
 const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {

@@ -10,7 +10,7 @@ import { H } from '../protocol/headers.js';
 import { ndjsonToArray } from '../protocol/json.js';
 import { encodeOffset, parseOffsetToken } from '../protocol/offset.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
-import { Hangup } from '../live/hangup.js';
+import { hangupOf } from '../live/latch.js';
 import { serveSse } from '../live/sse.js';
 import { readWindow, type ReadWindow } from '../live/window.js';
 import type { HandlerContext } from './context.js';
@@ -182,7 +182,7 @@ async function longPoll(
   const deadline = ctx.now() + query.timeoutMs;
   let stream = first;
   let holding = false;
-  const hangup = Hangup.of(res);
+  const hangup = hangupOf(res);
   try {
     for (;;) {
       if (position < stream.tail) {
@@ -196,7 +196,7 @@ async function longPoll(
         holding = true;
       }
       const woke = await ctx.hub.wait(address.key, remaining, hangup);
-      if (woke === 'aborted' && hangup.happened) return;
+      if (woke === 'aborted' && hangup.fired) return;
       // The wait began on one incarnation: if the stream was recreated meanwhile, its
       // bytes at this position belong to another stream, so the reader is told (412).
       const plan = planLiveResume(await ctx.store.getStream(address.key), position, 'long-poll', first.incarnation, ctx.now());

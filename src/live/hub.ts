@@ -5,7 +5,7 @@
  */
 import type { StreamState } from '../core/types.js';
 import type { CommitEvent, Store } from '../storage/store.js';
-import type { Hangup } from './hangup.js';
+import { Latch } from './latch.js';
 import { SharedEvents } from './shared.js';
 
 export type WaitResult = 'changed' | 'timeout' | 'aborted';
@@ -41,7 +41,7 @@ export class LiveHub {
   private connections = 0;
   private readonly unsubscribe: () => void;
   private draining = false;
-  private readonly drainListeners = new Set<() => void>();
+  private readonly drained = new Latch();
   /** Reads shared by the live readers of one stream state (see shared.ts). */
   readonly shared = new SharedEvents();
 
@@ -134,7 +134,7 @@ export class LiveHub {
    * `follower` is handed the changes it can take instead (see Follower), and the wait
    * goes on.
    */
-  wait(name: string, timeoutMs: number, hangup?: Hangup, follower?: Follower<unknown>): Promise<WaitResult> {
+  wait(name: string, timeoutMs: number, hangup?: Latch, follower?: Follower<unknown>): Promise<WaitResult> {
     return new Promise((resolve) => {
       let set = this.waiters.get(name);
       if (!set) {
@@ -154,26 +154,21 @@ export class LiveHub {
       };
       const timer = setTimeout(() => finish('timeout'), Math.max(0, timeoutMs));
       waiters.set(finish, follower);
-      if (hangup?.happened || this.draining) finish('aborted');
+      if (hangup?.fired || this.draining) finish('aborted');
       else if (hangup) stopWatchingHangup = hangup.watch(() => finish('aborted'));
     });
   }
 
   /** Calls `listener` when the server starts draining (at once if it already is). */
   onDrain(listener: () => void): () => void {
-    if (this.draining) {
-      listener();
-      return () => {};
-    }
-    this.drainListeners.add(listener);
-    return () => this.drainListeners.delete(listener);
+    return this.drained.watch(listener);
   }
 
   /** Ends every wait (live readers answer and close) and refuses new live readers. */
   drain(): void {
     this.draining = true;
     for (const set of [...this.waiters.values()]) for (const finish of [...set.keys()]) finish('aborted');
-    for (const listener of [...this.drainListeners]) listener();
+    this.drained.fire();
   }
 
   get isDraining(): boolean {

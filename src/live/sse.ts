@@ -15,7 +15,7 @@ import { H } from '../protocol/headers.js';
 import { ndjsonToArray } from '../protocol/json.js';
 import { encodeOffset } from '../protocol/offset.js';
 import type { Store } from '../storage/store.js';
-import { Hangup } from './hangup.js';
+import { hangupOf, type Latch } from './latch.js';
 import type { Follower, LiveHub } from './hub.js';
 import { eventWithControl, type SharedEvent } from './shared.js';
 import { readWindow } from './window.js';
@@ -86,7 +86,7 @@ export async function serveSse(res: ServerResponse, options: SseOptions): Promis
     ...(encoding === 'base64' ? { [H.streamSseDataEncoding]: 'base64' } : {}),
   });
   res.flushHeaders();
-  const hangup = Hangup.of(res);
+  const hangup = hangupOf(res);
   try {
     await pump(res, options, encoding, hangup);
   } finally {
@@ -121,7 +121,7 @@ interface PumpState extends ControlState {
   lastWriteMs: number;
 }
 
-async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding, hangup: Hangup): Promise<void> {
+async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding, hangup: Latch): Promise<void> {
   const { store, hub, key, now } = options;
   const state: PumpState = { position: options.position, stream: options.stream, cursor: nextCursor(now(), options.clientCursor, Math.random()), lastWriteMs: now() };
   const endAt = now() + options.lifetimeMs;
@@ -133,7 +133,7 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
   for (;;) {
     while (state.position < state.stream.tail) {
       // Most of the time the reader keeps up: no wait, and no promise made per event.
-      if ((res.writableNeedDrain || hangup.happened) && !(await caughtUp(res, options, hangup, endAt))) return void res.destroy();
+      if ((res.writableNeedDrain || hangup.fired) && !(await caughtUp(res, options, hangup, endAt))) return void res.destroy();
       const shared = await nextEvent(options, encoding, state, windowBytes);
       // No bytes below the tail means the stream was dropped under this reader: stop rather than spin.
       if (shared.bytes === 0) return;
@@ -149,7 +149,7 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
       announced = true;
     }
     const remaining = endAt - now();
-    if (remaining <= 0 || hangup.happened || hub.isDraining) return;
+    if (remaining <= 0 || hangup.fired || hub.isDraining) return;
     const quietMs = now() - state.lastWriteMs;
     const woke = await hub.wait(key, Math.min(remaining, options.heartbeatMs - quietMs), hangup, follower);
     if (woke === 'aborted') return;
@@ -228,13 +228,13 @@ function tailFollower(res: ServerResponse, options: SseOptions, encoding: Encodi
  * heartbeat interval, its lifetime ended, the server is draining or the reader left;
  * the server then stops buffering for it and disconnects it.
  */
-async function caughtUp(res: ServerResponse, options: SseOptions, hangup: Hangup, endAt: number): Promise<boolean> {
-  if (hangup.happened) return false;
+async function caughtUp(res: ServerResponse, options: SseOptions, hangup: Latch, endAt: number): Promise<boolean> {
+  if (hangup.fired) return false;
   const waitMs = Math.min(options.heartbeatMs, endAt - options.now());
   return waitMs > 0 && (await drained(res, hangup, options.hub, waitMs));
 }
 
-function drained(res: ServerResponse, hangup: Hangup, hub: LiveHub, timeoutMs: number): Promise<boolean> {
+function drained(res: ServerResponse, hangup: Latch, hub: LiveHub, timeoutMs: number): Promise<boolean> {
   return new Promise((resolve) => {
     let stopWatchingDrain = () => {};
     let stopWatchingHangup = () => {};

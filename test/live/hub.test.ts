@@ -6,7 +6,7 @@
  */
 import { describe, expect, test } from 'vitest';
 import type { StreamState } from '../../src/core/types.js';
-import { Hangup } from '../../src/live/hangup.js';
+import { Latch } from '../../src/live/latch.js';
 import { LiveHub, type Follower, type WaitResult } from '../../src/live/hub.js';
 import type { CommitEvent, Store } from '../../src/storage/store.js';
 
@@ -115,8 +115,8 @@ describe('LiveHub waits and hang-ups', () => {
   test('a hang-up ends the waits of its reader only, at once when it came first, and a commit after it ends the rest', async () => {
     const store = new SlowStore([0]);
     const hub = hubOn(store);
-    const gone = new Hangup();
-    const staying = new Hangup();
+    const gone = new Latch();
+    const staying = new Latch();
     const results: Record<string, WaitResult> = {};
     const waits = [
       hub.wait('s', 10_000, gone).then((r) => (results.first = r)),
