@@ -18,8 +18,12 @@ import { answerNoContent, whenBodyRead } from './bare.js';
 
 const port = Number(process.argv[2]);
 const readers = new Map<string, Set<ServerResponse>>();
-/** Long-poll: each path's bytes so far, and the reads held at its end. */
-const logs = new Map<string, Buffer[]>();
+/** Long-poll: each path's bytes so far (and their count), and the reads held at its end. */
+interface Log {
+  parts: Buffer[];
+  bytes: number;
+}
+const logs = new Map<string, Log>();
 const polls = new Map<string, Set<ServerResponse>>();
 
 /** Keeps `res` among `held`'s responses for `path` until it closes. */
@@ -44,10 +48,6 @@ function fanOut(path: string, body: Buffer): void {
   for (const res of held) res.write(event);
 }
 
-function lengthOf(log: Buffer[]): number {
-  return log.reduce((sum, b) => sum + b.length, 0);
-}
-
 /** Answers a long-poll with `body`, the bytes from `from`. */
 function answerPoll(res: ServerResponse, body: Buffer, from: number): void {
   res.writeHead(200, { 'content-type': 'text/plain', 'stream-next-offset': String(from + body.length), 'content-length': body.length });
@@ -55,20 +55,20 @@ function answerPoll(res: ServerResponse, body: Buffer, from: number): void {
 }
 
 function longPoll(path: string, query: URLSearchParams, res: ServerResponse): void {
-  const log = logs.get(path) ?? [];
+  const log = logs.get(path) ?? { parts: [], bytes: 0 };
   logs.set(path, log);
-  const length = lengthOf(log);
   const asked = query.get('offset');
-  const from = asked === 'now' || asked === null ? length : Number(asked);
-  if (from < length) return answerPoll(res, Buffer.concat(log).subarray(from), from);
+  const from = asked === 'now' || asked === null ? log.bytes : Number(asked);
+  if (from < log.bytes) return answerPoll(res, Buffer.concat(log.parts).subarray(from), from);
   hold(polls, path, res);
 }
 
 /** A POST to a followed path: every long-poll held at its end gets the new bytes. */
 function answerPolls(path: string, body: Buffer): void {
   const log = logs.get(path)!;
-  const from = lengthOf(log);
-  log.push(body);
+  const from = log.bytes;
+  log.parts.push(body);
+  log.bytes += body.length;
   const held = polls.get(path);
   if (!held) return;
   polls.delete(path);

@@ -61,7 +61,7 @@ function chunkedBody(data: Buffer, from: number): { end: number; body: Buffer } 
 }
 
 /** The first whole response in `data` and where it ends, or null while it is incomplete. */
-export function parseAnswer(data: Buffer): { answer: Answer; end: number } | null {
+function parseAnswer(data: Buffer): { answer: Answer; end: number } | null {
   const headEnd = data.indexOf(HEAD_END);
   if (headEnd < 0) return null;
   // Header names are case-insensitive; the reference capitalises them, rill does not.

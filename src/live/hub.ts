@@ -40,7 +40,7 @@ export class LiveHub {
   private readonly redeliver = new Set<string>();
   private connections = 0;
   private readonly unsubscribe: () => void;
-  private draining = false;
+  /** Fires when the server starts draining. */
   private readonly drained = new Latch();
   /** Reads shared by the live readers of one stream state (see shared.ts). */
   readonly shared = new SharedEvents();
@@ -58,7 +58,7 @@ export class LiveHub {
 
   /** Takes a live-connection slot; false when the server holds too many. */
   acquire(): boolean {
-    if (this.draining || this.connections >= this.maxConnections) return false;
+    if (this.drained.fired || this.connections >= this.maxConnections) return false;
     this.connections++;
     return true;
   }
@@ -154,7 +154,7 @@ export class LiveHub {
       };
       const timer = setTimeout(() => finish('timeout'), Math.max(0, timeoutMs));
       waiters.set(finish, follower);
-      if (hangup?.fired || this.draining) finish('aborted');
+      if (hangup?.fired || this.drained.fired) finish('aborted');
       else if (hangup) stopWatchingHangup = hangup.watch(() => finish('aborted'));
     });
   }
@@ -166,13 +166,12 @@ export class LiveHub {
 
   /** Ends every wait (live readers answer and close) and refuses new live readers. */
   drain(): void {
-    this.draining = true;
-    for (const set of [...this.waiters.values()]) for (const finish of [...set.keys()]) finish('aborted');
     this.drained.fire();
+    for (const set of [...this.waiters.values()]) for (const finish of [...set.keys()]) finish('aborted');
   }
 
   get isDraining(): boolean {
-    return this.draining;
+    return this.drained.fired;
   }
 
   close(): void {
