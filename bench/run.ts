@@ -65,6 +65,19 @@ function push(row: Row, target: TargetName, value: number): void {
   (row.rounds[target] ??= []).push(value);
 }
 
+/** CPU time used from now on by a server and by this process, per request answered. */
+function cpuMeter(t: Running): { perRequestUs(requests: number): { serverUs: number; clientUs: number } } {
+  const server0 = t.cpuSeconds();
+  const client0 = process.cpuUsage();
+  return {
+    perRequestUs(requests) {
+      const client = process.cpuUsage(client0);
+      const n = Math.max(1, requests);
+      return { serverUs: ((t.cpuSeconds() - server0) * 1e6) / n, clientUs: (client.user + client.system) / n };
+    },
+  };
+}
+
 /** One append workload: as fast as answered, with producers, or paced at a fixed rate. */
 interface AppendLoad {
   streams: number;
@@ -86,7 +99,11 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
   const p50: Row = { key: `${key}-p50`, label: `${what} p50`, unit: 'ms', better: 'lower', rounds: {} };
   const p99: Row = { key: `${key}-p99`, label: `${what} p99`, unit: 'ms', better: 'lower', rounds: {} };
   const failures: Row = { key: `${key}-failed`, label: `${what}, refused or failed (not counted)`, unit: 'requests', better: 'lower', rounds: {} };
-  rows.push(rate, p50, p99);
+  // CPU per request, of the server and of the load generator (this process): on two
+  // shared cores the rate is bound by their sum, so these say where a round's time went.
+  const serverCpu: Row = { key: `${key}-cpu`, label: `${what}, server CPU per request`, unit: 'µs', better: 'lower', rounds: {} };
+  const clientCpu: Row = { key: `${key}-client-cpu`, label: `${what}, load generator CPU per request`, unit: 'µs', better: 'lower', rounds: {} };
+  rows.push(rate, p50, p99, serverCpu, clientCpu);
   // The file-backed reference does not reach the fixed rate: its latency there would be its queue's.
   const targets = load.ratePerS === undefined ? APPEND_TARGETS : APPEND_TARGETS.filter((t) => t !== 'ref-file');
   // Paced, a round's figures drift less with the machine's speed; three rounds do.
@@ -100,13 +117,17 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
     }
     for (let round = 0; round < rounds; round++) {
       for (const t of roundOrder(running, round)) {
+        const cpu = cpuMeter(t);
         const r = await runAppends(t.url, spec);
-        progress(`${what}: round ${round + 1}/${rounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
+        const used = cpu.perRequestUs(r.requests);
+        progress(`${what}: round ${round + 1}/${rounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms, CPU per request ${used.serverUs.toFixed(0)} µs server, ${used.clientUs.toFixed(0)} µs load generator${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
         if (r.non2xx > 0 && MUST_ANSWER.includes(t.name)) throw new Error(`${TARGET_LABELS[t.name]} answered ${r.non2xx} appends with a non-2xx status`);
         if (r.non2xx + r.errors > 0) push(failures, t.name, r.non2xx + r.errors);
         push(rate, t.name, r.appendsPerS);
         push(p50, t.name, r.p50Ms);
         push(p99, t.name, r.p99Ms);
+        push(serverCpu, t.name, used.serverUs);
+        push(clientCpu, t.name, used.clientUs);
       }
     }
     if (Object.keys(failures.rounds).length > 0) rows.push(failures);

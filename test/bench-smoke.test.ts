@@ -21,7 +21,7 @@ test('npm run bench runs end to end on --quick', () => {
   expect(stdout).toContain('| figure |');
   const results = JSON.parse(readFileSync(out, 'utf8')) as { rows: Array<{ key: string; rounds: Record<string, number[]> }> };
   const keys = results.rows.map((r) => r.key);
-  expect(keys).toEqual(expect.arrayContaining(['appends-10', 'producers-20', 'rate-20-p99', 'sse-p99', 'longpoll-p99', 'longpoll-cpu', 'catchup-bytes', 'catchup-json', 'streams-rss', 'streams-restart']));
+  expect(keys).toEqual(expect.arrayContaining(['appends-10', 'appends-10-cpu', 'appends-10-client-cpu', 'producers-20', 'rate-20-p99', 'sse-p99', 'longpoll-p99', 'longpoll-cpu', 'catchup-bytes', 'catchup-json', 'streams-rss', 'streams-restart']));
   for (const row of results.rows) {
     expect(row.rounds['rill']?.length, row.key).toBeGreaterThan(0);
     expect(row.rounds['rill']!.every(Number.isFinite), row.key).toBe(true);
@@ -29,6 +29,11 @@ test('npm run bench runs end to end on --quick', () => {
   // Appends are also measured on the floors that say what durability and SQLite cost.
   const appends = results.rows.find((r) => r.key === 'appends-10')!;
   for (const floor of ['floor', 'durable-floor', 'sqlite-floor']) expect(appends.rounds[floor]?.every((v) => v > 0), floor).toBe(true);
+  // A round at full speed costs the server and the load generator CPU time, counted per request.
+  for (const key of ['appends-10-cpu', 'appends-10-client-cpu']) {
+    const cpu = results.rows.find((r) => r.key === key)!;
+    for (const server of ['rill', 'floor']) expect(cpu.rounds[server]?.every((v) => v > 0), `${key} ${server}`).toBe(true);
+  }
   // Long-poll readers got their messages from every server, the floor's included.
   const longPoll = results.rows.find((r) => r.key === 'longpoll-p50')!;
   for (const server of ['rill', 'ref-memory', 'floor']) expect(longPoll.rounds[server]?.every((v) => v > 0), server).toBe(true);
