@@ -6,8 +6,8 @@
  * request and response, so the server's CPU time per delivery is measured too.
  */
 import { connect, type Socket } from 'node:net';
-import { createStream, sleep } from '../http.js';
-import { nowMicros, percentile, publishAtRate, SEMICOLON, STAMP, STAMPED_CONTENT_TYPE } from './stamped.js';
+import { createStream, pooled, sleep } from '../http.js';
+import { CONNECTING_AT_ONCE, nowMicros, percentile, publishAtRate, SEMICOLON, STAMP, STAMPED_CONTENT_TYPE } from './stamped.js';
 
 export interface LongPollSpec {
   readers: number;
@@ -131,8 +131,13 @@ export async function runLongPoll(base: string, spec: LongPollSpec, serverCpuSec
   const tally: Tally = { latenciesUs: [], failures: 0, asked: 0 };
   const url = new URL(base);
   const sockets: Socket[] = [];
-  for (let i = 0; i < spec.readers; i++) sockets.push(follow(url, `/v1/stream/${spec.stream}`, 'now', tally));
   try {
+    // A failed connection is counted by the reader's error handler, not thrown here.
+    await pooled(spec.readers, CONNECTING_AT_ONCE, () => {
+      const socket = follow(url, `/v1/stream/${spec.stream}`, 'now', tally);
+      sockets.push(socket);
+      return new Promise<void>((resolve) => socket.once('connect', resolve).once('error', () => resolve()));
+    });
     for (const started = Date.now(); tally.asked < spec.readers; await sleep(20)) {
       if (Date.now() - started > 10_000) throw new Error(`long-poll: ${tally.asked} of ${spec.readers} readers connected`);
     }

@@ -4,8 +4,8 @@
  * its send time. Latency is publish-to-receive, per subscriber per message.
  */
 import { connect, type Socket } from 'node:net';
-import { createStream, sleep } from '../http.js';
-import { nowMicros, percentile, publishAtRate, SEMICOLON, STAMPED_CONTENT_TYPE } from './stamped.js';
+import { createStream, pooled, sleep } from '../http.js';
+import { CONNECTING_AT_ONCE, nowMicros, percentile, publishAtRate, SEMICOLON, STAMPED_CONTENT_TYPE } from './stamped.js';
 
 export interface SseSpec {
   subscribers: number;
@@ -93,9 +93,12 @@ export async function runSse(base: string, spec: SseSpec): Promise<SseResult> {
   const latenciesUs: number[] = [];
   const path = `/v1/stream/${spec.stream}?offset=now&live=sse`;
   const subs: Subscriber[] = [];
-  for (let i = 0; i < spec.subscribers; i++) subs.push(subscribe(new URL(base), path, latenciesUs));
   try {
-    await Promise.all(subs.map((s) => s.ready));
+    await pooled(spec.subscribers, CONNECTING_AT_ONCE, () => {
+      const sub = subscribe(new URL(base), path, latenciesUs);
+      subs.push(sub);
+      return sub.ready;
+    });
     await sleep(200);
     await publishAtRate(base, spec, spec.warmupMessages);
     await sleep(500);

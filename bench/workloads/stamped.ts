@@ -20,6 +20,15 @@ export function stampedBody(seq: number): string {
 export const STAMP = Buffer.from('t=');
 export const SEMICOLON = 0x3b;
 
+/**
+ * Readers that connect at once. A thousand at once overflowed the server's listen
+ * backlog (511 in Node; the kernel's TcpExtListenOverflows grew by about a hundred per
+ * round), and in one run a reader of the floor was reset (ECONNRESET) while they
+ * connected, which ended the workload. These workloads measure a fan-out, not a storm
+ * of connections.
+ */
+export const CONNECTING_AT_ONCE = 100;
+
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
