@@ -91,11 +91,12 @@ export async function prepareSse(base: string, spec: SseSpec): Promise<void> {
 
 export async function runSse(base: string, spec: SseSpec): Promise<SseResult> {
   const latenciesUs: number[] = [];
+  const url = new URL(base);
   const path = `/v1/stream/${spec.stream}?offset=now&live=sse`;
   const subs: Subscriber[] = [];
   try {
     await pooled(spec.subscribers, CONNECTING_AT_ONCE, () => {
-      const sub = subscribe(new URL(base), path, latenciesUs);
+      const sub = subscribe(url, path, latenciesUs);
       subs.push(sub);
       return sub.ready;
     });
