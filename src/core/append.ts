@@ -5,7 +5,7 @@
  *   (409) -> Stream-Seq (409) -> producer limit (429) -> apply.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
-import { absenceError, incarnationError, touched } from './stream.js';
+import { absenceError, accessAfter, copyState, incarnationError, touched } from './stream.js';
 import {
   floorAfterNewProducer,
   forgetCutoffMs,
@@ -89,7 +89,7 @@ function decidePlainAppend(stream: StreamState, request: AppendRequest, nowMs: n
   const { next, receipt, chunk } = applyWrite(stream, request, nowMs);
   return {
     outcome: { kind: 'appended', incarnation: stream.incarnation, receipt, producer: null, closeOnly: request.data.length === 0 },
-    changes: { ...noChanges(next), chunk },
+    changes: noChanges(next, chunk),
   };
 }
 
@@ -147,16 +147,15 @@ function applyWrite(stream: StreamState, request: AppendRequest, nowMs: number) 
   const start = stream.tail;
   const nextTail = start + request.data.length;
   const receipt: Receipt = { start, next: nextTail, closed: request.close };
-  const next: StreamState = {
-    ...touched(stream, nowMs),
-    tail: nextTail,
-    closed: stream.closed || request.close,
-    lastStreamSeq: request.streamSeq ?? stream.lastStreamSeq,
-  };
+  const next = copyState(stream);
+  next.lastAccessMs = accessAfter(stream, nowMs);
+  next.tail = nextTail;
+  next.closed = stream.closed || request.close;
+  next.lastStreamSeq = request.streamSeq ?? stream.lastStreamSeq;
   const chunk = request.data.length > 0 ? { start, data: request.data } : null;
   return { next, receipt, chunk };
 }
 
-function noChanges(stream: StreamState): AppendChanges {
-  return { stream, chunk: null, producer: null, forgetProducersSeenAtOrBeforeMs: null, evictProducerIds: [] };
+function noChanges(stream: StreamState, chunk: AppendChanges['chunk'] = null): AppendChanges {
+  return { stream, chunk, producer: null, forgetProducersSeenAtOrBeforeMs: null, evictProducerIds: [] };
 }
