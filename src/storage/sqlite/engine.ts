@@ -129,36 +129,77 @@ function rowToStream(row: StreamRow): StreamState {
   };
 }
 
-/** Each stored column of a stream (except `id`) and how it is read from a state. */
-const STREAM_COLUMN_VALUES: ReadonlyArray<readonly [string, (s: StreamState) => unknown]> = [
-  ['name', (s) => s.name],
-  ['bucket', (s) => s.bucket],
-  ['incarnation', (s) => s.incarnation],
-  ['content_type', (s) => s.config.contentType],
-  ['ttl_s', (s) => s.config.ttlSeconds],
-  ['expires_at_ms', (s) => s.config.expiresAtMs],
-  ['created_at_ms', (s) => s.createdAtMs],
-  ['last_access_ms', (s) => s.lastAccessMs],
-  ['expiry_ms', (s) => expiryMs(s)],
-  ['tail', (s) => s.tail],
-  ['closed', (s) => (s.closed ? 1 : 0)],
-  ['last_stream_seq', (s) => s.lastStreamSeq],
-  ['epoch_floor', (s) => s.epochFloor],
-  ['fork_source_id', (s) => s.fork?.sourceId ?? null],
-  ['fork_offset', (s) => s.fork?.offset ?? null],
-  ['fork_sub_offset', (s) => s.fork?.subOffset ?? null],
-  ['earliest_offset', (s) => s.earliestOffset],
-  ['deleted', (s) => (s.deleted ? 1 : 0)],
-  ['fork_refs', (s) => s.forkRefs],
-  ['attrs', (s) => s.attrs],
-  ['snapshot_offset', (s) => s.snapshot?.offset ?? null],
-  ['snapshot_content_type', (s) => s.snapshot?.contentType ?? null],
-  ['snapshot_digest', (s) => s.snapshot?.digest ?? null],
-];
+/** Each stored column of a stream (except `id`), in the order streamColumnValues gives them. */
+const STREAM_VALUE_COLUMNS = [
+  'name',
+  'bucket',
+  'incarnation',
+  'content_type',
+  'ttl_s',
+  'expires_at_ms',
+  'created_at_ms',
+  'last_access_ms',
+  'expiry_ms',
+  'tail',
+  'closed',
+  'last_stream_seq',
+  'epoch_floor',
+  'fork_source_id',
+  'fork_offset',
+  'fork_sub_offset',
+  'earliest_offset',
+  'deleted',
+  'fork_refs',
+  'attrs',
+  'snapshot_offset',
+  'snapshot_content_type',
+  'snapshot_digest',
+] as const;
+
+/** One value per entry of a tuple: mapped over a type parameter, so that a tuple stays one. */
+type ValuesOf<T extends readonly unknown[]> = { -readonly [K in keyof T]: unknown };
+/** One value per column of STREAM_VALUE_COLUMNS: a list of another length fails to compile. */
+type StreamColumnValues = ValuesOf<typeof STREAM_VALUE_COLUMNS>;
+
+const TAIL_COLUMN = STREAM_VALUE_COLUMNS.indexOf('tail');
+
+/**
+ * A state's stored values, in STREAM_VALUE_COLUMNS' order. One function reading fields
+ * directly, not a closure per column: updateStream runs it twice per append, and the 46
+ * closure calls it replaced were 4,000 instructions of an append under callgrind.
+ */
+function streamColumnValues(s: StreamState): StreamColumnValues {
+  return [
+    s.name,
+    s.bucket,
+    s.incarnation,
+    s.config.contentType,
+    s.config.ttlSeconds,
+    s.config.expiresAtMs,
+    s.createdAtMs,
+    s.lastAccessMs,
+    expiryMs(s),
+    s.tail,
+    s.closed ? 1 : 0,
+    s.lastStreamSeq,
+    s.epochFloor,
+    s.fork?.sourceId ?? null,
+    s.fork?.offset ?? null,
+    s.fork?.subOffset ?? null,
+    s.earliestOffset,
+    s.deleted ? 1 : 0,
+    s.forkRefs,
+    s.attrs,
+    s.snapshot?.offset ?? null,
+    s.snapshot?.contentType ?? null,
+    s.snapshot?.digest ?? null,
+  ];
+}
 
 function streamParams(s: StreamState): Record<string, unknown> {
   const params: Record<string, unknown> = { id: s.id };
-  for (const [column, valueOf] of STREAM_COLUMN_VALUES) params[column] = valueOf(s);
+  const values = streamColumnValues(s);
+  STREAM_VALUE_COLUMNS.forEach((column, i) => (params[column] = values[i]));
   return params;
 }
 
@@ -174,8 +215,7 @@ function rowToProducer(row: ProducerRow): ProducerRecord {
   };
 }
 
-const STREAM_COLUMNS =
-  'id, name, bucket, incarnation, content_type, ttl_s, expires_at_ms, created_at_ms, last_access_ms, expiry_ms, tail, closed, last_stream_seq, epoch_floor, fork_source_id, fork_offset, fork_sub_offset, earliest_offset, deleted, fork_refs, attrs, snapshot_offset, snapshot_content_type, snapshot_digest';
+const STREAM_COLUMNS = ['id', ...STREAM_VALUE_COLUMNS].join(', ');
 
 function prepareStatements(db: Database.Database) {
   const named = STREAM_COLUMNS.split(', ').map((c) => `@${c}`).join(', ');
@@ -468,12 +508,13 @@ export class SqliteStore extends BatchedStore {
     const previous = this.cache.getById(next.id) ?? this.streamById(next.id);
     if (!previous) throw new Error(`invariant: updating stream ${next.id}, which is not stored`);
     const params: Record<string, unknown> = { id: next.id, tail: next.tail };
+    const values = streamColumnValues(next);
+    const before = streamColumnValues(previous);
     let changed = '';
-    for (const [column, valueOf] of STREAM_COLUMN_VALUES) {
-      if (column === 'tail') continue;
-      const value = valueOf(next);
-      if (value === valueOf(previous)) continue;
-      params[column] = value;
+    for (let i = 0; i < values.length; i++) {
+      if (i === TAIL_COLUMN || values[i] === before[i]) continue;
+      const column = STREAM_VALUE_COLUMNS[i]!;
+      params[column] = values[i];
       changed = changed === '' ? column : `${changed},${column}`;
     }
     if (changed !== '') this.updateStatement(`${changed},tail`).run(params);
