@@ -251,7 +251,9 @@ export function appendAnswer(outcome: AppendOutcome): AppendAnswer {
 function renderAppend(res: ServerResponse, outcome: AppendOutcome): void {
   const answer = appendAnswer(outcome);
   if (answer.error) return sendError(res, answer.error);
-  send(res, answer.status, Object.assign({ 'cache-control': 'no-store' }, answer.headers));
+  // appendAnswer's headers are made for this answer alone: adding to them saves a copy.
+  answer.headers['cache-control'] = 'no-store';
+  send(res, answer.status, answer.headers);
 }
 
 export async function handleDelete(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
