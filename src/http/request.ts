@@ -23,6 +23,12 @@ function tooLarge(limit: number): ProtocolError {
 /**
  * Reads the whole body, refusing it as soon as it passes `limit` bytes. On a refusal
  * the rest of the upload is not read; the caller answers and closes the connection.
+ *
+ * Three plain listeners ('on': each event fires once here, and 'once' wraps each in a
+ * closure; a listener added was about a thousand instructions of an append under
+ * callgrind). 'close' before 'end' is an upload cut off: the client hung up, or its
+ * socket failed. No 'error' listener is needed: IncomingMessage emits 'error' only to
+ * listeners it has, and 'close' follows it.
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<BodyResult> {
   const declared = header(req, 'content-length');
@@ -34,21 +40,16 @@ export function readBody(req: IncomingMessage, limit: number): Promise<BodyResul
     const finish = (result: BodyResult) => {
       if (done) return;
       done = true;
-      req.off('data', onData);
       resolve(result);
     };
-    const onData = (chunk: Buffer) => {
+    req.on('data', (chunk: Buffer) => {
+      if (done) return;
       size += chunk.length;
-      if (size > limit) {
-        finish({ ok: false, error: tooLarge(limit) });
-        return;
-      }
-      parts.push(chunk);
-    };
-    req.on('data', onData);
-    req.once('end', () => finish({ ok: true, body: parts.length === 1 ? parts[0]! : Buffer.concat(parts, size) }));
-    req.once('error', () => finish({ ok: false, error: protocolError('BAD_REQUEST', 'the request body could not be read') }));
-    req.once('aborted', () => finish({ ok: false, error: protocolError('BAD_REQUEST', 'the request was aborted') }));
+      if (size > limit) finish({ ok: false, error: tooLarge(limit) });
+      else parts.push(chunk);
+    });
+    req.on('end', () => finish({ ok: true, body: parts.length === 1 ? parts[0]! : Buffer.concat(parts, size) }));
+    req.on('close', () => finish({ ok: false, error: protocolError('BAD_REQUEST', 'the request body was cut off before its end') }));
   });
 }
 
