@@ -100,11 +100,22 @@ function exited(child: ChildProcess): Promise<void> {
   return new Promise((r) => child.once('exit', () => r()));
 }
 
-/** Spawns the server and resolves once it accepts requests (within `startTimeoutMs`). */
-export async function startTarget(name: TargetName, dataDir: string | null, extraArgs: string[] = [], startTimeoutMs = 30_000): Promise<Running> {
+/**
+ * Spawns the server and resolves once it accepts requests (within `startTimeoutMs`).
+ * `launcher` runs node under another program (valgrind, for instructions.ts).
+ */
+export async function startTarget(
+  name: TargetName,
+  dataDir: string | null,
+  extraArgs: string[] = [],
+  startTimeoutMs = 30_000,
+  launcher: string[] = [],
+): Promise<Running> {
   const port = await freePort();
   const flags = name === 'rill' ? rillNodeFlags : [];
-  const child = spawn(process.execPath, [...flags, ...commandFor(name, port, dataDir), ...extraArgs], {
+  const command = [process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs];
+  const [program, ...args] = [...launcher, ...command];
+  const child = spawn(program!, args, {
     env: { ...process.env, RILL_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

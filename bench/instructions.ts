@@ -1,0 +1,137 @@
+/**
+ * `npm run bench:instructions`: the instructions a server's event loop executes per
+ * append, counted by valgrind's callgrind. Times move with whatever else the machine
+ * does (a round of the floor here took 46 to 73 µs of CPU per request in one run);
+ * instruction counts do not: the same build counts the same within a fraction of a
+ * percent, whatever the other core is doing. So a change to the append path can be
+ * judged in one run, by its count against the one before it, and the floor's count
+ * says what HTTP on Node costs in the same units.
+ *
+ *   node .bench/build/instructions.js [--only rill,rill-memory,floor] [--appends N]
+ *                                     [--warmup N] [--rill path/to/dist/cli/main.js] [--out FILE]
+ *
+ * Each server runs under callgrind with instrumentation off, takes `--warmup` appends
+ * (so that V8 has compiled the hot path, as it has under load), and is counted over the
+ * next `--appends`. The figure is the event loop's thread alone: V8's compiler threads
+ * and libuv's fsync threads run beside it and do not hold it up. Kernel time is not
+ * counted (callgrind sees user space only), nor is the load generator. Needs valgrind
+ * (Debian's package), and takes about a minute per server.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { bodyOf } from './http.js';
+import { freshDataDir, needsDataDir, startTarget, TARGET_LABELS, useRillBuild, type TargetName } from './targets.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const STREAMS = 500;
+/** Appends in flight at once: enough that batches form, few enough for valgrind's pace. */
+const CONCURRENCY = 10;
+/** Valgrind runs node 30-50x slower; starting takes seconds, not milliseconds. */
+const START_TIMEOUT_MS = 180_000;
+
+interface Options {
+  targets: TargetName[];
+  appends: number;
+  warmup: number;
+  out: string;
+}
+
+function parseOptions(): Options {
+  const { values } = parseArgs({
+    options: {
+      only: { type: 'string', default: 'rill,rill-memory,floor' },
+      appends: { type: 'string', default: '3000' },
+      warmup: { type: 'string', default: '9000' },
+      rill: { type: 'string' },
+      out: { type: 'string', default: join(ROOT, '.bench/instructions.json') },
+    },
+  });
+  if (values.rill) useRillBuild(values.rill);
+  const targets = values.only.split(',').map((t) => t.trim()) as TargetName[];
+  for (const t of targets) if (!(t in TARGET_LABELS)) throw new Error(`unknown server ${t}`);
+  const appends = Number(values.appends);
+  const warmup = Number(values.warmup);
+  if (!Number.isInteger(appends) || appends < 1 || !Number.isInteger(warmup) || warmup < 0) throw new Error('--appends and --warmup take whole numbers');
+  return { targets, appends, warmup, out: resolve(values.out) };
+}
+
+function send(agent: Agent, base: URL, method: string, path: string, body?: Buffer): Promise<number> {
+  return new Promise((resolveStatus, reject) => {
+    const headers = { 'content-type': 'text/plain', 'content-length': String(body?.length ?? 0) };
+    const req = request({ host: base.hostname, port: base.port, method, path, agent, headers }, (res) => {
+      res.resume();
+      res.on('end', () => resolveStatus(res.statusCode!));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** `count` appends spread over the streams, CONCURRENCY at a time; throws on any refusal. */
+async function appendMany(agent: Agent, base: URL, count: number): Promise<void> {
+  const body = bodyOf();
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const i = next++;
+      const status = await send(agent, base, 'POST', `/v1/stream/ins-${i % STREAMS}`, body);
+      if (status >= 300) throw new Error(`append ${i}: HTTP ${status}`);
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+}
+
+/** The main thread's total from callgrind's dump: `{out}.{pid}.{part}-01` holds thread 1. */
+function mainThreadInstructions(dir: string, pid: number): number {
+  const dump = readdirSync(dir).find((f) => f === `callgrind.${pid}.1-01`);
+  if (!dump) throw new Error(`callgrind wrote no dump of the event loop's thread for ${pid} in ${dir}`);
+  const totals = /^totals: (\d+)$/m.exec(readFileSync(join(dir, dump), 'utf8'));
+  if (!totals) throw new Error(`no totals line in ${dump}`);
+  return Number(totals[1]);
+}
+
+async function count(name: TargetName, options: Options, dir: string): Promise<number> {
+  const valgrind = ['valgrind', '--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${dir}/callgrind.%p`];
+  const dataDir = needsDataDir(name) ? freshDataDir(join(ROOT, '.bench/data'), `instructions-${name}`) : null;
+  const server = await startTarget(name, dataDir, [], START_TIMEOUT_MS, valgrind);
+  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  try {
+    const base = new URL(server.url);
+    for (let i = 0; i < STREAMS; i++) await send(agent, base, 'PUT', `/v1/stream/ins-${i}`);
+    await appendMany(agent, base, options.warmup);
+    execFileSync('callgrind_control', ['--instr=on', String(server.pid)], { stdio: 'ignore' });
+    await appendMany(agent, base, options.appends);
+    execFileSync('callgrind_control', ['--instr=off', String(server.pid)], { stdio: 'ignore' });
+    execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
+  } finally {
+    agent.destroy();
+    await server.stop(30_000);
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  }
+  // Read once the server has exited: by then every dump it was asked for is written.
+  return mainThreadInstructions(dir, server.pid) / options.appends;
+}
+
+async function main(): Promise<void> {
+  const options = parseOptions();
+  const dir = join(ROOT, '.bench/callgrind');
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const perAppend: Partial<Record<TargetName, number>> = {};
+  for (const name of options.targets) {
+    process.stderr.write(`[instructions] ${TARGET_LABELS[name]}: ${options.warmup} appends to warm up, ${options.appends} counted\n`);
+    perAppend[name] = await count(name, options, dir);
+    process.stderr.write(`[instructions] ${TARGET_LABELS[name]}: ${Math.round(perAppend[name]!).toLocaleString('en-US')} per append\n`);
+  }
+  const floor = perAppend.floor;
+  console.log('| server | instructions per append (event loop) | x floor |\n|---|---:|---:|');
+  for (const [name, n] of Object.entries(perAppend)) {
+    console.log(`| ${TARGET_LABELS[name as TargetName]} | ${Math.round(n).toLocaleString('en-US')} | ${floor ? (n / floor).toFixed(2) : '-'} |`);
+  }
+  writeFileSync(options.out, JSON.stringify({ at: new Date().toISOString(), ...options, streams: STREAMS, concurrency: CONCURRENCY, perAppend }, null, 2));
+}
+
+await main();
