@@ -42,31 +42,18 @@ const SECURITY_HEADERS: HeaderMap = {
 };
 
 /**
- * Security headers go on every response with a body, errors included. CORS headers go
- * only where a browser asks for them (it always sends Origin cross-origin), which keeps
- * the answers to other clients small.
+ * Security headers go on every response, errors included. CORS headers go only where a
+ * browser asks for them (it always sends Origin cross-origin), which keeps the answers
+ * to other clients small.
  */
 export function baseHeaders(origin: string | undefined): HeaderMap {
   if (origin === undefined) return SECURITY_HEADERS;
-  return { ...SECURITY_HEADERS, ...corsHeaders(origin) };
-}
-
-function corsHeaders(origin: string): HeaderMap {
   return {
+    ...SECURITY_HEADERS,
     'access-control-allow-origin': origin,
     'access-control-expose-headers': EXPOSED_HEADERS,
     vary: 'Origin',
   };
-}
-
-/**
- * The headers of a 204 or 304. Both security headers speak of a body (how to sniff it,
- * who may embed it), so an answer without one goes without them: an append's answer is
- * then 75 bytes shorter, and two header validations less in Node (each header written
- * was about 1,600 instructions of an append under callgrind).
- */
-function bodilessHeaders(origin: string | undefined, headers: HeaderMap): HeaderMap {
-  return origin === undefined ? headers : Object.assign(corsHeaders(origin), headers);
 }
 
 export const ALLOWED_METHODS = 'GET, HEAD, PUT, POST, DELETE, OPTIONS';
@@ -76,19 +63,14 @@ export function send(res: ServerResponse, status: number, headers: HeaderMap, bo
     res.destroy();
     return;
   }
-  if (status === 204 || status === 304) {
-    res.writeHead(status, bodilessHeaders(originOf(res), headers));
-    res.end();
-    return;
-  }
   const payload = body === undefined ? undefined : typeof body === 'string' ? Buffer.from(body) : body;
   // Object.assign, not object spread: spread copies here made V8 promote the header
   // objects of every response out of the young generation (measured with --trace-gc-nvp:
   // 0.5 MB promoted per scavenge on /healthz with spread, none with assign; 55k -> 73k/s).
   const all: HeaderMap = Object.assign({}, baseHeaders(originOf(res)), headers);
-  all['content-length'] = String(payload?.length ?? 0);
+  if (status !== 204 && status !== 304) all['content-length'] = String(payload?.length ?? 0);
   res.writeHead(status, all);
-  if (payload !== undefined && res.req.method !== 'HEAD') res.end(payload);
+  if (payload !== undefined && status !== 204 && status !== 304 && res.req.method !== 'HEAD') res.end(payload);
   else res.end();
 }
 
