@@ -8,9 +8,10 @@
  * says what HTTP on Node costs in the same units.
  *
  *   node .bench/build/instructions.js [--only rill,rill-memory,floor] [--appends N]
- *                                     [--warmup N] [--rill path/to/dist/cli/main.js] [--out FILE]
+ *                                     [--warmup N] [--streams N] [--rill path/to/dist/cli/main.js] [--out FILE]
  *
- * Each server runs under callgrind with instrumentation off, takes `--warmup` appends
+ * Each server runs under callgrind with instrumentation off, gets `--streams` streams
+ * (500 by default), takes `--warmup` appends spread over them
  * (so that V8 has compiled the hot path, as it has under load), and is counted over the
  * next `--appends`. The figure is the event loop's thread alone: V8's compiler threads
  * and libuv's fsync threads run beside it and do not hold it up. Kernel time is not
@@ -26,7 +27,6 @@ import { bodyOf } from './http.js';
 import { freshDataDir, needsDataDir, startTarget, TARGET_LABELS, useRillBuild, type TargetName } from './targets.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const STREAMS = 500;
 /** Appends in flight at once: enough that batches form, few enough for valgrind's pace. */
 const CONCURRENCY = 10;
 /** Valgrind runs node 30-50x slower; starting takes seconds, not milliseconds. */
@@ -34,6 +34,7 @@ const START_TIMEOUT_MS = 180_000;
 
 interface Options {
   targets: TargetName[];
+  streams: number;
   appends: number;
   warmup: number;
   out: string;
@@ -45,6 +46,7 @@ function parseOptions(): Options {
       only: { type: 'string', default: 'rill,rill-memory,floor' },
       appends: { type: 'string', default: '3000' },
       warmup: { type: 'string', default: '9000' },
+      streams: { type: 'string', default: '500' },
       rill: { type: 'string' },
       out: { type: 'string', default: join(ROOT, '.bench/instructions.json') },
     },
@@ -54,8 +56,10 @@ function parseOptions(): Options {
   for (const t of targets) if (!(t in TARGET_LABELS)) throw new Error(`unknown server ${t}`);
   const appends = Number(values.appends);
   const warmup = Number(values.warmup);
-  if (!Number.isInteger(appends) || appends < 1 || !Number.isInteger(warmup) || warmup < 0) throw new Error('--appends and --warmup take whole numbers');
-  return { targets, appends, warmup, out: resolve(values.out) };
+  const streams = Number(values.streams);
+  const whole = [appends, warmup, streams].every(Number.isInteger) && appends >= 1 && warmup >= 0 && streams >= 1;
+  if (!whole) throw new Error('--appends, --warmup and --streams take whole numbers');
+  return { targets, streams, appends, warmup, out: resolve(values.out) };
 }
 
 function send(agent: Agent, base: URL, method: string, path: string, body?: Buffer): Promise<number> {
@@ -71,13 +75,13 @@ function send(agent: Agent, base: URL, method: string, path: string, body?: Buff
 }
 
 /** `count` appends spread over the streams, CONCURRENCY at a time; throws on any refusal. */
-async function appendMany(agent: Agent, base: URL, count: number): Promise<void> {
+async function appendMany(agent: Agent, base: URL, streams: number, count: number): Promise<void> {
   const body = bodyOf();
   let next = 0;
   const worker = async () => {
     while (next < count) {
       const i = next++;
-      const status = await send(agent, base, 'POST', `/v1/stream/ins-${i % STREAMS}`, body);
+      const status = await send(agent, base, 'POST', `/v1/stream/ins-${i % streams}`, body);
       if (status >= 300) throw new Error(`append ${i}: HTTP ${status}`);
     }
   };
@@ -100,10 +104,10 @@ async function count(name: TargetName, options: Options, dir: string): Promise<n
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   try {
     const base = new URL(server.url);
-    for (let i = 0; i < STREAMS; i++) await send(agent, base, 'PUT', `/v1/stream/ins-${i}`);
-    await appendMany(agent, base, options.warmup);
+    for (let i = 0; i < options.streams; i++) await send(agent, base, 'PUT', `/v1/stream/ins-${i}`);
+    await appendMany(agent, base, options.streams, options.warmup);
     execFileSync('callgrind_control', ['--instr=on', String(server.pid)], { stdio: 'ignore' });
-    await appendMany(agent, base, options.appends);
+    await appendMany(agent, base, options.streams, options.appends);
     execFileSync('callgrind_control', ['--instr=off', String(server.pid)], { stdio: 'ignore' });
     execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
   } finally {
@@ -122,7 +126,7 @@ async function main(): Promise<void> {
   mkdirSync(dir, { recursive: true });
   const perAppend: Partial<Record<TargetName, number>> = {};
   for (const name of options.targets) {
-    process.stderr.write(`[instructions] ${TARGET_LABELS[name]}: ${options.warmup} appends to warm up, ${options.appends} counted\n`);
+    process.stderr.write(`[instructions] ${TARGET_LABELS[name]}: ${options.streams} streams, ${options.warmup} appends to warm up, ${options.appends} counted\n`);
     perAppend[name] = await count(name, options, dir);
     process.stderr.write(`[instructions] ${TARGET_LABELS[name]}: ${Math.round(perAppend[name]!).toLocaleString('en-US')} per append\n`);
   }
@@ -131,7 +135,7 @@ async function main(): Promise<void> {
   for (const [name, n] of Object.entries(perAppend)) {
     console.log(`| ${TARGET_LABELS[name as TargetName]} | ${Math.round(n).toLocaleString('en-US')} | ${floor ? (n / floor).toFixed(2) : '-'} |`);
   }
-  writeFileSync(options.out, JSON.stringify({ at: new Date().toISOString(), ...options, streams: STREAMS, concurrency: CONCURRENCY, perAppend }, null, 2));
+  writeFileSync(options.out, JSON.stringify({ at: new Date().toISOString(), ...options, concurrency: CONCURRENCY, perAppend }, null, 2));
 }
 
 await main();
