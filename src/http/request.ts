@@ -25,8 +25,8 @@ function tooLarge(limit: number): ProtocolError {
  * the rest of the upload is not read; the caller answers and closes the connection.
  *
  * Three plain listeners ('on': each event fires once here, and 'once' wraps each in a
- * closure; a listener added was about a thousand instructions of an append under
- * callgrind). 'close' before 'end' is an upload cut off: the client hung up, or its
+ * closure), none removed: an append took 500 fewer instructions under callgrind than
+ * with four. 'close' before 'end' is an upload cut off: the client hung up, or its
  * socket failed. No 'error' listener is needed: IncomingMessage emits 'error' only to
  * listeners it has, and 'close' follows it.
  */
