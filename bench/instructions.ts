@@ -23,7 +23,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { Agent, request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { bodyOf } from './http.js';
+import { bodyOf, pooled } from './http.js';
 import { freshDataDir, needsDataDir, startTarget, TARGET_LABELS, useRillBuild, type TargetName } from './targets.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -77,15 +77,10 @@ function send(agent: Agent, base: URL, method: string, path: string, body?: Buff
 /** `count` appends spread over the streams, CONCURRENCY at a time; throws on any refusal. */
 async function appendMany(agent: Agent, base: URL, streams: number, count: number): Promise<void> {
   const body = bodyOf();
-  let next = 0;
-  const worker = async () => {
-    while (next < count) {
-      const i = next++;
-      const status = await send(agent, base, 'POST', `/v1/stream/ins-${i % streams}`, body);
-      if (status >= 300) throw new Error(`append ${i}: HTTP ${status}`);
-    }
-  };
-  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  await pooled(count, CONCURRENCY, async (i) => {
+    const status = await send(agent, base, 'POST', `/v1/stream/ins-${i % streams}`, body);
+    if (status >= 300) throw new Error(`append ${i}: HTTP ${status}`);
+  });
 }
 
 /** The main thread's total from callgrind's dump: `{out}.{pid}.{part}-01` holds thread 1. */
