@@ -65,15 +65,27 @@ function push(row: Row, target: TargetName, value: number): void {
   (row.rounds[target] ??= []).push(value);
 }
 
-/** CPU time used from now on by a server and by this process, per request answered. */
-function cpuMeter(t: Running): { perRequestUs(requests: number): { serverUs: number; clientUs: number } } {
+interface RequestCosts {
+  serverUs: number;
+  clientUs: number;
+  /** Bytes the server wrote to storage. */
+  writtenBytes: number;
+}
+
+/** CPU time used from now on by a server and by this process, and the server's writes, per request answered. */
+function costMeter(t: Running): { perRequest(requests: number): RequestCosts } {
   const server0 = t.cpuSeconds();
+  const written0 = t.writtenBytes();
   const client0 = process.cpuUsage();
   return {
-    perRequestUs(requests) {
+    perRequest(requests) {
       const client = process.cpuUsage(client0);
       const n = Math.max(1, requests);
-      return { serverUs: ((t.cpuSeconds() - server0) * 1e6) / n, clientUs: (client.user + client.system) / n };
+      return {
+        serverUs: ((t.cpuSeconds() - server0) * 1e6) / n,
+        clientUs: (client.user + client.system) / n,
+        writtenBytes: (t.writtenBytes() - written0) / n,
+      };
     },
   };
 }
@@ -103,7 +115,10 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
   // shared cores the rate is bound by their sum, so these say where a round's time went.
   const serverCpu: Row = { key: `${key}-cpu`, label: `${what}, server CPU per request`, unit: 'µs', better: 'lower', rounds: {} };
   const clientCpu: Row = { key: `${key}-client-cpu`, label: `${what}, load generator CPU per request`, unit: 'µs', better: 'lower', rounds: {} };
-  rows.push(rate, p50, p99, serverCpu, clientCpu);
+  // What an append costs the disk: the page writes behind the 100 bytes, which grow with
+  // the stream count when each stream's index entries land on pages of their own.
+  const written: Row = { key: `${key}-written`, label: `${what}, bytes written to storage per request`, unit: 'B', better: 'lower', rounds: {} };
+  rows.push(rate, p50, p99, serverCpu, clientCpu, written);
   // The file-backed reference does not reach the fixed rate: its latency there would be its queue's.
   const targets = load.ratePerS === undefined ? APPEND_TARGETS : APPEND_TARGETS.filter((t) => t !== 'ref-file');
   // Paced, a round's figures drift less with the machine's speed; three rounds do.
@@ -117,10 +132,10 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
     }
     for (let round = 0; round < rounds; round++) {
       for (const t of roundOrder(running, round)) {
-        const cpu = cpuMeter(t);
+        const meter = costMeter(t);
         const r = await runAppends(t.url, spec);
-        const used = cpu.perRequestUs(r.requests);
-        progress(`${what}: round ${round + 1}/${rounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms, CPU per request ${used.serverUs.toFixed(0)} µs server, ${used.clientUs.toFixed(0)} µs load generator${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
+        const used = meter.perRequest(r.requests);
+        progress(`${what}: round ${round + 1}/${rounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms, CPU per request ${used.serverUs.toFixed(0)} µs server, ${used.clientUs.toFixed(0)} µs load generator, ${used.writtenBytes.toFixed(0)} B written${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
         if (r.non2xx > 0 && MUST_ANSWER.includes(t.name)) throw new Error(`${TARGET_LABELS[t.name]} answered ${r.non2xx} appends with a non-2xx status`);
         if (r.non2xx + r.errors > 0) push(failures, t.name, r.non2xx + r.errors);
         push(rate, t.name, r.appendsPerS);
@@ -128,6 +143,7 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
         push(p99, t.name, r.p99Ms);
         push(serverCpu, t.name, used.serverUs);
         push(clientCpu, t.name, used.clientUs);
+        push(written, t.name, used.writtenBytes);
       }
     }
     if (Object.keys(failures.rounds).length > 0) rows.push(failures);

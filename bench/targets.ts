@@ -51,6 +51,8 @@ export interface Running {
   rssBytes(): number;
   /** CPU time the server process has used, in seconds. */
   cpuSeconds(): number;
+  /** Bytes the server process has caused to be written to storage (/proc/PID/io write_bytes). */
+  writtenBytes(): number;
   /** SIGTERM, then SIGKILL if it has not exited after `graceMs`. */
   stop(graceMs?: number): Promise<void>;
 }
@@ -133,6 +135,7 @@ export async function startTarget(
     dataDir,
     rssBytes: () => rssOf(child.pid!),
     cpuSeconds: () => cpuSecondsOf(child.pid!),
+    writtenBytes: () => writtenBytesOf(child.pid!),
     async stop(graceMs = 10_000) {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
@@ -172,6 +175,15 @@ export function cpuSecondsOf(pid: number): number {
   // Fields after the command name, which is in parentheses and may hold spaces.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
+}
+
+/**
+ * Bytes the process has caused to be written to storage so far: counted when it dirties
+ * the page cache, so a write-back after the process ends still counts.
+ */
+export function writtenBytesOf(pid: number): number {
+  const match = /^write_bytes: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
+  return match ? Number(match[1]) : NaN;
 }
 
 /** USER_HZ: 100 on Linux on every architecture Node runs on. */
