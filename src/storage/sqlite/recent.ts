@@ -19,6 +19,33 @@
 import type { StoredChunk } from '../chain.js';
 import type { PackedAppend } from './recent-batches.js';
 
+/**
+ * Appends at least this large count toward the seal's mark for large appends. A row of
+ * the index costs one page per stream whatever it holds, so holding a 100-byte append
+ * saves much (that page is 40 times its size) and a large one next to nothing, while
+ * holding large ones is what fills memory.
+ */
+export const LARGE_APPEND_BYTES = 4096;
+
+/** When what is held gets sealed: any one of these reached. */
+export interface SealMarks {
+  rows: number;
+  bytes: number;
+  /** Bytes of appends of LARGE_APPEND_BYTES or more. */
+  largeBytes: number;
+}
+
+/** Bytes of a list of appends, all and of the large ones. */
+function sizesOf(chunks: readonly StoredChunk[]): { bytes: number; largeBytes: number } {
+  let bytes = 0;
+  let largeBytes = 0;
+  for (const { data } of chunks) {
+    bytes += data.length;
+    if (data.length >= LARGE_APPEND_BYTES) largeBytes += data.length;
+  }
+  return { bytes, largeBytes };
+}
+
 export interface RecentChunk extends StoredChunk {
   /** The id of its batch's row in `recent_batches`, shared by the appends of one batch. */
   id: number;
@@ -36,6 +63,7 @@ export class RecentChunks {
   private byStream = new Map<number, RecentChunk[]>();
   private rows = 0;
   private bytes = 0;
+  private largeBytes = 0;
   private lastId = 0;
   private seal: Seal | null = null;
   /** Rows added since `takeAddedCount` last ran. */
@@ -44,6 +72,11 @@ export class RecentChunks {
 
   get size(): number {
     return this.rows;
+  }
+
+  /** Streams with appends held. */
+  get streamCount(): number {
+    return this.byStream.size;
   }
 
   /** Rows added since the last call (rolled-back additions excluded). */
@@ -59,8 +92,9 @@ export class RecentChunks {
   }
 
   /** Seals what is here when enough has gathered and nothing sealed is left. */
-  sealIfFull(maxRows: number, maxBytes: number): void {
-    if (this.seal !== null || (this.rows < maxRows && this.bytes < maxBytes)) return;
+  sealIfFull(marks: SealMarks): void {
+    if (this.seal !== null) return;
+    if (this.rows < marks.rows && this.bytes < marks.bytes && this.largeBytes < marks.largeBytes) return;
     const streams = [...this.byStream.keys()].sort((a, b) => a - b);
     this.setSeal({ upToId: this.lastId, streams, next: 0 });
   }
@@ -100,14 +134,16 @@ export class RecentChunks {
     const taken = [...this.byStream]
       .sort(([a], [b]) => a - b)
       .flatMap(([streamId, list]) => list.map(({ start, data }): PackedAppend => ({ streamId, start, data })));
-    const [byStream, rows, bytes] = [this.byStream, this.rows, this.bytes];
+    const [byStream, rows, bytes, largeBytes] = [this.byStream, this.rows, this.bytes, this.largeBytes];
     this.byStream = new Map();
     this.rows = 0;
     this.bytes = 0;
+    this.largeBytes = 0;
     this.undo?.push(() => {
       this.byStream = byStream;
       this.rows = rows;
       this.bytes = bytes;
+      this.largeBytes = largeBytes;
     });
     this.setSeal(null);
     return taken;
@@ -127,14 +163,15 @@ export class RecentChunks {
     list.push(chunk);
     const lastId = this.lastId;
     this.lastId = chunk.id;
-    this.count(1, chunk.data.length);
+    const largeBytes = chunk.data.length >= LARGE_APPEND_BYTES ? chunk.data.length : 0;
+    this.count(1, chunk.data.length, largeBytes);
     this.added++;
     this.undo?.push(() => {
       this.added--;
       list.pop();
       if (list.length === 0 && this.byStream.get(streamId) === list) this.byStream.delete(streamId);
       this.lastId = lastId;
-      this.count(-1, -chunk.data.length);
+      this.count(-1, -chunk.data.length, -largeBytes);
     });
   }
 
@@ -181,11 +218,11 @@ export class RecentChunks {
     const list = this.byStream.get(streamId);
     if (!list) return;
     this.byStream.delete(streamId);
-    const bytes = list.reduce((sum, c) => sum + c.data.length, 0);
-    this.count(-list.length, -bytes);
+    const { bytes, largeBytes } = sizesOf(list);
+    this.count(-list.length, -bytes, -largeBytes);
     this.undo?.push(() => {
       this.byStream.set(streamId, list);
-      this.count(list.length, bytes);
+      this.count(list.length, bytes, largeBytes);
     });
   }
 
@@ -212,12 +249,12 @@ export class RecentChunks {
     if (n === 0) return [];
     const taken = list.splice(0, n);
     if (list.length === 0) this.byStream.delete(streamId);
-    const bytes = taken.reduce((sum, c) => sum + c.data.length, 0);
-    this.count(-n, -bytes);
+    const { bytes, largeBytes } = sizesOf(taken);
+    this.count(-n, -bytes, -largeBytes);
     this.undo?.push(() => {
       list.unshift(...taken);
       if (!this.byStream.has(streamId)) this.byStream.set(streamId, list);
-      this.count(n, bytes);
+      this.count(n, bytes, largeBytes);
     });
     return taken;
   }
@@ -230,8 +267,9 @@ export class RecentChunks {
     });
   }
 
-  private count(rows: number, bytes: number): void {
+  private count(rows: number, bytes: number, largeBytes: number): void {
     this.rows += rows;
     this.bytes += bytes;
+    this.largeBytes += largeBytes;
   }
 }
