@@ -19,6 +19,7 @@ import { ProducerCache } from './producer-cache.js';
 import { WalDurability, type Fdatasync } from './durability.js';
 import { ChunkInserter, packAppends, pointIntoPacked, recoverRecentBatches, type PackedAppend } from './recent-batches.js';
 import { RecentChunks, type RecentChunk } from './recent.js';
+import { lockDataDir } from './dir-lock.js';
 import { migrate } from './schema.js';
 
 /** When recent appends (recent.ts) are indexed, and how many at a time. */
@@ -344,8 +345,11 @@ export class SqliteStore extends BatchedStore {
   private readonly producers = new ProducerCache(50_000);
   private readonly recent = new RecentChunks();
   private readonly chunkInserter: ChunkInserter;
-  /** Appends of the open transaction not yet stored, for the row `batchId` of `recent_batches`. */
-  /** The open transaction's appends not yet stored; the same objects recent.ts holds (see storeBatchRow). */
+  /**
+   * Appends of the open transaction not yet stored, for the row `batchId` of
+   * `recent_batches`: the same objects recent.ts holds, so that storeBatchRow can point
+   * their bytes into the packed row.
+   */
   private batchAppends: Array<PackedAppend & RecentChunk> = [];
   private batchBytes = 0;
   /** The id of the row the next appends go to; it only grows. */
@@ -354,46 +358,55 @@ export class SqliteStore extends BatchedStore {
   private readonly updates = new Map<string, Database.Statement>();
   private readonly runTransaction: (body: (txn: Txn) => void) => void;
   private readonly durability: WalDurability;
+  /** The data directory's lock (dir-lock.ts), released last on close. */
+  private readonly dirLock: Database.Database;
 
   constructor(options: SqliteStoreOptions) {
     super(options);
     this.recentIndexing = options.recentIndexing ?? DEFAULT_RECENT_INDEXING;
     this.cache = new StreamCache(options.streamCacheEntries ?? DEFAULT_STREAM_CACHE_ENTRIES);
     mkdirSync(options.dataDir, { recursive: true });
-    this.db = new Database(join(options.dataDir, 'rill.db'));
-    // WAL lets readers work beside the writer. SQLite itself does not fsync at COMMIT
-    // (NORMAL): the engine fsyncs the WAL file from the thread pool after each commit and
-    // acknowledges a batch only once an fsync that began after its COMMIT has finished.
-    // An acknowledged write therefore survives power loss exactly as with FULL, while
-    // the event loop keeps serving (and committing the next batch) during the fsync.
-    // NORMAL still syncs the WAL before every checkpoint and the database after it.
-    this.db.pragma('journal_mode = WAL');
-    this.db.pragma('synchronous = NORMAL');
-    this.db.pragma('busy_timeout = 5000');
-    // SQLite checkpoints inside the COMMIT that grows the WAL past this many pages, on the
-    // event loop (page copy plus two fsyncs). At its default of 1,000 those were the
-    // longest stalls under load (8-12 ms); at 250 they are a quarter as long and append
-    // p99 at 500 streams fell from 9-10 to 7 ms at the same rate (100 was slower).
-    this.db.pragma('wal_autocheckpoint = 250');
-    migrate(this.db);
-    this.sql = prepareStatements(this.db);
-    this.nextStreamId = Number(this.sql.nextId.get()!.value);
-    this.persistedNextStreamId = this.nextStreamId;
-    this.txn = this.createTxn();
-    this.chunkInserter = new ChunkInserter(this.db);
-    // Appends a crash left unindexed are indexed before anything reads them.
-    this.db.transaction(() => {
-      recoverRecentBatches(this.db, this.chunkInserter, (id) =>
-        this.sql.streamById.get(id) === undefined ? undefined : (this.sql.lastChunkEnd.get(id)?.end ?? 0),
-      );
-      this.sql.clearRecent.run();
-    })();
-    this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync, () => this.commitHeld());
-    this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
-      body(this.txn);
-      this.storeBatchRow();
-      if (this.nextStreamId !== this.persistedNextStreamId) this.sql.setNextId.run(String(this.nextStreamId));
-    });
+    this.dirLock = lockDataDir(options.dataDir);
+    try {
+      this.db = new Database(join(options.dataDir, 'rill.db'));
+      // WAL lets readers work beside the writer. SQLite itself does not fsync at COMMIT
+      // (NORMAL): the engine fsyncs the WAL file from the thread pool after each commit and
+      // acknowledges a batch only once an fsync that began after its COMMIT has finished.
+      // An acknowledged write therefore survives power loss exactly as with FULL, while
+      // the event loop keeps serving (and committing the next batch) during the fsync.
+      // NORMAL still syncs the WAL before every checkpoint and the database after it.
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma('synchronous = NORMAL');
+      this.db.pragma('busy_timeout = 5000');
+      // SQLite checkpoints inside the COMMIT that grows the WAL past this many pages, on the
+      // event loop (page copy plus two fsyncs). At its default of 1,000 those were the
+      // longest stalls under load (8-12 ms); at 250 they are a quarter as long and append
+      // p99 at 500 streams fell from 9-10 to 7 ms at the same rate (100 was slower).
+      this.db.pragma('wal_autocheckpoint = 250');
+      migrate(this.db);
+      this.sql = prepareStatements(this.db);
+      this.nextStreamId = Number(this.sql.nextId.get()!.value);
+      this.persistedNextStreamId = this.nextStreamId;
+      this.txn = this.createTxn();
+      this.chunkInserter = new ChunkInserter(this.db);
+      // Appends a crash left unindexed are indexed before anything reads them.
+      this.db.transaction(() => {
+        recoverRecentBatches(this.db, this.chunkInserter, (id) =>
+          this.sql.streamById.get(id) === undefined ? undefined : (this.sql.lastChunkEnd.get(id)?.end ?? 0),
+        );
+        this.sql.clearRecent.run();
+      })();
+      this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync, () => this.commitHeld());
+      this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
+        body(this.txn);
+        this.storeBatchRow();
+        if (this.nextStreamId !== this.persistedNextStreamId) this.sql.setNextId.run(String(this.nextStreamId));
+      });
+    } catch (error) {
+      // A store that failed to open (say, a newer schema) leaves the directory to the next.
+      this.dirLock.close();
+      throw error;
+    }
   }
 
   protected transact(body: (txn: Txn) => void): void {
@@ -774,5 +787,6 @@ export class SqliteStore extends BatchedStore {
     if (this.recent.size > 0) this.alone(() => this.indexAllRecent());
     this.durability.close();
     this.db.close();
+    this.dirLock.close();
   }
 }
