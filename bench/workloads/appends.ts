@@ -44,8 +44,15 @@ interface ConnectionState {
   seqs?: number[];
 }
 
+/** Counts runs, so that each run's producers are new ones (see requestFor). */
+let runs = 0;
+
 function requestFor(spec: AppendSpec): autocannon.Request {
   const body = bodyOf(BODY_BYTES);
+  // Producers of their own each run, starting at seq 0: had every run's producers started
+  // again at 0 under the last run's names, each append after the first run on a server
+  // would be a duplicate, answered without a write (as the bytes-written figure showed).
+  const run = runs++;
   let nextConnection = 0;
   let nextStream = 0;
   const request = {
@@ -69,7 +76,7 @@ function requestFor(spec: AppendSpec): autocannon.Request {
       const seq = state.seqs[slot] ?? 0;
       state.seqs[slot] = seq + 1;
       req.path = `/v1/stream/${spec.prefix}-${stream % spec.streams}`;
-      req.headers = { ...req.headers, 'producer-id': `bench-${state.id}`, 'producer-epoch': '0', 'producer-seq': String(seq) };
+      req.headers = { ...req.headers, 'producer-id': `bench-${run}-${state.id}`, 'producer-epoch': '0', 'producer-seq': String(seq) };
       return req;
     },
   };
