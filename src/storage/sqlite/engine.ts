@@ -18,7 +18,7 @@ import { StreamCache } from './cache.js';
 import { ProducerCache } from './producer-cache.js';
 import { WalDurability, type Fdatasync } from './durability.js';
 import { ChunkInserter, packAppends, pointIntoPacked, recoverRecentBatches, type PackedAppend } from './recent-batches.js';
-import { RecentChunks, type RecentChunk } from './recent.js';
+import { RecentChunks, type RecentChunk, type SealMarks } from './recent.js';
 import { lockDataDir } from './dir-lock.js';
 import { migrate } from './schema.js';
 
@@ -55,10 +55,11 @@ const DEFAULT_RECENT_INDEXING: RecentIndexing = {
   stepRows: 256,
 };
 
-/** The rows mark of a seal when the held appends belong to `streams` streams. */
-function sealRowsFor(indexing: RecentIndexing, streams: number): number {
+/** The marks a seal waits for when the held appends belong to `streams` streams. */
+function sealMarksFor(indexing: RecentIndexing, streams: number): SealMarks {
   const spread = indexing.spreadRows;
-  return spread === undefined ? indexing.sealRows : Math.min(spread.max, Math.max(indexing.sealRows, spread.perStream * streams));
+  const rows = spread === undefined ? indexing.sealRows : Math.min(spread.max, Math.max(indexing.sealRows, spread.perStream * streams));
+  return { rows, bytes: indexing.sealBytes, largeBytes: indexing.sealLargeBytes ?? indexing.sealBytes };
 }
 
 /** Bytes of appends one row of `recent_batches` holds, unless a single append is larger. */
@@ -424,13 +425,11 @@ export class SqliteStore extends BatchedStore {
     this.recent.commit();
     this.durability.committed(this.cache.commit());
     this.persistedNextStreamId = this.nextStreamId;
-    const { sealBytes, sealLargeBytes, stepRows } = this.recentIndexing;
     // Each slice also covers as many rows as this commit added, so sealed rows drain faster
     // than appends arrive and memory stays bounded (about two seals and a batch).
     const added = this.recent.takeAddedCount();
-    const rows = sealRowsFor(this.recentIndexing, this.recent.streamCount);
-    this.recent.sealIfFull({ rows, bytes: sealBytes, largeBytes: sealLargeBytes ?? sealBytes });
-    if (this.recent.sealedUpToId !== null) this.alone(() => this.indexSealedStep(stepRows + added));
+    this.recent.sealIfFull(sealMarksFor(this.recentIndexing, this.recent.streamCount));
+    if (this.recent.sealedUpToId !== null) this.alone(() => this.indexSealedStep(this.recentIndexing.stepRows + added));
   }
 
   /** Appends held in memory until indexed (see recent.ts). */

@@ -35,13 +35,18 @@ export interface SealMarks {
   largeBytes: number;
 }
 
+/** What an append of `length` bytes adds to the bytes of large appends. */
+function largePart(length: number): number {
+  return length >= LARGE_APPEND_BYTES ? length : 0;
+}
+
 /** Bytes of a list of appends, all and of the large ones. */
 function sizesOf(chunks: readonly StoredChunk[]): { bytes: number; largeBytes: number } {
   let bytes = 0;
   let largeBytes = 0;
   for (const { data } of chunks) {
     bytes += data.length;
-    if (data.length >= LARGE_APPEND_BYTES) largeBytes += data.length;
+    largeBytes += largePart(data.length);
   }
   return { bytes, largeBytes };
 }
@@ -163,7 +168,7 @@ export class RecentChunks {
     list.push(chunk);
     const lastId = this.lastId;
     this.lastId = chunk.id;
-    const largeBytes = chunk.data.length >= LARGE_APPEND_BYTES ? chunk.data.length : 0;
+    const largeBytes = largePart(chunk.data.length);
     this.count(1, chunk.data.length, largeBytes);
     this.added++;
     this.undo?.push(() => {
