@@ -16,6 +16,7 @@ import { appendAt, appendsOfRow, rowFrom, type StoredChunkRow } from './chunk-ro
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
 import { ProducerCache } from './producer-cache.js';
+import { HeldProducers, unpackProducerChanges, type HeldChange } from './held-producers.js';
 import { WalDurability, type Fdatasync } from './durability.js';
 import { ChunkInserter, packAppends, pointIntoPacked, recoverRecentBatches, type PackedAppend } from './recent-batches.js';
 import { RecentChunks, type RecentChunk, type SealMarks } from './recent.js';
@@ -286,7 +287,8 @@ function prepareStatements(db: Database.Database) {
       `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND name > ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
     ),
     insertChunk: db.prepare<[number, number, Buffer, Buffer | null]>(`INSERT INTO chunks (stream_id, start, data, bounds) VALUES (?, ?, ?, ?)`),
-    insertBatch: db.prepare<[number, Buffer]>(`INSERT INTO recent_batches (id, appends) VALUES (?, ?)`),
+    insertBatch: db.prepare<[number, Buffer, string | null]>(`INSERT INTO recent_batches (id, appends, producers) VALUES (?, ?, ?)`),
+    batchProducerChanges: db.prepare<[], string>(`SELECT producers FROM recent_batches WHERE producers IS NOT NULL ORDER BY id`).pluck(),
     deleteRecentUpTo: db.prepare<[number]>(`DELETE FROM recent_batches WHERE id <= ?`),
     clearRecent: db.prepare(`DELETE FROM recent_batches`),
     // length() of a blob is read from the record header: the bytes themselves are not loaded.
@@ -308,7 +310,7 @@ function prepareStatements(db: Database.Database) {
        VALUES (@stream_id, @producer_id, @epoch, @last_seq, @receipt_start, @receipt_next, @receipt_closed, @digest, @claim_closed_epoch, @claim_closed_seq, @claim_digest, @last_seen_ms)`,
     ),
     deleteProducer: db.prepare<[number, string]>(`DELETE FROM producers WHERE stream_id = ? AND producer_id = ?`),
-    forgetProducers: db.prepare<[number, number]>(`DELETE FROM producers WHERE stream_id = ? AND last_seen_ms <= ?`),
+    forgetProducers: db.prepare<[number, number], string>(`DELETE FROM producers WHERE stream_id = ? AND last_seen_ms <= ? RETURNING producer_id`).pluck(),
     liveProducerCount: db.prepare<[number, number, string], { n: number }>(
       `SELECT count(*) AS n FROM producers WHERE stream_id = ? AND last_seen_ms > ? AND producer_id <> ?`,
     ),
@@ -344,6 +346,8 @@ export class SqliteStore extends BatchedStore {
   private readonly txn: Txn;
   private readonly cache: StreamCache;
   private readonly producers = new ProducerCache(50_000);
+  /** Producer record changes not yet written to `producers` (held-producers.ts). */
+  private readonly heldProducers = new HeldProducers();
   private readonly recent = new RecentChunks();
   private readonly chunkInserter: ChunkInserter;
   /**
@@ -395,12 +399,13 @@ export class SqliteStore extends BatchedStore {
         recoverRecentBatches(this.db, this.chunkInserter, (id) =>
           this.sql.streamById.get(id) === undefined ? undefined : (this.sql.lastChunkEnd.get(id)?.end ?? 0),
         );
+        this.replayProducerChanges();
         this.sql.clearRecent.run();
       })();
       this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync, () => this.commitHeld());
       this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
         body(this.txn);
-        this.storeBatchRow();
+        this.storeBatchRow(this.heldProducers.txnChangesPacked());
         if (this.nextStreamId !== this.persistedNextStreamId) this.sql.setNextId.run(String(this.nextStreamId));
       });
     } catch (error) {
@@ -413,22 +418,29 @@ export class SqliteStore extends BatchedStore {
   protected transact(body: (txn: Txn) => void): void {
     this.cache.begin();
     this.recent.begin();
+    this.heldProducers.begin();
     try {
       this.runTransaction(body);
     } catch (error) {
       this.cache.rollback();
       this.recent.rollback();
+      this.heldProducers.rollback();
       this.producers.clear();
       this.dropBatchAppends();
       throw error;
     }
     this.recent.commit();
+    this.heldProducers.commit();
     this.durability.committed(this.cache.commit());
     this.persistedNextStreamId = this.nextStreamId;
     // Each slice also covers as many rows as this commit added, so sealed rows drain faster
     // than appends arrive and memory stays bounded (about two seals and a batch).
     const added = this.recent.takeAddedCount();
-    this.recent.sealIfFull(sealMarksFor(this.recentIndexing, this.recent.streamCount));
+    if (this.recent.sealedUpToId === null) {
+      this.recent.sealIfFull(sealMarksFor(this.recentIndexing, this.recent.streamCount));
+      // The producer changes held now are in rows up to the seal's: written before those go.
+      if (this.recent.sealedUpToId !== null) this.heldProducers.seal();
+    }
     if (this.recent.sealedUpToId !== null) this.alone(() => this.indexSealedStep(this.recentIndexing.stepRows + added));
   }
 
@@ -437,10 +449,14 @@ export class SqliteStore extends BatchedStore {
     return this.recent.size;
   }
 
-  /** Indexes the next slice of sealed appends; once all are, drops their rows from `recent_batches`. */
+  /**
+   * Indexes the next slice of sealed appends and writes as many sealed producer changes;
+   * once all are, drops their rows from `recent_batches`.
+   */
   protected indexSealedStep(maxRows: number): void {
     this.chunkInserter.insert(this.recent.takeSealed(maxRows));
-    if (!this.recent.sealDone) return;
+    this.writeProducerChanges(this.heldProducers.takeSealed(maxRows));
+    if (!this.recent.sealDone || !this.heldProducers.sealDone) return;
     this.sql.deleteRecentUpTo.run(this.recent.sealedUpToId!);
     this.recent.endSeal();
   }
@@ -451,6 +467,7 @@ export class SqliteStore extends BatchedStore {
    */
   private indexAllRecent(): void {
     this.chunkInserter.insert(this.recent.takeAll());
+    this.writeProducerChanges(this.heldProducers.takeAll());
     this.sql.clearRecent.run();
     this.dropBatchAppends();
     // Their id is retired with them, as when a row is stored: a seal of everything up to
@@ -458,11 +475,14 @@ export class SqliteStore extends BatchedStore {
     this.batchId++;
   }
 
-  /** Stores the open transaction's appends not yet stored as row `batchId`; the next go to a new id. */
-  private storeBatchRow(): void {
-    if (this.batchAppends.length === 0) return;
+  /**
+   * Stores the open transaction's appends not yet stored, and its producer changes when
+   * given (at its end), as row `batchId`; the next go to a new id.
+   */
+  private storeBatchRow(producerChanges: string | null = null): void {
+    if (this.batchAppends.length === 0 && producerChanges === null) return;
     const packed = packAppends(this.batchAppends);
-    this.sql.insertBatch.run(this.batchId, packed);
+    this.sql.insertBatch.run(this.batchId, packed, producerChanges);
     pointIntoPacked(this.batchAppends, packed);
     this.dropBatchAppends();
     this.batchId++;
@@ -482,11 +502,14 @@ export class SqliteStore extends BatchedStore {
    */
   private alone(work: () => void): void {
     this.recent.begin();
+    this.heldProducers.begin();
     try {
       this.db.transaction(work)();
       this.recent.commit();
+      this.heldProducers.commit();
     } catch (error) {
       this.recent.rollback();
+      this.heldProducers.rollback();
       if (!isStorageFault(error)) this.failFatally(error);
     }
   }
@@ -623,6 +646,8 @@ export class SqliteStore extends BatchedStore {
       countBucketRows: (bucket) => sql.bucketRows.get(bucket)!.n,
       expiredBucketStreams: (bucket, nowMs) => sql.bucketExpired.all(bucket, nowMs).map((row) => this.streamFromRow(row)),
       getProducer: (streamId, producerId) => {
+        const held = this.heldProducers.get(streamId, producerId);
+        if (held !== undefined) return held ?? undefined;
         const cached = this.producers.get(streamId, producerId);
         if (cached) return cached;
         const row = sql.producer.get(streamId, producerId);
@@ -632,6 +657,8 @@ export class SqliteStore extends BatchedStore {
         return record;
       },
       producerSummary: (streamId, cutoffMs, excludeId) => {
+        // The queries below read the table: the stream's held changes go there first.
+        this.writeProducerChanges(this.heldProducers.takeStream(streamId));
         const lru = sql.leastRecentLive.get(streamId, cutoffMs, excludeId);
         return {
           liveCount: sql.liveProducerCount.get(streamId, cutoffMs, excludeId)!.n,
@@ -657,6 +684,7 @@ export class SqliteStore extends BatchedStore {
         this.recent.forget(stream.id);
         sql.deleteAllProducers.run(stream.id);
         this.producers.forgetStream(stream.id);
+        this.heldProducers.dropStream(stream.id);
         sql.deleteSnapshot.run(stream.id);
         sql.deleteStream.run(stream.id);
       },
@@ -672,32 +700,65 @@ export class SqliteStore extends BatchedStore {
         this.batchBytes += data.length;
         this.recent.add(streamId, held);
       },
-      putProducer: (streamId, r) => {
-        this.producers.remember(streamId, r);
-        sql.upsertProducer.run({
-          stream_id: streamId,
-          producer_id: r.id,
-          epoch: r.epoch,
-          last_seq: r.lastSeq,
-          receipt_start: r.receipt.start,
-          receipt_next: r.receipt.next,
-          receipt_closed: r.receipt.closed ? 1 : 0,
-          digest: r.digest,
-          claim_closed_epoch: r.claim.closedEpoch,
-          claim_closed_seq: r.claim.closedSeq,
-          claim_digest: r.claim.digest,
-          last_seen_ms: r.lastSeenMs,
-        });
+      putProducer: (streamId, record) => {
+        this.producers.remember(streamId, record);
+        this.heldProducers.put(streamId, record);
       },
+      // Deletions are written at once (the producer summary's queries read the table) and
+      // held too, so that their batch row logs them for replay.
       deleteProducers: (streamId, ids) => {
         this.producers.forget(streamId, ids);
-        ids.forEach((id) => sql.deleteProducer.run(streamId, id));
+        for (const id of ids) {
+          sql.deleteProducer.run(streamId, id);
+          this.heldProducers.delete(streamId, id);
+        }
       },
       forgetProducers: (streamId, atOrBeforeMs) => {
         this.producers.forgetSeenAtOrBefore(streamId, atOrBeforeMs);
-        sql.forgetProducers.run(streamId, atOrBeforeMs);
+        this.writeProducerChanges(this.heldProducers.takeStream(streamId));
+        for (const id of sql.forgetProducers.all(streamId, atOrBeforeMs)) this.heldProducers.delete(streamId, id);
       },
     };
+  }
+
+  /** Writes producer record changes to `producers`, in order. */
+  private writeProducerChanges(changes: readonly HeldChange[]): void {
+    for (const { streamId, producerId, change: r } of changes) {
+      if (r === null) {
+        this.sql.deleteProducer.run(streamId, producerId);
+        continue;
+      }
+      this.sql.upsertProducer.run({
+        stream_id: streamId,
+        producer_id: producerId,
+        epoch: r.epoch,
+        last_seq: r.lastSeq,
+        receipt_start: r.receipt.start,
+        receipt_next: r.receipt.next,
+        receipt_closed: r.receipt.closed ? 1 : 0,
+        digest: r.digest,
+        claim_closed_epoch: r.claim.closedEpoch,
+        claim_closed_seq: r.claim.closedSeq,
+        claim_digest: r.claim.digest,
+        last_seen_ms: r.lastSeenMs,
+      });
+    }
+  }
+
+  /**
+   * After a crash: the producer changes of every remaining batch row, in row order, except
+   * those of streams deleted since (stream ids are never reused). Inside the caller's
+   * transaction, which then empties `recent_batches`.
+   */
+  private replayProducerChanges(): void {
+    const exists = new Map<number, boolean>();
+    const streamExists = (id: number): boolean => {
+      if (!exists.has(id)) exists.set(id, this.sql.streamById.get(id) !== undefined);
+      return exists.get(id)!;
+    };
+    for (const packed of this.sql.batchProducerChanges.all()) {
+      this.writeProducerChanges(unpackProducerChanges(packed).filter((c) => streamExists(c.streamId)));
+    }
   }
 
   /** Deletes whole appends before `position`; an append cut by it keeps only its tail part. */
@@ -783,7 +844,7 @@ export class SqliteStore extends BatchedStore {
 
   protected closeEngine(): void {
     // A clean stop leaves everything indexed; if this fails, the next start does it.
-    if (this.recent.size > 0) this.alone(() => this.indexAllRecent());
+    if (this.recent.size > 0 || this.heldProducers.size > 0) this.alone(() => this.indexAllRecent());
     this.durability.close();
     this.db.close();
     this.dirLock.close();

@@ -1,8 +1,8 @@
 /**
  * Committed producer records of recently written streams, so that a producer's next
  * append finds its record in memory instead of querying SQLite for it (about a twentieth
- * of the busy time of producer appends). Every change the engine makes to the producers
- * table passes here; a transaction that rolls back clears the whole cache, which is rare
+ * of the busy time of producer appends). Every change the engine makes to a producer
+ * record passes here (held-producers.ts holds those not yet in the table); a transaction that rolls back clears the whole cache, which is rare
  * and costs one query per producer to refill. Absent producers are not remembered: a new
  * producer is looked up once.
  */

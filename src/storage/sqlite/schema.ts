@@ -4,7 +4,7 @@
  */
 import type Database from 'better-sqlite3';
 
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -97,6 +97,12 @@ const MIGRATIONS: Record<number, string> = {
   // schema 5 would read such a row as one append, so it must refuse this.
   6: `
     ALTER TABLE chunks ADD COLUMN bounds BLOB;
+  `,
+  // A row of `recent_batches` also holds its commit's producer record changes, written to
+  // `producers` only later (see held-producers.ts). A rill of schema 6 would not replay
+  // them after a crash, so it must refuse this.
+  7: `
+    ALTER TABLE recent_batches ADD COLUMN producers TEXT;
   `,
 };
 
