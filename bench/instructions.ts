@@ -8,12 +8,14 @@
  * says what HTTP on Node costs in the same units.
  *
  *   node .bench/build/instructions.js [--only rill,rill-memory,floor] [--appends N]
- *                                     [--warmup N] [--streams N] [--rill path/to/dist/cli/main.js] [--out FILE]
+ *                                     [--warmup N] [--streams N] [--producers] [--rill path/to/dist/cli/main.js] [--out FILE]
  *
  * Each server runs under callgrind with instrumentation off, gets `--streams` streams
  * (500 by default), takes `--warmup` appends spread over them
  * (so that V8 has compiled the hot path, as it has under load), and is counted over the
- * next `--appends`. The figure is the event loop's thread alone: V8's compiler threads
+ * next `--appends`. With `--producers` every append carries Producer-Id/Epoch/Seq, one
+ * producer per stream with its seqs in order (an answer from rill other than 200 stops
+ * the run, so a duplicate is never counted as an append). The figure is the event loop's thread alone: V8's compiler threads
  * and libuv's fsync threads run beside it and do not hold it up. Kernel time is not
  * counted (callgrind sees user space only), nor is the load generator. Needs valgrind
  * (Debian's package), and takes about a minute per server.
@@ -35,6 +37,7 @@ const START_TIMEOUT_MS = 180_000;
 interface Options {
   targets: TargetName[];
   streams: number;
+  producers: boolean;
   appends: number;
   warmup: number;
   out: string;
@@ -47,6 +50,7 @@ function parseOptions(): Options {
       appends: { type: 'string', default: '3000' },
       warmup: { type: 'string', default: '9000' },
       streams: { type: 'string', default: '500' },
+      producers: { type: 'boolean', default: false },
       rill: { type: 'string' },
       out: { type: 'string', default: join(ROOT, '.bench/instructions.json') },
     },
@@ -59,12 +63,14 @@ function parseOptions(): Options {
   const streams = Number(values.streams);
   const whole = [appends, warmup, streams].every(Number.isInteger) && appends >= 1 && warmup >= 0 && streams >= 1;
   if (!whole) throw new Error('--appends, --warmup and --streams take whole numbers');
-  return { targets, streams, appends, warmup, out: resolve(values.out) };
+  // A stream's next producer append goes out only once its last is answered (see appendMany).
+  if (values.producers && streams <= CONCURRENCY) throw new Error(`--producers needs more than ${CONCURRENCY} streams`);
+  return { targets, streams, producers: values.producers, appends, warmup, out: resolve(values.out) };
 }
 
-function send(agent: Agent, base: URL, method: string, path: string, body?: Buffer): Promise<number> {
+function send(agent: Agent, base: URL, method: string, path: string, body?: Buffer, extraHeaders: Record<string, string> = {}): Promise<number> {
   return new Promise((resolveStatus, reject) => {
-    const headers = { 'content-type': 'text/plain', 'content-length': String(body?.length ?? 0) };
+    const headers = { 'content-type': 'text/plain', 'content-length': String(body?.length ?? 0), ...extraHeaders };
     const req = request({ host: base.hostname, port: base.port, method, path, agent, headers }, (res) => {
       res.resume();
       res.on('end', () => resolveStatus(res.statusCode!));
@@ -74,12 +80,20 @@ function send(agent: Agent, base: URL, method: string, path: string, body?: Buff
   });
 }
 
-/** `count` appends spread over the streams, CONCURRENCY at a time; throws on any refusal. */
-async function appendMany(agent: Agent, base: URL, streams: number, count: number): Promise<void> {
+/**
+ * Appends `from` to `from + count - 1` of the run, spread round-robin over the streams,
+ * CONCURRENCY at a time; throws on any refusal. With producers, append i is seq
+ * floor(i / streams) of its stream's producer: with more streams than appends in flight,
+ * a stream's next seq is sent only after its last was answered.
+ */
+async function appendMany(agent: Agent, base: URL, options: Options, from: number, count: number, mustBe200: boolean): Promise<void> {
   const body = bodyOf();
-  await pooled(count, CONCURRENCY, async (i) => {
-    const status = await send(agent, base, 'POST', `/v1/stream/ins-${i % streams}`, body);
-    if (status >= 300) throw new Error(`append ${i}: HTTP ${status}`);
+  await pooled(count, CONCURRENCY, async (n) => {
+    const i = from + n;
+    const stream = i % options.streams;
+    const producer = { 'producer-id': `ins-p${stream}`, 'producer-epoch': '0', 'producer-seq': String(Math.floor(i / options.streams)) };
+    const status = await send(agent, base, 'POST', `/v1/stream/ins-${stream}`, body, options.producers ? producer : {});
+    if (status >= 300 || (mustBe200 && status !== 200)) throw new Error(`append ${i}: HTTP ${status}`);
   });
 }
 
@@ -100,9 +114,11 @@ async function count(name: TargetName, options: Options, dir: string): Promise<n
   try {
     const base = new URL(server.url);
     for (let i = 0; i < options.streams; i++) await send(agent, base, 'PUT', `/v1/stream/ins-${i}`);
-    await appendMany(agent, base, options.streams, options.warmup);
+    // rill answers a new producer append 200 with its receipt (204 would be a duplicate); the floors answer 204 to all.
+    const mustBe200 = options.producers && name.startsWith('rill');
+    await appendMany(agent, base, options, 0, options.warmup, mustBe200);
     execFileSync('callgrind_control', ['--instr=on', String(server.pid)], { stdio: 'ignore' });
-    await appendMany(agent, base, options.streams, options.appends);
+    await appendMany(agent, base, options, options.warmup, options.appends, mustBe200);
     execFileSync('callgrind_control', ['--instr=off', String(server.pid)], { stdio: 'ignore' });
     execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
   } finally {
@@ -121,7 +137,8 @@ async function main(): Promise<void> {
   mkdirSync(dir, { recursive: true });
   const perAppend: Partial<Record<TargetName, number>> = {};
   for (const name of options.targets) {
-    process.stderr.write(`[instructions] ${TARGET_LABELS[name]}: ${options.streams} streams, ${options.warmup} appends to warm up, ${options.appends} counted\n`);
+    const kind = options.producers ? 'producer appends' : 'appends';
+    process.stderr.write(`[instructions] ${TARGET_LABELS[name]}: ${options.streams} streams, ${options.warmup} ${kind} to warm up, ${options.appends} counted\n`);
     perAppend[name] = await count(name, options, dir);
     process.stderr.write(`[instructions] ${TARGET_LABELS[name]}: ${Math.round(perAppend[name]!).toLocaleString('en-US')} per append\n`);
   }

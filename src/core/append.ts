@@ -124,7 +124,9 @@ function applyProducerWrite(
   const written = applyWrite(stream, request, nowMs);
   const { record, ack } = recordAfterWrite(standing, request.producer!, written.receipt, nowMs);
   const isNew = standing.kind === 'new-producer';
-  const next = isNew ? { ...written.next, epochFloor: floorAfterNewProducer(standing, evict) } : written.next;
+  // applyWrite's state is a fresh copy, this decision's own: set, not spread (see copyState).
+  const next = written.next;
+  if (isNew) next.epochFloor = floorAfterNewProducer(standing, evict);
   return {
     outcome: {
       kind: 'appended',
