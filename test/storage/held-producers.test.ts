@@ -182,7 +182,7 @@ describe('on the SQLite engine', () => {
     }
   });
 
-  it('seals write each producer last record to the table; a clean close writes the rest', async () => {
+  it("seals write each producer's last record to the table; a clean close writes the rest", async () => {
     const clock = new TestClock();
     const dataDir = newDir();
     const names = [0, 1, 2].map((i) => v1StreamKey(`sealed-${i}`));

@@ -98,7 +98,7 @@ export class HeldProducers {
     });
   }
 
-  /** Takes up to `max` of the sealed changes, for writing to the table. */
+  /** Takes sealed changes a whole stream at a time, for writing to the table, until `max` or more are taken or none are left. */
   takeSealed(max: number): HeldChange[] {
     const taken: HeldChange[] = [];
     for (const streamId of this.sealed.keys()) {
