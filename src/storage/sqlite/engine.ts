@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { BucketState } from '../../core/bucket.js';
 import { expiryMs } from '../../core/stream.js';
-import type { ProducerRecord, StreamState } from '../../core/types.js';
+import type { StreamState } from '../../core/types.js';
 import { BatchedStore, ReadNotSettledError, StorageUnavailableError } from '../batched.js';
 import type { Txn } from '../executor.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
@@ -16,7 +16,7 @@ import { appendAt, appendsOfRow, rowFrom, type StoredChunkRow } from './chunk-ro
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
 import { ProducerCache } from './producer-cache.js';
-import { HeldProducers, unpackProducerChanges, type HeldChange } from './held-producers.js';
+import { HeldProducers, PRODUCER_COLUMNS, producerFromValues, producerValues, unpackProducerChanges, type HeldChange, type ProducerValues } from './held-producers.js';
 import { WalDurability, type Fdatasync } from './durability.js';
 import { ChunkInserter, packAppends, pointIntoPacked, recoverRecentBatches, type PackedAppend } from './recent-batches.js';
 import { RecentChunks, type RecentChunk, type SealMarks } from './recent.js';
@@ -112,20 +112,6 @@ interface StreamRow {
   snapshot_offset: number | null;
   snapshot_content_type: string | null;
   snapshot_digest: string | null;
-}
-
-interface ProducerRow {
-  producer_id: string;
-  epoch: number;
-  last_seq: number;
-  receipt_start: number;
-  receipt_next: number;
-  receipt_closed: number;
-  digest: string | null;
-  claim_closed_epoch: number | null;
-  claim_closed_seq: number | null;
-  claim_digest: string | null;
-  last_seen_ms: number;
 }
 
 function rowToStream(row: StreamRow): StreamState {
@@ -230,18 +216,6 @@ function streamParams(s: StreamState): Record<string, unknown> {
   return params;
 }
 
-function rowToProducer(row: ProducerRow): ProducerRecord {
-  return {
-    id: row.producer_id,
-    epoch: row.epoch,
-    lastSeq: row.last_seq,
-    receipt: { start: row.receipt_start, next: row.receipt_next, closed: row.receipt_closed === 1 },
-    digest: row.digest,
-    claim: { closedEpoch: row.claim_closed_epoch, closedSeq: row.claim_closed_seq, digest: row.claim_digest },
-    lastSeenMs: row.last_seen_ms,
-  };
-}
-
 const STREAM_COLUMNS = ['id', ...STREAM_VALUE_COLUMNS].join(', ');
 
 function prepareStatements(db: Database.Database) {
@@ -304,10 +278,12 @@ function prepareStatements(db: Database.Database) {
          AND start >= coalesce((SELECT max(start) FROM chunks WHERE stream_id = @stream AND start <= @from), @from)
        ORDER BY start`,
     ),
-    producer: db.prepare<[number, string], ProducerRow>(`SELECT * FROM producers WHERE stream_id = ? AND producer_id = ?`),
-    upsertProducer: db.prepare(
-      `INSERT OR REPLACE INTO producers (stream_id, producer_id, epoch, last_seq, receipt_start, receipt_next, receipt_closed, digest, claim_closed_epoch, claim_closed_seq, claim_digest, last_seen_ms)
-       VALUES (@stream_id, @producer_id, @epoch, @last_seq, @receipt_start, @receipt_next, @receipt_closed, @digest, @claim_closed_epoch, @claim_closed_seq, @claim_digest, @last_seen_ms)`,
+    // A record's columns in producerValues' order (held-producers.ts), read and written as lists.
+    producer: db
+      .prepare<[number, string], ProducerValues>(`SELECT ${PRODUCER_COLUMNS.join(', ')} FROM producers WHERE stream_id = ? AND producer_id = ?`)
+      .raw(),
+    upsertProducer: db.prepare<[number, ...ProducerValues]>(
+      `INSERT OR REPLACE INTO producers (stream_id, ${PRODUCER_COLUMNS.join(', ')}) VALUES (?, ${PRODUCER_COLUMNS.map(() => '?').join(', ')})`,
     ),
     deleteProducer: db.prepare<[number, string]>(`DELETE FROM producers WHERE stream_id = ? AND producer_id = ?`),
     forgetProducers: db.prepare<[number, number], string>(`DELETE FROM producers WHERE stream_id = ? AND last_seen_ms <= ? RETURNING producer_id`).pluck(),
@@ -394,12 +370,11 @@ export class SqliteStore extends BatchedStore {
       this.persistedNextStreamId = this.nextStreamId;
       this.txn = this.createTxn();
       this.chunkInserter = new ChunkInserter(this.db);
-      // Appends a crash left unindexed are indexed before anything reads them.
+      // Appends and producer changes a crash left in `recent_batches` are applied before anything reads them.
       this.db.transaction(() => {
-        recoverRecentBatches(this.db, this.chunkInserter, (id) =>
-          this.sql.streamById.get(id) === undefined ? undefined : (this.sql.lastChunkEnd.get(id)?.end ?? 0),
-        );
-        this.replayProducerChanges();
+        const exists = this.streamExistence();
+        recoverRecentBatches(this.db, this.chunkInserter, (id) => (exists(id) ? (this.sql.lastChunkEnd.get(id)?.end ?? 0) : undefined));
+        this.replayProducerChanges(exists);
         this.sql.clearRecent.run();
       })();
       this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync, () => this.commitHeld());
@@ -650,9 +625,9 @@ export class SqliteStore extends BatchedStore {
         if (held !== undefined) return held ?? undefined;
         const cached = this.producers.get(streamId, producerId);
         if (cached) return cached;
-        const row = sql.producer.get(streamId, producerId);
-        if (!row) return undefined;
-        const record = rowToProducer(row);
+        const values = sql.producer.get(streamId, producerId);
+        if (!values) return undefined;
+        const record = producerFromValues(values);
         this.producers.remember(streamId, record);
         return record;
       },
@@ -723,25 +698,9 @@ export class SqliteStore extends BatchedStore {
 
   /** Writes producer record changes to `producers`, in order. */
   private writeProducerChanges(changes: readonly HeldChange[]): void {
-    for (const { streamId, producerId, change: r } of changes) {
-      if (r === null) {
-        this.sql.deleteProducer.run(streamId, producerId);
-        continue;
-      }
-      this.sql.upsertProducer.run({
-        stream_id: streamId,
-        producer_id: producerId,
-        epoch: r.epoch,
-        last_seq: r.lastSeq,
-        receipt_start: r.receipt.start,
-        receipt_next: r.receipt.next,
-        receipt_closed: r.receipt.closed ? 1 : 0,
-        digest: r.digest,
-        claim_closed_epoch: r.claim.closedEpoch,
-        claim_closed_seq: r.claim.closedSeq,
-        claim_digest: r.claim.digest,
-        last_seen_ms: r.lastSeenMs,
-      });
+    for (const { streamId, producerId, change } of changes) {
+      if (change === null) this.sql.deleteProducer.run(streamId, producerId);
+      else this.sql.upsertProducer.run(streamId, ...producerValues(change));
     }
   }
 
@@ -750,15 +709,20 @@ export class SqliteStore extends BatchedStore {
    * those of streams deleted since (stream ids are never reused). Inside the caller's
    * transaction, which then empties `recent_batches`.
    */
-  private replayProducerChanges(): void {
-    const exists = new Map<number, boolean>();
-    const streamExists = (id: number): boolean => {
-      if (!exists.has(id)) exists.set(id, this.sql.streamById.get(id) !== undefined);
-      return exists.get(id)!;
-    };
+  private replayProducerChanges(streamExists: (id: number) => boolean): void {
     for (const packed of this.sql.batchProducerChanges.all()) {
       this.writeProducerChanges(unpackProducerChanges(packed).filter((c) => streamExists(c.streamId)));
     }
+  }
+
+  /** Whether a stream id is stored, each id asked of SQLite once (recovery asks per append). */
+  private streamExistence(): (id: number) => boolean {
+    const known = new Map<number, boolean>();
+    return (id) => {
+      let exists = known.get(id);
+      if (exists === undefined) known.set(id, (exists = this.sql.streamById.get(id) !== undefined));
+      return exists;
+    };
   }
 
   /** Deletes whole appends before `position`; an append cut by it keeps only its tail part. */

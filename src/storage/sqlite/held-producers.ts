@@ -31,33 +31,107 @@ export interface HeldChange {
   change: ProducerChange;
 }
 
-type ByStream = Map<number, Map<string, ProducerChange>>;
+/**
+ * The columns of `producers` after `stream_id`, in the order producerValues gives them:
+ * the one flat form of a record, for the table's statements and the stored changes.
+ */
+export const PRODUCER_COLUMNS = [
+  'producer_id',
+  'epoch',
+  'last_seq',
+  'receipt_start',
+  'receipt_next',
+  'receipt_closed',
+  'digest',
+  'claim_closed_epoch',
+  'claim_closed_seq',
+  'claim_digest',
+  'last_seen_ms',
+] as const;
+
+/** One value per column of PRODUCER_COLUMNS: a list of another length fails to compile. */
+export type ProducerValues = [string, number, number, number, number, 0 | 1, string | null, number | null, number | null, string | null, number];
+
+export function producerValues(r: ProducerRecord): ProducerValues {
+  return [r.id, r.epoch, r.lastSeq, r.receipt.start, r.receipt.next, r.receipt.closed ? 1 : 0, r.digest, r.claim.closedEpoch, r.claim.closedSeq, r.claim.digest, r.lastSeenMs];
+}
+
+export function producerFromValues(v: ProducerValues): ProducerRecord {
+  const [id, epoch, lastSeq, start, next, closed, digest, closedEpoch, closedSeq, claimDigest, lastSeenMs] = v;
+  return { id, epoch, lastSeq, receipt: { start, next, closed: closed === 1 }, digest, claim: { closedEpoch, closedSeq, digest: claimDigest }, lastSeenMs };
+}
+
+/** Changes by stream and producer, with their count; every edit is undone with the open transaction. */
+class ChangeSet {
+  private readonly byStream = new Map<number, Map<string, ProducerChange>>();
+  size = 0;
+
+  constructor(private readonly undo: () => Array<() => void> | null) {}
+
+  get(streamId: number, producerId: string): ProducerChange | undefined {
+    return this.byStream.get(streamId)?.get(producerId);
+  }
+
+  set(streamId: number, producerId: string, change: ProducerChange): void {
+    let records = this.byStream.get(streamId);
+    if (!records) {
+      records = new Map();
+      this.byStream.set(streamId, records);
+    }
+    const list = records;
+    const before = list.get(producerId);
+    list.set(producerId, change);
+    if (before === undefined) this.size++;
+    this.undo()?.push(() => {
+      if (before !== undefined) return void list.set(producerId, before);
+      list.delete(producerId);
+      this.size--;
+      if (list.size === 0 && this.byStream.get(streamId) === list) this.byStream.delete(streamId);
+    });
+  }
+
+  /** Takes the stream's changes out, in the order they were first made. */
+  takeStream(streamId: number): HeldChange[] {
+    const records = this.byStream.get(streamId);
+    if (!records) return [];
+    this.byStream.delete(streamId);
+    this.size -= records.size;
+    this.undo()?.push(() => {
+      this.byStream.set(streamId, records);
+      this.size += records.size;
+    });
+    return [...records].map(([producerId, change]) => ({ streamId, producerId, change }));
+  }
+
+  streamIds(): number[] {
+    return [...this.byStream.keys()];
+  }
+}
 
 export class HeldProducers {
+  private undo: Array<() => void> | null = null;
+  private readonly undoLog = () => this.undo;
   /** Changes since the current seal began (or since the last one ended). */
-  private held: ByStream = new Map();
+  private held = new ChangeSet(this.undoLog);
   /** Changes from before the current seal began, written to the table as it proceeds. */
-  private sealed: ByStream = new Map();
-  private heldCount = 0;
-  private sealedCount = 0;
+  private sealed = new ChangeSet(this.undoLog);
   /** The open transaction's changes, in order, for its batch row. */
   private txnChanges: HeldChange[] = [];
-  private undo: Array<() => void> | null = null;
 
   /** Records held, sealed or not. */
   get size(): number {
-    return this.heldCount + this.sealedCount;
+    return this.held.size + this.sealed.size;
   }
 
   /** Whether every change from before the seal has been taken. */
   get sealDone(): boolean {
-    return this.sealedCount === 0;
+    return this.sealed.size === 0;
   }
 
   /** The record's newest change not yet written to the table; undefined when there is none. */
   get(streamId: number, producerId: string): ProducerChange | undefined {
-    const change = this.held.get(streamId)?.get(producerId);
-    return change !== undefined ? change : this.sealed.get(streamId)?.get(producerId);
+    const change = this.held.get(streamId, producerId);
+    return change !== undefined ? change : this.sealed.get(streamId, producerId);
   }
 
   put(streamId: number, record: ProducerRecord): void {
@@ -70,8 +144,7 @@ export class HeldProducers {
 
   /** Drops what is held of a stream being deleted: its rows in `producers` go with it. */
   dropStream(streamId: number): void {
-    this.takeStreamFrom('held', streamId);
-    this.takeStreamFrom('sealed', streamId);
+    this.takeStream(streamId);
   }
 
   /**
@@ -79,31 +152,27 @@ export class HeldProducers {
    * a query over the stream's records sees them).
    */
   takeStream(streamId: number): HeldChange[] {
-    return [...this.takeStreamFrom('sealed', streamId), ...this.takeStreamFrom('held', streamId)];
+    return [...this.sealed.takeStream(streamId), ...this.held.takeStream(streamId)];
   }
 
   /** A seal began: what is held now must be written before the sealed rows go. */
   seal(): void {
-    if (this.sealedCount !== 0) throw new Error(`invariant: a seal began with ${this.sealedCount} producer changes of the last one unwritten`);
-    const [held, heldCount] = [this.held, this.heldCount];
+    if (this.sealed.size !== 0) throw new Error(`invariant: a seal began with ${this.sealed.size} producer changes of the last one unwritten`);
+    const [held, sealed] = [this.held, this.sealed];
     this.sealed = held;
-    this.sealedCount = heldCount;
-    this.held = new Map();
-    this.heldCount = 0;
+    this.held = new ChangeSet(this.undoLog);
     this.undo?.push(() => {
       this.held = held;
-      this.heldCount = heldCount;
-      this.sealed = new Map();
-      this.sealedCount = 0;
+      this.sealed = sealed;
     });
   }
 
   /** Takes sealed changes a whole stream at a time, for writing to the table, until `max` or more are taken or none are left. */
   takeSealed(max: number): HeldChange[] {
     const taken: HeldChange[] = [];
-    for (const streamId of this.sealed.keys()) {
+    for (const streamId of this.sealed.streamIds()) {
       if (taken.length >= max) break;
-      taken.push(...this.takeStreamFrom('sealed', streamId));
+      taken.push(...this.sealed.takeStream(streamId));
     }
     return taken;
   }
@@ -111,8 +180,7 @@ export class HeldProducers {
   /** Takes every change, sealed first, for writing to the table (everything recent is indexed). */
   takeAll(): HeldChange[] {
     const taken: HeldChange[] = [];
-    for (const streamId of [...this.sealed.keys()]) taken.push(...this.takeStreamFrom('sealed', streamId));
-    for (const streamId of [...this.held.keys()]) taken.push(...this.takeStreamFrom('held', streamId));
+    for (const set of [this.sealed, this.held]) for (const streamId of set.streamIds()) taken.push(...set.takeStream(streamId));
     return taken;
   }
 
@@ -139,57 +207,21 @@ export class HeldProducers {
   }
 
   private change(streamId: number, producerId: string, change: ProducerChange): void {
-    let records = this.held.get(streamId);
-    if (!records) {
-      records = new Map();
-      this.held.set(streamId, records);
-    }
-    const before = records.get(producerId);
-    records.set(producerId, change);
-    if (before === undefined) this.heldCount++;
+    this.held.set(streamId, producerId, change);
     this.txnChanges.push({ streamId, producerId, change });
-    const list = records;
-    this.undo?.push(() => {
-      if (before !== undefined) return void list.set(producerId, before);
-      list.delete(producerId);
-      this.heldCount--;
-      if (list.size === 0 && this.held.get(streamId) === list) this.held.delete(streamId);
-    });
-  }
-
-  private takeStreamFrom(which: 'held' | 'sealed', streamId: number): HeldChange[] {
-    const map = which === 'held' ? this.held : this.sealed;
-    const records = map.get(streamId);
-    if (!records) return [];
-    map.delete(streamId);
-    this.count(which, -records.size);
-    this.undo?.push(() => {
-      map.set(streamId, records);
-      this.count(which, records.size);
-    });
-    return [...records].map(([producerId, change]) => ({ streamId, producerId, change }));
-  }
-
-  private count(which: 'held' | 'sealed', delta: number): void {
-    if (which === 'held') this.heldCount += delta;
-    else this.sealedCount += delta;
   }
 }
 
 /**
  * Stored form of a commit's changes: a JSON array, one entry per change in order,
- * `[streamId, producerId]` for a deletion and the record's fields after them for a new
- * value (every number an integer below 2^53, which JSON carries exactly).
+ * `[streamId, producerId]` for a deletion and `[streamId, ...producerValues(record)]` for
+ * a new value (every number an integer below 2^53, which JSON carries exactly).
  */
 export function packProducerChanges(changes: readonly HeldChange[]): string {
-  return JSON.stringify(changes.map(({ streamId, producerId, change: r }) =>
-    r === null
-      ? [streamId, producerId]
-      : [streamId, producerId, r.epoch, r.lastSeq, r.receipt.start, r.receipt.next, r.receipt.closed ? 1 : 0, r.digest, r.claim.closedEpoch, r.claim.closedSeq, r.claim.digest, r.lastSeenMs],
-  ));
+  return JSON.stringify(changes.map(({ streamId, producerId, change }) => (change === null ? [streamId, producerId] : [streamId, ...producerValues(change)])));
 }
 
-const RECORD_ENTRY_LENGTH = 12;
+const RECORD_ENTRY_LENGTH = 1 + PRODUCER_COLUMNS.length;
 
 /** The changes of one stored row; throws on a form packProducerChanges never writes (a broken invariant). */
 export function unpackProducerChanges(packed: string): HeldChange[] {
@@ -202,16 +234,6 @@ export function unpackProducerChanges(packed: string): HeldChange[] {
     const [streamId, producerId] = entry as [number, string];
     if (entry.length === 2) return { streamId, producerId, change: null };
     if (entry.length !== RECORD_ENTRY_LENGTH) throw new Error(`invariant: a stored producer record has ${entry.length} fields`);
-    const [, , epoch, lastSeq, start, next, closed, digest, closedEpoch, closedSeq, claimDigest, lastSeenMs] = entry;
-    const record: ProducerRecord = {
-      id: producerId,
-      epoch,
-      lastSeq,
-      receipt: { start, next, closed: closed === 1 },
-      digest,
-      claim: { closedEpoch, closedSeq, digest: claimDigest },
-      lastSeenMs,
-    };
-    return { streamId, producerId, change: record };
+    return { streamId, producerId, change: producerFromValues(entry.slice(1) as ProducerValues) };
   });
 }
