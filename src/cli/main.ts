@@ -2,7 +2,7 @@
 /** The `rill` command. */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
-import { createRillServer } from '../http/server.js';
+import { openRillServer } from '../http/server.js';
 import { DEFAULT_SETTINGS, type ServerSettings } from '../http/settings.js';
 import { addClientCommands } from './client-commands.js';
 
@@ -27,11 +27,27 @@ function parsePort(value: string): number {
   return n;
 }
 
+/** A database URL without its password, for logs. */
+function redactedUrl(url: string | undefined): string | null {
+  if (!url) return null;
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
 interface ServeFlags {
   host: string;
   port: number;
   data: string;
-  store: 'sqlite' | 'memory';
+  store: 'sqlite' | 'memory' | 'postgres';
+  postgresUrl?: string;
+  postgresPoolSize: number;
+  postgresStatementTimeout: number;
+  postgresConnectTimeout: number;
   streamCache: number;
   longPollTimeout: number;
   maxLongPollTimeout: number;
@@ -57,6 +73,10 @@ function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     port: flags.port,
     dataDir: flags.data,
     store: flags.store,
+    postgresUrl: flags.postgresUrl ?? null,
+    postgresPoolSize: flags.postgresPoolSize,
+    postgresStatementTimeoutMs: flags.postgresStatementTimeout,
+    postgresConnectTimeoutMs: flags.postgresConnectTimeout,
     streamCacheEntries: flags.streamCache,
     longPollTimeoutMs: flags.longPollTimeout,
     maxLongPollTimeoutMs: flags.maxLongPollTimeout,
@@ -77,7 +97,7 @@ function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
 
 async function serve(flags: ServeFlags): Promise<void> {
   const log = pino({ level: process.env.RILL_LOG_LEVEL ?? 'info' });
-  const rill = createRillServer({ settings: settingsFrom(flags), logger: log });
+  const rill = await openRillServer({ settings: settingsFrom(flags), logger: log });
   rill.store.onFatal((error) => {
     // What a failed fsync covered may or may not be on disk, and a broken invariant leaves
     // memory untrusted: only a restart, reading the disk, can tell. Exit so that a
@@ -86,7 +106,7 @@ async function serve(flags: ServeFlags): Promise<void> {
     process.exit(1);
   });
   await rill.listen();
-  log.info({ url: rill.url(), store: flags.store, data: flags.store === 'sqlite' ? flags.data : null }, `rill listening on ${rill.url()}`);
+  log.info({ url: rill.url(), store: flags.store, data: flags.store === 'sqlite' ? flags.data : null, postgres: flags.store === 'postgres' ? redactedUrl(flags.postgresUrl) : null }, `rill listening on ${rill.url()}`);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -113,7 +133,11 @@ export function buildProgram(): Command {
     .option('--host <host>', 'address to listen on', d.host)
     .option('--port <port>', 'port to listen on', parsePort, d.port)
     .option('--data <dir>', 'data directory (sqlite store)', d.dataDir)
-    .addOption(new Option('--store <engine>', 'storage engine').choices(['sqlite', 'memory']).default(d.store))
+    .addOption(new Option('--store <engine>', 'storage engine').choices(['sqlite', 'memory', 'postgres']).default(d.store))
+    .addOption(new Option('--postgres-url <url>', 'PostgreSQL database for --store postgres (postgres://user:password@host:5432/db)').env('RILL_POSTGRES_URL'))
+    .option('--postgres-pool-size <n>', 'connections each node opens to PostgreSQL', parseCount, d.postgresPoolSize)
+    .option('--postgres-statement-timeout <duration>', 'longest a PostgreSQL statement may run (the request then answers 503)', parseDurationMs, d.postgresStatementTimeoutMs)
+    .option('--postgres-connect-timeout <duration>', 'longest a request waits for a PostgreSQL connection before 503', parseDurationMs, d.postgresConnectTimeoutMs)
     .option('--stream-cache <n>', 'stream states the sqlite store keeps in memory (about 1.2 KB each)', parseCount, d.streamCacheEntries)
     .option('--long-poll-timeout <duration>', 'how long a long-poll waits for data', parseDurationMs, d.longPollTimeoutMs)
     .option('--max-long-poll-timeout <duration>', 'longest long-poll wait a client may ask for (timeout_ms)', parseDurationMs, d.maxLongPollTimeoutMs)

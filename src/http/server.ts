@@ -10,6 +10,7 @@ import { LiveHub } from '../live/hub.js';
 import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
 import { storageRefusal } from '../storage/batched.js';
 import { MemoryStore } from '../storage/memory/engine.js';
+import { PostgresStore } from '../storage/postgres/engine.js';
 import { SqliteStore } from '../storage/sqlite/engine.js';
 import type { Store } from '../storage/store.js';
 import { handleBucket, handleListStreams } from './buckets.js';
@@ -41,7 +42,27 @@ export interface CreateServerOptions {
 
 function openStore(settings: ServerSettings): Store {
   const options = { producers: settings.producers };
+  if (settings.store === 'postgres') throw new Error('the postgres store opens asynchronously: use openRillServer');
   return settings.store === 'memory' ? new MemoryStore(options) : new SqliteStore({ ...options, dataDir: settings.dataDir, streamCacheEntries: settings.streamCacheEntries });
+}
+
+/** Opens the PostgreSQL store the settings name: connects, migrates the schema, listens for other nodes' commits. */
+export function openPostgresStore(settings: ServerSettings): Promise<PostgresStore> {
+  if (!settings.postgresUrl) throw new Error('the postgres store needs --postgres-url (or RILL_POSTGRES_URL)');
+  return PostgresStore.open({
+    producers: settings.producers,
+    url: settings.postgresUrl,
+    poolSize: settings.postgresPoolSize,
+    statementTimeoutMs: settings.postgresStatementTimeoutMs,
+    connectTimeoutMs: settings.postgresConnectTimeoutMs,
+  });
+}
+
+/** createRillServer, for every store: one whose opening takes I/O (PostgreSQL) is opened first. */
+export async function openRillServer(options: CreateServerOptions = {}): Promise<RillServer> {
+  const settings: ServerSettings = { ...DEFAULT_SETTINGS, ...options.settings };
+  const store = options.store ?? (settings.store === 'postgres' ? await openPostgresStore(settings) : undefined);
+  return createRillServer({ ...options, store });
 }
 
 /** Handlers answer synchronously or with a promise; plain functions here add no promise of their own. */
@@ -229,7 +250,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const settings: ServerSettings = { ...DEFAULT_SETTINGS, ...options.settings };
   const log = options.logger ?? pino({ level: process.env.RILL_LOG_LEVEL ?? 'info' });
   const store = options.store ?? openStore(settings);
-  const hub = new LiveHub(store, settings.maxLiveConnections);
+  const hub = new LiveHub(store, settings.maxLiveConnections, settings.remoteCheckMs);
   const ctx: HandlerContext = { store, hub, settings, log, now: Date.now };
   const server = createServer(
     { maxHeaderSize: settings.maxHeaderBytes, ...timeoutOptions(settings), keepAliveTimeout: 5_000 },

@@ -1,13 +1,28 @@
 /** Server settings with their defaults. Every limit a client can reach is here. */
 import { MAX_SNAPSHOT_BYTES } from '../core/snapshot.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings } from '../core/types.js';
+import { DEFAULT_REMOTE_CHECK_MS } from '../live/remote.js';
+import { POSTGRES_DEFAULTS } from '../storage/postgres/engine.js';
 import { DEFAULT_STREAM_CACHE_ENTRIES } from '../storage/sqlite/engine.js';
 
 export interface ServerSettings {
   host: string;
   port: number;
   dataDir: string;
-  store: 'sqlite' | 'memory';
+  store: 'sqlite' | 'memory' | 'postgres';
+  /** The PostgreSQL store's database; null unless `store` is 'postgres'. */
+  postgresUrl: string | null;
+  /** Connections a node opens to PostgreSQL for batches and reads. */
+  postgresPoolSize: number;
+  /** Longest a PostgreSQL statement may run before it is cancelled (the request answers 503). */
+  postgresStatementTimeoutMs: number;
+  /** Longest a request waits for a PostgreSQL connection before it is refused with 503. */
+  postgresConnectTimeoutMs: number;
+  /**
+   * With a store shared by several nodes, how often the streams live readers wait on are
+   * checked for commits whose notification this node missed.
+   */
+  remoteCheckMs: number;
   /**
    * Stream states the SQLite engine keeps in memory (about 1.2 KB each); a write to a
    * stream outside them first reads its row.
@@ -60,6 +75,11 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   port: 4437,
   dataDir: './data',
   store: 'sqlite',
+  postgresUrl: null,
+  postgresPoolSize: POSTGRES_DEFAULTS.poolSize,
+  postgresStatementTimeoutMs: POSTGRES_DEFAULTS.statementTimeoutMs,
+  postgresConnectTimeoutMs: POSTGRES_DEFAULTS.connectTimeoutMs,
+  remoteCheckMs: DEFAULT_REMOTE_CHECK_MS,
   streamCacheEntries: DEFAULT_STREAM_CACHE_ENTRIES,
   longPollTimeoutMs: 20_000,
   maxLongPollTimeoutMs: 60_000,

@@ -6,6 +6,7 @@
 import type { StreamState } from '../core/types.js';
 import type { CommitEvent, Store } from '../storage/store.js';
 import { Latch } from './latch.js';
+import { DEFAULT_REMOTE_CHECK_MS, RemoteWatch } from './remote.js';
 import { SharedEvents } from './shared.js';
 
 export type WaitResult = 'changed' | 'timeout' | 'aborted';
@@ -45,11 +46,16 @@ export class LiveHub {
   /** Reads shared by the live readers of one stream state (see shared.ts). */
   readonly shared = new SharedEvents();
 
+  /** Commits on other nodes, when the store is shared by several. */
+  private readonly remoteWatch: RemoteWatch | null;
+
   constructor(
     private readonly store: Store,
     readonly maxConnections: number,
+    remoteCheckMs = DEFAULT_REMOTE_CHECK_MS,
   ) {
     this.unsubscribe = store.onCommit((events) => this.wake(events));
+    this.remoteWatch = store.remote ? new RemoteWatch(store.remote, this, remoteCheckMs) : null;
   }
 
   get liveConnections(): number {
@@ -69,17 +75,29 @@ export class LiveHub {
   }
 
   private wake(events: CommitEvent[]): void {
-    for (const event of events) {
-      this.shared.drop(event.name);
-      const set = this.waiters.get(event.name);
-      if (!set) continue;
-      let followed = false;
-      for (const [finish, follower] of [...set]) {
-        if (follower) followed = true;
-        else finish('changed');
-      }
-      if (followed) this.handOver(event.name);
+    for (const event of events) this.wakeStream(event.name);
+  }
+
+  /** Streams changed by a commit this node did not see: another node's (see remote.ts). */
+  wakeNames(names: Iterable<string>): void {
+    for (const name of names) this.wakeStream(name);
+  }
+
+  /** The streams live readers wait on now. */
+  watchedNames(): string[] {
+    return [...this.waiters.keys()];
+  }
+
+  private wakeStream(name: string): void {
+    this.shared.drop(name);
+    const set = this.waiters.get(name);
+    if (!set) return;
+    let followed = false;
+    for (const [finish, follower] of [...set]) {
+      if (follower) followed = true;
+      else finish('changed');
     }
+    if (followed) this.handOver(name);
   }
 
   /** Hands a commit to the stream's followers, one hand-over at a time so that none takes changes out of order. */
@@ -177,6 +195,7 @@ export class LiveHub {
   close(): void {
     this.drain();
     this.unsubscribe();
+    this.remoteWatch?.close();
   }
 }
 

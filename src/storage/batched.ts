@@ -8,11 +8,12 @@ import { touched } from '../core/stream.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings, type StreamState } from '../core/types.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { Executor, type Txn } from './executor.js';
-import type { BucketInfo, CommandName, CommitEvent, Store, StoreCommands, StoreOptions, StreamListing } from './store.js';
+import { MissingState } from './missing.js';
+import type { BucketInfo, Command, CommandName, CommitEvent, Store, StoreCommands, StoreOptions, StreamListing } from './store.js';
 
 interface Pending {
   kind: CommandName;
-  input: unknown;
+  input: never;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -64,6 +65,25 @@ export class DurabilityLostError extends Error {
   }
 }
 
+/**
+ * The connection to a networked database was lost while its COMMIT was under way: the
+ * batch may or may not have applied. Its commands are told so (retry unchanged), and the
+ * store goes on, since the database, not this process, holds the truth.
+ */
+export class CommitOutcomeUnknownError extends Error {
+  constructor(override readonly cause: unknown) {
+    super(`commit outcome unknown: ${cause instanceof Error ? cause.message : String(cause)}`);
+  }
+}
+
+/** A read could not reach the storage (a networked database that is down or restarting). */
+export class ReadUnavailableError extends Error {
+  readonly protocol = protocolError('STORAGE_UNAVAILABLE', 'storage is unavailable; retry later', { retryAfterSeconds: 1 });
+  constructor(override readonly cause: unknown) {
+    super(`storage unavailable for a read: ${cause instanceof Error ? cause.message : String(cause)}`);
+  }
+}
+
 /** Thrown to a command whose own step failed on an invariant; the rest of the batch commits. */
 export class CommandFailedError extends Error {
   readonly protocol = protocolError('INTERNAL', 'the server failed to process the request');
@@ -78,7 +98,8 @@ export function storageRefusal(error: unknown): ProtocolError | null {
     error instanceof StorageUnavailableError ||
     error instanceof CommandFailedError ||
     error instanceof DurabilityLostError ||
-    error instanceof ReadNotSettledError;
+    error instanceof ReadNotSettledError ||
+    error instanceof ReadUnavailableError;
   return typed ? error.protocol : null;
 }
 
@@ -109,6 +130,15 @@ export abstract class BatchedStore implements Store {
 
   /** Runs `body` in one transaction and makes it durable, or throws having applied nothing. */
   protected abstract transact(body: (txn: Txn) => void): void;
+
+  /**
+   * Engines over a networked database run a batch in an asynchronous transaction
+   * instead: their Txn may stop a step with MissingState until it has loaded what the
+   * step asked for. Given the batch's commands and the streams whose TTL reads renewed,
+   * so that the engine can load what they name in a few round trips first. Resolves once committed and durable, or throws having
+   * applied nothing.
+   */
+  protected transactAsync?: (commands: readonly Command[], streamIds: Iterable<number>, body: (txn: Txn) => Promise<void>) => Promise<void>;
 
   /**
    * Calls `done` once everything committed so far is durable, or with the error that
@@ -149,13 +179,13 @@ export abstract class BatchedStore implements Store {
   abstract chunkAt(stream: StreamState, position: number): Promise<{ start: number; data: Buffer } | null>;
   abstract getBucket(id: string): Promise<BucketInfo | undefined>;
   abstract listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing>;
-  protected abstract closeEngine(): void;
+  protected abstract closeEngine(): void | Promise<void>;
 
   run<K extends CommandName>(kind: K, input: StoreCommands[K]['input']): Promise<StoreCommands[K]['output']> {
     if (this.fatal !== undefined) return Promise.reject(new StorageUnavailableError(this.fatal));
     if (this.closed) return Promise.reject(new StorageUnavailableError(new Error('store is closed')));
     return new Promise((resolve, reject) => {
-      this.queue.push({ kind, input, resolve: resolve as (v: unknown) => void, reject });
+      this.queue.push({ kind, input: input as never, resolve: resolve as (v: unknown) => void, reject });
       this.schedule();
     });
   }
@@ -195,7 +225,7 @@ export abstract class BatchedStore implements Store {
     while (this.queue.length > 0);
     this.closed = true;
     if (this.settling > 0) await new Promise<void>((resolve) => this.settled.push(resolve));
-    this.closeEngine();
+    await this.closeEngine();
   }
 
   private schedule(): void {
@@ -216,39 +246,107 @@ export abstract class BatchedStore implements Store {
     // stored and core decides whether each renewal applies.
     const touches = new Map(this.pendingTouches);
     this.pendingTouches.clear();
-    const failed = new Map<Pending, CommandFailedError>();
-    let committed: { outcomes: Map<Pending, unknown>; events: CommitEvent[] } | null = null;
-    // A command that throws (a broken invariant) aborts the transaction; the batch then
-    // runs again without it, so one bad command never fails the others.
-    while (committed === null) {
+    const work: BatchWork = { batch, touches, failed: new Map(), outcomes: new Map(), events: [], next: 0 };
+    this.settling++;
+    if (this.transactAsync) void this.commitAsync(work);
+    else this.commitSync(work);
+  }
+
+  // A command that throws (a broken invariant) aborts the transaction; the batch then
+  // runs again without it, so one bad command never fails the others.
+  private commitSync(work: BatchWork): void {
+    for (;;) {
       try {
-        committed = this.runBatch(batch, failed, touches);
+        this.transact((txn) => {
+          const executor = this.startBatch(txn, work);
+          if (this.runSteps(txn, executor, work, false)) throw new Error('invariant: a synchronous engine must not miss state');
+          work.events = [...executor.events.values()];
+        });
+        break;
       } catch (error) {
-        if (error instanceof CommandFault) {
-          failed.set(error.op, new CommandFailedError(error.cause));
-          continue;
-        }
-        for (const [id, at] of touches) this.touchAt(id, at);
-        const refusal = new StorageUnavailableError(error);
-        for (const op of batch) op.reject(failed.get(op) ?? refusal);
-        return;
+        if (!this.dropFaulty(work, error)) return this.refuse(work, error);
       }
     }
-    this.settling++;
-    const done = committed;
-    this.whenDurable((error) => this.settle(batch, failed, done, error));
+    this.whenDurable((error) => this.settle(work, error));
+  }
+
+  /** As commitSync, for engines whose transaction may stop to load state (MissingState). */
+  private async commitAsync(work: BatchWork): Promise<void> {
+    for (;;) {
+      try {
+        await this.transactAsync!(work.batch, work.touches.keys(), async (txn) => {
+          const executor = this.startBatch(txn, work);
+          for (let missing = this.runSteps(txn, executor, work, false); missing; missing = this.runSteps(txn, executor, work, true)) await missing.load();
+          work.events = [...executor.events.values()];
+        });
+        break;
+      } catch (error) {
+        if (!this.dropFaulty(work, error)) return this.refuse(work, error);
+      }
+    }
+    this.whenDurable((error) => this.settle(work, error));
+  }
+
+  private startBatch(txn: Txn, work: BatchWork): Executor {
+    work.next = 0;
+    work.outcomes.clear();
+    return new Executor(txn, this.settings, this.now());
+  }
+
+  /**
+   * Runs the batch's steps from `work.next` on: step 0 stores the reads' TTL renewals,
+   * step i + 1 runs command i. Answers the state a step must load before it can go on
+   * (its changes so far undone; it runs again from its start), or null once all ran.
+   */
+  private runSteps(txn: Txn, executor: Executor, work: BatchWork, resumed: boolean): MissingState | null {
+    for (; work.next <= work.batch.length; work.next++, resumed = false) {
+      const op = work.next === 0 ? null : work.batch[work.next - 1]!;
+      if (op && work.failed.has(op)) continue;
+      if (!resumed) txn.beginStep?.();
+      try {
+        if (op) work.outcomes.set(op, executor.run(op.kind, op.input as never));
+        else executor.storeTouches(work.touches);
+      } catch (cause) {
+        if (cause instanceof MissingState) {
+          txn.rewindStep?.();
+          return cause;
+        }
+        if (cause instanceof StorageFailure || this.isStorageFault(cause) || !op) throw new StorageFailure(cause);
+        throw new CommandFault(op, cause);
+      }
+    }
+    return null;
+  }
+
+  /** True when `error` is one command's own fault: the batch then runs again without it. */
+  private dropFaulty(work: BatchWork, error: unknown): boolean {
+    if (!(error instanceof CommandFault)) return false;
+    work.failed.set(error.op, new CommandFailedError(error.cause));
+    return true;
+  }
+
+  /** The batch could not commit: none of it applied, and the reads' renewals wait for the next. */
+  private refuse(work: BatchWork, error: unknown): void {
+    for (const [id, at] of work.touches) this.touchAt(id, at);
+    const refusal = error instanceof CommitOutcomeUnknownError ? new DurabilityLostError(error.cause) : new StorageUnavailableError(error);
+    for (const op of work.batch) op.reject(work.failed.get(op) ?? refusal);
+    this.batchEnded();
   }
 
   /** Answers a committed batch once it is durable; only then do readers hear of it. */
-  private settle(batch: Pending[], failed: Map<Pending, unknown>, committed: { outcomes: Map<Pending, unknown>; events: CommitEvent[] }, error?: unknown): void {
+  private settle(work: BatchWork, error?: unknown): void {
     if (error !== undefined) this.failFatally(error);
-    for (const op of batch) {
-      const failure = failed.get(op);
+    for (const op of work.batch) {
+      const failure = work.failed.get(op);
       if (failure) op.reject(failure);
       else if (error !== undefined) op.reject(new DurabilityLostError(error));
-      else op.resolve(committed.outcomes.get(op));
+      else op.resolve(work.outcomes.get(op));
     }
-    if (error === undefined && committed.events.length > 0) for (const listener of this.listeners) listener(committed.events);
+    if (error === undefined && work.events.length > 0) for (const listener of this.listeners) listener(work.events);
+    this.batchEnded();
+  }
+
+  private batchEnded(): void {
     if (--this.settling === 0) for (const resolve of this.settled.splice(0)) resolve();
   }
 
@@ -258,27 +356,18 @@ export abstract class BatchedStore implements Store {
     this.fatal = error;
     for (const listener of this.fatalListeners) listener(error);
   }
+}
 
-  private runBatch(batch: Pending[], failed: Map<Pending, unknown>, touches: Map<number, number>) {
-    const outcomes = new Map<Pending, unknown>();
-    let events: CommitEvent[] = [];
-    this.transact((txn) => {
-      outcomes.clear();
-      const executor = new Executor(txn, this.settings, this.now());
-      executor.storeTouches(touches);
-      for (const op of batch) {
-        if (failed.has(op)) continue;
-        try {
-          outcomes.set(op, executor.run(op.kind, op.input as never));
-        } catch (cause) {
-          if (cause instanceof StorageFailure || this.isStorageFault(cause)) throw new StorageFailure(cause);
-          throw new CommandFault(op, cause);
-        }
-      }
-      events = [...executor.events.values()];
-    });
-    return { outcomes, events };
-  }
+/** One batch of commands on its way through a transaction. */
+interface BatchWork {
+  batch: Pending[];
+  touches: Map<number, number>;
+  /** Commands whose own step failed, left out when the batch runs again. */
+  failed: Map<Pending, unknown>;
+  outcomes: Map<Pending, unknown>;
+  events: CommitEvent[];
+  /** The step runSteps runs next. */
+  next: number;
 }
 
 /** A command's own step threw inside the batch transaction. */

@@ -51,6 +51,13 @@ export interface Txn {
   trimBefore(stream: StreamState, position: number): void;
   /** The lowest earliest offset among every stream forked, directly or not, from this one. */
   descendantsEarliest(streamId: number): number | null;
+
+  /**
+   * For engines whose reads may throw MissingState (missing.ts): a step (one command, or
+   * the reads' TTL renewals) begins, and `rewindStep` undoes its changes so far.
+   */
+  beginStep?(): void;
+  rewindStep?(): void;
 }
 
 export function newIncarnation(): string {

@@ -47,6 +47,21 @@ export interface StreamListing {
   nextAfter: string | null;
 }
 
+/**
+ * What an engine shared by many nodes tells the live layer about commits made on other
+ * nodes. Hints may be lost; the versions are the truth to check them against.
+ */
+export interface RemoteCommits {
+  /**
+   * Calls `listener` with the names of streams another node committed changes to, or with
+   * null when hints may have been missed (the hint channel reconnected): then every
+   * stream a reader waits on must be looked at again.
+   */
+  onHint(listener: (names: string[] | null) => void): () => void;
+  /** A token per stored stream among `names`, changed by every commit that changes what its readers see. */
+  versions(names: string[]): Promise<Map<string, string>>;
+}
+
 export interface StoreOptions {
   producers: ProducerSettings;
   /** Clock, injectable so tests can move time. */
@@ -78,6 +93,8 @@ export interface Store {
   touch(stream: StreamState, nowMs: number): void;
 
   onCommit(listener: (events: CommitEvent[]) => void): () => void;
+  /** Present when other nodes write the same streams (see RemoteCommits). */
+  readonly remote?: RemoteCommits;
   /**
    * The store cannot go on (an fsync failed, or an invariant broke after a commit); only a
    * restart, reading the disk, can tell what survived.

@@ -7,7 +7,6 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { BucketState } from '../../core/bucket.js';
-import { expiryMs } from '../../core/stream.js';
 import type { StreamState } from '../../core/types.js';
 import { BatchedStore, ReadNotSettledError, StorageUnavailableError } from '../batched.js';
 import type { Txn } from '../executor.js';
@@ -16,12 +15,14 @@ import { appendAt, appendsOfRow, rowFrom, type StoredChunkRow } from './chunk-ro
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
 import { ProducerCache } from './producer-cache.js';
-import { HeldProducers, PRODUCER_COLUMNS, producerFromValues, producerValues, unpackProducerChanges, type HeldChange, type ProducerValues } from './held-producers.js';
+import { HeldProducers, unpackProducerChanges, type HeldChange } from './held-producers.js';
+import { PRODUCER_COLUMNS, producerFromValues, producerValues, type ProducerValues } from '../producer-columns.js';
 import { WalDurability, type Fdatasync } from './durability.js';
 import { ChunkInserter, packAppends, pointIntoPacked, recoverRecentBatches, type PackedAppend } from './recent-batches.js';
 import { RecentChunks, type RecentChunk, type SealMarks } from './recent.js';
 import { lockDataDir } from './dir-lock.js';
 import { migrate } from './schema.js';
+import { rowToStream, STREAM_VALUE_COLUMNS, streamColumnValues, TAIL_COLUMN, type StreamRow } from '../stream-columns.js';
 
 /** When recent appends (recent.ts) are indexed, and how many at a time. */
 export interface RecentIndexing {
@@ -86,127 +87,6 @@ const STORAGE_FAULT_CODES = ['SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_NOMEM', 'SQL
 function isStorageFault(error: unknown): boolean {
   if (!(error instanceof Database.SqliteError)) return false;
   return STORAGE_FAULT_CODES.some((code) => error.code === code || error.code.startsWith(`${code}_`));
-}
-
-interface StreamRow {
-  id: number;
-  name: string;
-  bucket: string | null;
-  incarnation: string;
-  content_type: string;
-  ttl_s: number | null;
-  expires_at_ms: number | null;
-  created_at_ms: number;
-  last_access_ms: number;
-  tail: number;
-  closed: number;
-  last_stream_seq: string | null;
-  epoch_floor: number | null;
-  fork_source_id: number | null;
-  fork_offset: number | null;
-  fork_sub_offset: number | null;
-  earliest_offset: number;
-  deleted: number;
-  fork_refs: number;
-  attrs: string | null;
-  snapshot_offset: number | null;
-  snapshot_content_type: string | null;
-  snapshot_digest: string | null;
-}
-
-function rowToStream(row: StreamRow): StreamState {
-  return {
-    id: row.id,
-    name: row.name,
-    bucket: row.bucket,
-    incarnation: row.incarnation,
-    config: { contentType: row.content_type, ttlSeconds: row.ttl_s, expiresAtMs: row.expires_at_ms },
-    createdAtMs: row.created_at_ms,
-    lastAccessMs: row.last_access_ms,
-    tail: row.tail,
-    closed: row.closed === 1,
-    lastStreamSeq: row.last_stream_seq,
-    epochFloor: row.epoch_floor,
-    fork:
-      row.fork_source_id === null
-        ? null
-        : { sourceId: row.fork_source_id, offset: row.fork_offset!, subOffset: row.fork_sub_offset ?? 0 },
-    earliestOffset: row.earliest_offset,
-    deleted: row.deleted === 1,
-    forkRefs: row.fork_refs,
-    attrs: row.attrs,
-    snapshot:
-      row.snapshot_offset === null
-        ? null
-        : { offset: row.snapshot_offset, contentType: row.snapshot_content_type!, digest: row.snapshot_digest! },
-  };
-}
-
-/** Each stored column of a stream (except `id`), in the order streamColumnValues gives them. */
-const STREAM_VALUE_COLUMNS = [
-  'name',
-  'bucket',
-  'incarnation',
-  'content_type',
-  'ttl_s',
-  'expires_at_ms',
-  'created_at_ms',
-  'last_access_ms',
-  'expiry_ms',
-  'tail',
-  'closed',
-  'last_stream_seq',
-  'epoch_floor',
-  'fork_source_id',
-  'fork_offset',
-  'fork_sub_offset',
-  'earliest_offset',
-  'deleted',
-  'fork_refs',
-  'attrs',
-  'snapshot_offset',
-  'snapshot_content_type',
-  'snapshot_digest',
-] as const;
-
-/** One value per entry of a tuple: mapped over a type parameter, so that a tuple stays one. */
-type ValuesOf<T extends readonly unknown[]> = { -readonly [K in keyof T]: unknown };
-/** One value per column of STREAM_VALUE_COLUMNS: a list of another length fails to compile. */
-type StreamColumnValues = ValuesOf<typeof STREAM_VALUE_COLUMNS>;
-
-const TAIL_COLUMN = STREAM_VALUE_COLUMNS.indexOf('tail');
-
-/**
- * A state's stored values, in STREAM_VALUE_COLUMNS' order. One function reading fields
- * directly, not a closure per column: updateStream runs it twice per append, and the 46
- * closure calls it replaced were 4,000 instructions of an append under callgrind.
- */
-function streamColumnValues(s: StreamState): StreamColumnValues {
-  return [
-    s.name,
-    s.bucket,
-    s.incarnation,
-    s.config.contentType,
-    s.config.ttlSeconds,
-    s.config.expiresAtMs,
-    s.createdAtMs,
-    s.lastAccessMs,
-    expiryMs(s),
-    s.tail,
-    s.closed ? 1 : 0,
-    s.lastStreamSeq,
-    s.epochFloor,
-    s.fork?.sourceId ?? null,
-    s.fork?.offset ?? null,
-    s.fork?.subOffset ?? null,
-    s.earliestOffset,
-    s.deleted ? 1 : 0,
-    s.forkRefs,
-    s.attrs,
-    s.snapshot?.offset ?? null,
-    s.snapshot?.contentType ?? null,
-    s.snapshot?.digest ?? null,
-  ];
 }
 
 function streamParams(s: StreamState): Record<string, unknown> {

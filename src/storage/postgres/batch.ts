@@ -1,0 +1,404 @@
+/**
+ * The PostgreSQL engine's Txn: one batch's view of the database inside its transaction.
+ *
+ * Every answer comes from rows loaded in this transaction (streams under a row lock, so
+ * another node's batch on the same stream waits for this one to commit) and from the
+ * batch's own changes, which are kept here and sent in bulk. A question about rows not
+ * loaded stops the step with MissingState (missing.ts): point lookups load one row;
+ * questions over many rows (counts, producer summaries, expired streams, fork
+ * descendants) first send the changes of the steps already run, then ask PostgreSQL, so
+ * that their answer includes them. The step under way is undone and runs again.
+ */
+import type { BucketState } from '../../core/bucket.js';
+import type { ChunkView } from '../../core/create.js';
+import type { ProducerRecord, ProducerView, StreamState } from '../../core/types.js';
+import { chunkFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
+import type { Txn } from '../executor.js';
+import { MissingState } from '../missing.js';
+import { producerFromValues, type ProducerValues } from '../producer-columns.js';
+import type { Command } from '../store.js';
+import { rowToStream, type StreamRow } from '../stream-columns.js';
+import { ChunkWindows, type Queryable } from './chunks.js';
+import { PendingWrites, UndoLog, writeOut } from './writes.js';
+
+type Summary = NonNullable<ProducerView['others']>;
+
+/** Stream ids taken from the sequence at a time. */
+const ID_BLOCK = 16;
+
+const PRODUCER_SELECT = `SELECT p.stream_id, p.producer_id, p.epoch, p.last_seq, p.receipt_start, p.receipt_next, p.receipt_closed,
+  p.digest, p.claim_closed_epoch, p.claim_closed_seq, p.claim_digest, p.last_seen_ms`;
+
+function producerOf(row: Record<string, unknown>): ProducerRecord {
+  const values = [
+    row.producer_id,
+    row.epoch,
+    row.last_seq,
+    row.receipt_start,
+    row.receipt_next,
+    row.receipt_closed,
+    row.digest,
+    row.claim_closed_epoch,
+    row.claim_closed_seq,
+    row.claim_digest,
+    row.last_seen_ms,
+  ] as ProducerValues;
+  return producerFromValues(values);
+}
+
+export class PgBatch implements Txn {
+  private readonly byName = new Map<string, StreamState | null>();
+  private readonly byId = new Map<number, StreamState | null>();
+  private readonly buckets = new Map<string, BucketState | null>();
+  /** Producer records by stream, then id; null when known absent. */
+  private readonly producers = new Map<number, Map<string, ProducerRecord | null>>();
+  /** Producers seen at or before this time were forgotten by this batch, by stream. */
+  private readonly forgotten = new Map<number, number>();
+  private readonly windows: ChunkWindows;
+  /** Appends of this batch, by stream, in position order. */
+  private readonly batchChunks = new Map<number, StoredChunk[]>();
+  /** Trims of this batch, by stream. */
+  private readonly trims = new Map<number, number>();
+  /** Answers over many rows, valid until the next step begins. */
+  private derived = new Map<string, unknown>();
+  private readonly freeIds: number[] = [];
+  private readonly undo = new UndoLog();
+  private writes = new PendingWrites();
+  /** Streams this batch wrote, for the commit notification. */
+  readonly touched = new Set<string>();
+  /** Round trips made, for the bench. */
+  roundTrips = 0;
+
+  constructor(private readonly db: Queryable) {
+    this.windows = new ChunkWindows(this.counted());
+  }
+
+  /** The database, counting round trips. */
+  private counted(): Queryable {
+    return {
+      query: (text, values) => {
+        this.roundTrips++;
+        return this.db.query(text, values);
+      },
+    };
+  }
+
+  /** Loads, in a few round trips, the streams, producers and buckets the commands name. */
+  async preload(commands: readonly Command[], streamIds: Iterable<number>): Promise<void> {
+    const names = new Set<string>();
+    const producerKeys: Array<[string, string]> = [];
+    const buckets = new Set<string>();
+    for (const c of commands) {
+      if (c.kind === 'createBucket' || c.kind === 'deleteBucket') buckets.add(c.input.id);
+      else if (c.kind === 'createStream') {
+        names.add(c.input.name);
+        if (c.input.fork) names.add(c.input.fork.sourceName);
+        if (c.input.bucket !== null) buckets.add(c.input.bucket);
+      } else if (c.kind === 'append') {
+        names.add(c.input.name);
+        if (c.input.request.producer) producerKeys.push([c.input.name, c.input.request.producer.id]);
+      } else if (c.kind !== 'expireStreams') names.add(c.input.name);
+    }
+    await this.loadStreams([...names], [...streamIds]);
+    if (producerKeys.length > 0) await this.loadProducers(producerKeys);
+    if (buckets.size > 0) await this.loadBuckets([...buckets]);
+  }
+
+  // ---- reads -------------------------------------------------------------------------
+
+  getStream(name: string): StreamState | undefined {
+    const known = this.byName.get(name);
+    if (known !== undefined) return known ?? undefined;
+    throw this.missing(false, () => this.loadStreams([name], []));
+  }
+
+  getStreamById(id: number): StreamState | undefined {
+    const known = this.byId.get(id);
+    if (known !== undefined) return known ?? undefined;
+    throw this.missing(false, () => this.loadStreams([], [id]));
+  }
+
+  getBucket(id: string): BucketState | undefined {
+    const known = this.buckets.get(id);
+    if (known !== undefined) return known ?? undefined;
+    throw this.missing(false, () => this.loadBuckets([id]));
+  }
+
+  countBucketRows(bucket: string): number {
+    return this.ask(`count ${bucket}`, async () => {
+      const { rows } = await this.query<{ n: number }>('SELECT count(*)::bigint AS n FROM streams WHERE bucket = $1', [bucket]);
+      return rows[0]!.n;
+    });
+  }
+
+  expiredBucketStreams(bucket: string, nowMs: number): StreamState[] {
+    return this.ask(`expired ${bucket} ${nowMs}`, () =>
+      this.lockedStreams('SELECT * FROM streams WHERE bucket = $1 AND deleted = 0 AND expiry_ms <= $2 ORDER BY name FOR UPDATE', [bucket, nowMs]),
+    );
+  }
+
+  expiredStreams(nowMs: number, limit: number): StreamState[] {
+    // Every node sweeps: rows another node is collecting are left to it.
+    return this.ask(`expired ${nowMs} ${limit}`, () =>
+      this.lockedStreams('SELECT * FROM streams WHERE deleted = 0 AND expiry_ms <= $1 ORDER BY expiry_ms LIMIT $2 FOR UPDATE SKIP LOCKED', [nowMs, limit]),
+    );
+  }
+
+  descendantsEarliest(streamId: number): number | null {
+    return this.ask(`descendants ${streamId}`, async () => {
+      const { rows } = await this.query<{ e: number | null }>(
+        `WITH RECURSIVE d(id, earliest) AS (
+           SELECT id, earliest_offset FROM streams WHERE fork_source_id = $1
+           UNION ALL SELECT s.id, s.earliest_offset FROM streams s JOIN d ON s.fork_source_id = d.id)
+         SELECT min(earliest) AS e FROM d`,
+        [streamId],
+      );
+      return rows[0]!.e;
+    });
+  }
+
+  getProducer(streamId: number, producerId: string): ProducerRecord | undefined {
+    const known = this.producers.get(streamId)?.get(producerId);
+    if (known !== undefined) return known ?? undefined;
+    throw this.missing(false, async () => {
+      const { rows } = await this.query<Record<string, unknown>>(`${PRODUCER_SELECT} FROM producers p WHERE p.stream_id = $1 AND p.producer_id = $2`, [streamId, producerId]);
+      this.rememberProducer(streamId, producerId, rows[0] ? producerOf(rows[0]) : null);
+    });
+  }
+
+  producerSummary(streamId: number, cutoffMs: number, excludeId: string): Summary {
+    return this.ask(`producers ${streamId} ${cutoffMs} ${excludeId}`, async () => {
+      // The order of compareEvictionOrder (core/producer.ts): "C" collation compares UTF-8 bytes.
+      const { rows } = await this.query<{ live: number; expired_max: number | null; lru_id: string | null; lru_epoch: number | null; lru_seen: number | null }>(
+        `SELECT (SELECT count(*)::bigint FROM producers WHERE stream_id = $1 AND last_seen_ms > $2 AND producer_id <> $3) AS live,
+                (SELECT max(epoch) FROM producers WHERE stream_id = $1 AND last_seen_ms <= $2) AS expired_max,
+                l.producer_id AS lru_id, l.epoch AS lru_epoch, l.last_seen_ms AS lru_seen
+         FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT producer_id, epoch, last_seen_ms FROM producers
+           WHERE stream_id = $1 AND last_seen_ms > $2 AND producer_id <> $3 ORDER BY last_seen_ms, producer_id LIMIT 1) l ON true`,
+        [streamId, cutoffMs, excludeId],
+      );
+      const r = rows[0]!;
+      return {
+        liveCount: r.live,
+        expiredMaxEpoch: r.expired_max,
+        leastRecentLive: r.lru_id === null ? null : { id: r.lru_id, epoch: r.lru_epoch!, lastSeenMs: r.lru_seen! },
+      };
+    });
+  }
+
+  chunkAt(stream: StreamState, position: number): ChunkView | null {
+    return chunkFromChain(this.chunkSource, stream, position);
+  }
+
+  nextStreamId(): number {
+    const id = this.freeIds.pop();
+    if (id !== undefined) return id;
+    // Ids are never reused: one taken by a step that is undone is simply skipped.
+    throw this.missing(false, async () => {
+      const { rows } = await this.query<{ id: number }>(`SELECT nextval('rill_stream_ids') AS id FROM generate_series(1, ${ID_BLOCK})`);
+      this.freeIds.push(...rows.map((r) => r.id).reverse());
+    });
+  }
+
+  // ---- writes ------------------------------------------------------------------------
+
+  putBucket(bucket: BucketState): void {
+    this.undo.set(this.buckets, bucket.id, bucket);
+    this.undo.set(this.writes.buckets, bucket.id, bucket);
+  }
+
+  dropBucket(id: string): void {
+    this.undo.set(this.buckets, id, null);
+    this.undo.set(this.writes.buckets, id, null);
+  }
+
+  insertStream(stream: StreamState): void {
+    this.putStream(stream);
+  }
+
+  updateStream(stream: StreamState): void {
+    this.putStream(stream);
+  }
+
+  dropStream(stream: StreamState): void {
+    if (this.byName.get(stream.name)?.id === stream.id) this.undo.set(this.byName, stream.name, null);
+    this.undo.set(this.byId, stream.id, null);
+    this.undo.set(this.writes.streams, stream.id, null);
+    this.undo.set(this.batchChunks, stream.id, []);
+    this.markTouched(stream.name);
+  }
+
+  appendChunk(streamId: number, start: number, data: Buffer): void {
+    let mine = this.batchChunks.get(streamId);
+    if (!mine) {
+      mine = [];
+      this.undo.set(this.batchChunks, streamId, mine);
+    }
+    this.undo.push(mine, { start, data });
+    this.undo.push(this.writes.chunks, { streamId, start, data });
+  }
+
+  putProducer(streamId: number, record: ProducerRecord): void {
+    this.setProducer(streamId, record.id, record);
+  }
+
+  deleteProducers(streamId: number, ids: string[]): void {
+    for (const id of ids) this.setProducer(streamId, id, null);
+  }
+
+  forgetProducers(streamId: number, seenAtOrBeforeMs: number): void {
+    const cutoff = Math.max(seenAtOrBeforeMs, this.forgotten.get(streamId) ?? -Infinity);
+    this.undo.set(this.forgotten, streamId, cutoff);
+    this.undo.set(this.writes.forgets, streamId, cutoff);
+    const known = this.producers.get(streamId);
+    for (const [id, record] of known ?? []) if (record && record.lastSeenMs <= cutoff) this.undo.set(known!, id, null);
+  }
+
+  putSnapshotBody(streamId: number, body: Buffer): void {
+    this.undo.set(this.writes.snapshots, streamId, body);
+  }
+
+  trimBefore(stream: StreamState, position: number): void {
+    const at = Math.max(position, this.trims.get(stream.id) ?? 0);
+    this.undo.set(this.trims, stream.id, at);
+    this.undo.set(this.writes.trims, stream.id, at);
+  }
+
+  beginStep(): void {
+    this.undo.clear();
+    this.derived = new Map();
+  }
+
+  rewindStep(): void {
+    this.undo.rewind();
+  }
+
+  /** Sends what the batch changed and has not sent yet. */
+  async flush(): Promise<void> {
+    if (this.writes.empty) return;
+    const writes = this.writes;
+    this.writes = new PendingWrites();
+    await writeOut(this.counted(), writes);
+  }
+
+  // ---- helpers -----------------------------------------------------------------------
+
+  private query<R extends object>(text: string, values?: unknown[]) {
+    this.roundTrips++;
+    return this.db.query<R>(text, values);
+  }
+
+  private missing(flushFirst: boolean, load: () => Promise<void>): MissingState {
+    return new MissingState(async () => {
+      if (flushFirst) await this.flush();
+      await load();
+    });
+  }
+
+  /** A question over many rows: asked of PostgreSQL after the changes so far are sent. */
+  private ask<T>(key: string, load: () => Promise<T>): T {
+    if (this.derived.has(key)) return this.derived.get(key) as T;
+    throw this.missing(true, async () => {
+      this.derived.set(key, await load());
+    });
+  }
+
+  private putStream(stream: StreamState): void {
+    this.undo.set(this.byName, stream.name, stream);
+    this.undo.set(this.byId, stream.id, stream);
+    this.undo.set(this.writes.streams, stream.id, stream);
+    this.markTouched(stream.name);
+  }
+
+  private markTouched(name: string): void {
+    if (this.touched.has(name)) return;
+    this.touched.add(name);
+    this.undo.onRewind(() => this.touched.delete(name));
+  }
+
+  private setProducer(streamId: number, producerId: string, record: ProducerRecord | null): void {
+    let known = this.producers.get(streamId);
+    if (!known) this.producers.set(streamId, (known = new Map()));
+    this.undo.set(known, producerId, record);
+    this.undo.set(this.writes.producers, `${streamId}/${producerId}`, { streamId, producerId, record });
+  }
+
+  /** A record loaded from the table, unless this batch forgot it meanwhile. */
+  private rememberProducer(streamId: number, producerId: string, record: ProducerRecord | null): void {
+    let known = this.producers.get(streamId);
+    if (!known) this.producers.set(streamId, (known = new Map()));
+    const forgotten = record !== null && record.lastSeenMs <= (this.forgotten.get(streamId) ?? -Infinity);
+    known.set(producerId, forgotten ? null : record);
+  }
+
+  /** Loaded rows become known unless this batch changed them (its changes are newer). */
+  private rememberStream(stream: StreamState): void {
+    if (this.writes.streams.has(stream.id)) return;
+    this.byId.set(stream.id, stream);
+    this.byName.set(stream.name, stream);
+  }
+
+  private async loadStreams(names: string[], ids: number[]): Promise<void> {
+    if (names.length === 0 && ids.length === 0) return;
+    // Locked in name order, the same in every node, so two batches never wait on each other in a cycle.
+    const { rows } = await this.query<StreamRow>('SELECT * FROM streams WHERE name = ANY($1::text[]) OR id = ANY($2::bigint[]) ORDER BY name FOR UPDATE', [names, ids]);
+    for (const name of names) if (!this.byName.has(name)) this.byName.set(name, null);
+    for (const id of ids) if (!this.byId.has(id)) this.byId.set(id, null);
+    for (const row of rows) this.rememberStream(rowToStream(row));
+  }
+
+  private async lockedStreams(sql: string, values: unknown[]): Promise<StreamState[]> {
+    const { rows } = await this.query<StreamRow>(sql, values);
+    const streams = rows.map(rowToStream);
+    for (const stream of streams) this.rememberStream(stream);
+    return streams;
+  }
+
+  private async loadProducers(keys: Array<[string, string]>): Promise<void> {
+    const { rows } = await this.query<Record<string, unknown>>(
+      `${PRODUCER_SELECT} FROM unnest($1::text[], $2::text[]) k(name, pid) JOIN streams s ON s.name = k.name
+       JOIN producers p ON p.stream_id = s.id AND p.producer_id = k.pid`,
+      [keys.map((k) => k[0]), keys.map((k) => k[1])],
+    );
+    const found = new Set<string>();
+    for (const row of rows) {
+      this.rememberProducer(row.stream_id as number, row.producer_id as string, producerOf(row));
+      found.add(`${row.stream_id}/${row.producer_id}`);
+    }
+    for (const [name, pid] of keys) {
+      const stream = this.byName.get(name);
+      if (stream && !found.has(`${stream.id}/${pid}`)) this.rememberProducer(stream.id, pid, null);
+    }
+  }
+
+  private async loadBuckets(ids: string[]): Promise<void> {
+    // Locked: a bucket's deletion and a stream's creation in it never pass each other.
+    const { rows } = await this.query<{ id: string; created_at_ms: number }>('SELECT * FROM buckets WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [ids]);
+    for (const id of ids) if (!this.buckets.has(id)) this.buckets.set(id, null);
+    for (const row of rows) this.buckets.set(row.id, { id: row.id, createdAtMs: row.created_at_ms });
+  }
+
+  /** Chunks as this batch sees them: its own appends, the table's rows, and its trims. */
+  private readonly chunkSource: ChunkSource = {
+    streamById: (id) => this.getStreamById(id),
+    chunkContaining: (streamId, position) => this.trimmed(streamId, position, this.chunkContaining(streamId, position)),
+    chunksFrom: () => {
+      throw new Error('invariant: a batch reads single chunks only');
+    },
+  };
+
+  private chunkContaining(streamId: number, position: number): StoredChunk | null {
+    const mine = this.batchChunks.get(streamId);
+    if (mine && mine.length > 0 && mine[0]!.start <= position) {
+      for (let i = mine.length - 1; i >= 0; i--) if (mine[i]!.start <= position) return mine[i]!;
+    }
+    return this.windows.containing(streamId, position, position + 1);
+  }
+
+  private trimmed(streamId: number, position: number, chunk: StoredChunk | null): StoredChunk | null {
+    const at = this.trims.get(streamId);
+    if (chunk === null || at === undefined || chunk.start >= at) return chunk;
+    if (position < at) return null;
+    return { start: at, data: chunk.data.subarray(at - chunk.start) };
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * Chunk rows loaded for reads. Reads run the shared fork-chain logic (chain.ts), which
+ * asks synchronous questions; here each question is answered from rows already loaded,
+ * or stops with MissingState naming the query that loads them. A read loads, for each
+ * stream of its chain, one window: every chunk from the one holding its first position
+ * up to the read's end, so a plain read is one round trip.
+ */
+import type { StreamState } from '../../core/types.js';
+import type { ChunkSource, StoredChunk } from '../chain.js';
+import { MissingState } from '../missing.js';
+import { rowToStream, type StreamRow } from '../stream-columns.js';
+
+/** A pool or a client inside a transaction. */
+export interface Queryable {
+  query<R extends object>(text: string, values?: unknown[]): Promise<{ rows: R[] }>;
+}
+
+/** Every chunk of a stream starting at or after the one that holds `from`, and before `hi`. */
+interface Window {
+  from: number;
+  hi: number;
+  rows: StoredChunk[];
+}
+
+const WINDOW_SQL = `SELECT start, data FROM chunks WHERE stream_id = $1 AND start < $3
+  AND start >= coalesce((SELECT max(start) FROM chunks WHERE stream_id = $1 AND start <= $2), $2) ORDER BY start`;
+
+export class ChunkWindows {
+  private readonly windows = new Map<number, Window[]>();
+
+  constructor(private readonly db: Queryable) {}
+
+  /** The chunk with the greatest start at or before `position`; loads up to `hi` when missing. */
+  containing(streamId: number, position: number, hi: number): StoredChunk | null {
+    const window = this.find(streamId, position, position + 1);
+    if (!window) throw new MissingState(() => this.load(streamId, position, Math.max(hi, position + 1)));
+    let found: StoredChunk | null = null;
+    for (const row of window.rows) {
+      if (row.start > position) break;
+      found = row;
+    }
+    return found;
+  }
+
+  /** The chunks with `from <= start < before`, in order. */
+  from(streamId: number, from: number, before: number): StoredChunk[] {
+    const window = this.find(streamId, from, before);
+    if (!window) throw new MissingState(() => this.load(streamId, from, before));
+    return window.rows.filter((row) => row.start >= from && row.start < before);
+  }
+
+  private find(streamId: number, from: number, before: number): Window | undefined {
+    return this.windows.get(streamId)?.find((w) => w.from <= from && before <= w.hi);
+  }
+
+  private async load(streamId: number, from: number, hi: number): Promise<void> {
+    const { rows } = await this.db.query<StoredChunk>(WINDOW_SQL, [streamId, from, hi]);
+    let list = this.windows.get(streamId);
+    if (!list) this.windows.set(streamId, (list = []));
+    list.push({ from, hi, rows });
+  }
+}
+
+/** Runs `read` (synchronous, over loaded rows), loading what it misses, until it completes. */
+export async function withLoads<T>(read: () => T): Promise<T> {
+  for (;;) {
+    try {
+      return read();
+    } catch (error) {
+      if (!(error instanceof MissingState)) throw error;
+      await error.load();
+    }
+  }
+}
+
+/** The committed chunks and streams a read needs, for chain.ts; `hi` is where the read ends. */
+export class ReadSource implements ChunkSource {
+  private readonly streams = new Map<number, StreamState | null>();
+  private readonly windows: ChunkWindows;
+
+  constructor(
+    private readonly db: Queryable,
+    private readonly hi: number,
+  ) {
+    this.windows = new ChunkWindows(db);
+  }
+
+  streamById(id: number): StreamState | undefined {
+    const known = this.streams.get(id);
+    if (known !== undefined) return known ?? undefined;
+    throw new MissingState(async () => {
+      const { rows } = await this.db.query<StreamRow>('SELECT * FROM streams WHERE id = $1', [id]);
+      this.streams.set(id, rows[0] ? rowToStream(rows[0]) : null);
+    });
+  }
+
+  chunkContaining(streamId: number, position: number): StoredChunk | null {
+    return this.windows.containing(streamId, position, this.hi);
+  }
+
+  chunksFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
+    return this.windows.from(streamId, from, before);
+  }
+}

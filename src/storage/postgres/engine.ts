@@ -1,0 +1,237 @@
+/**
+ * The PostgreSQL engine: any number of rill nodes in front of one database. A node holds
+ * no state another node needs. Each batch is one transaction on one connection: it
+ * locks and loads the streams its commands name, runs the shared executor and core
+ * rules against them (batch.ts), writes the changes in bulk and commits; its commands
+ * are answered once COMMIT has returned. Reads query committed rows. Commits are hinted
+ * to other nodes with NOTIFY (notify.ts).
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { StreamState } from '../../core/types.js';
+import { BatchedStore, CommitOutcomeUnknownError, ReadUnavailableError } from '../batched.js';
+import { chunkFromChain, chunksFromChain, readFromChain, type StoredChunk } from '../chain.js';
+import type { Txn } from '../executor.js';
+import type { BucketInfo, Command, RemoteCommits, StoreOptions, StreamListing } from '../store.js';
+import { rowToStream, type StreamRow } from '../stream-columns.js';
+import { PgBatch } from './batch.js';
+import { ReadSource, withLoads } from './chunks.js';
+import { HintListener, sendHints } from './notify.js';
+import { migrate } from './schema.js';
+
+export interface PostgresStoreOptions extends StoreOptions {
+  url: string;
+  /** Connections this node opens for batches and reads (the hint listener has one more). */
+  poolSize?: number;
+  /** Longest a statement may run before PostgreSQL cancels it. */
+  statementTimeoutMs?: number;
+  /** Longest a request waits for a connection (or for the database to answer one) before it is refused. */
+  connectTimeoutMs?: number;
+}
+
+export const POSTGRES_DEFAULTS = { poolSize: 10, statementTimeoutMs: 10_000, connectTimeoutMs: 5_000 };
+
+/** A batch that lost a race with another node's (deadlock, concurrent creation) runs again, up to this many times. */
+const MAX_ATTEMPTS = 5;
+/** SQLSTATEs of a transaction that lost a race and may simply run again. */
+const RETRYABLE = new Set(['40001', '40P01', '23505']);
+
+function isRetryable(error: unknown): boolean {
+  return error instanceof pg.DatabaseError && error.code !== undefined && RETRYABLE.has(error.code);
+}
+
+/** BIGINT columns hold offsets, times and ids, all below 2^53: read them as numbers. */
+const types = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+export class PostgresStore extends BatchedStore {
+  private readonly pool: pg.Pool;
+  private readonly hints: HintListener;
+  /** Tells this node's own hints from other nodes'. */
+  readonly nodeId = randomBytes(6).toString('hex');
+  /** A batch is in its transaction; commands arriving meanwhile wait and form the next. */
+  private inFlight = false;
+  /** Batches committed and round trips they made, for the bench. */
+  readonly stats = { batches: 0, commands: 0, roundTrips: 0 };
+  readonly remote: RemoteCommits;
+
+  /** Connects, migrates the schema and starts listening for other nodes' commits. */
+  static async open(options: PostgresStoreOptions): Promise<PostgresStore> {
+    const store = new PostgresStore(options);
+    try {
+      const client = await store.pool.connect();
+      try {
+        await migrate(client);
+      } finally {
+        client.release();
+      }
+      await store.hints.start();
+    } catch (error) {
+      await store.shutDown();
+      throw error;
+    }
+    return store;
+  }
+
+  private constructor(options: PostgresStoreOptions) {
+    super(options);
+    const settings = { ...POSTGRES_DEFAULTS, ...options };
+    const config: pg.PoolConfig = {
+      connectionString: options.url,
+      max: settings.poolSize,
+      connectionTimeoutMillis: settings.connectTimeoutMs,
+      statement_timeout: settings.statementTimeoutMs,
+      // A client-side bound as well: a database that stops answering must not hold a request forever.
+      query_timeout: settings.statementTimeoutMs + settings.connectTimeoutMs,
+      idle_in_transaction_session_timeout: settings.statementTimeoutMs * 3,
+      keepAlive: true,
+      types,
+    };
+    this.pool = new pg.Pool(config);
+    // A connection that drops while idle in the pool is replaced on its next use; without
+    // a listener the error would end the process.
+    this.pool.on('error', () => {});
+    this.pool.on('connect', (client) => client.on('error', () => {}));
+    this.hints = new HintListener({ ...config, types }, this.nodeId);
+    this.remote = {
+      onHint: (listener) => this.hints.onHint(listener),
+      versions: (names) => this.versions(names),
+    };
+    this.transactAsync = (commands, streamIds, body) => this.runBatch(commands, streamIds, body);
+  }
+
+  protected transact(): void {
+    throw new Error('invariant: the PostgreSQL engine runs batches asynchronously');
+  }
+
+  protected override mayCommit(): boolean {
+    return !this.inFlight;
+  }
+
+  private async runBatch(commands: readonly Command[], streamIds: Iterable<number>, body: (txn: Txn) => Promise<void>): Promise<void> {
+    this.inFlight = true;
+    const ids = [...streamIds];
+    try {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await this.attempt(commands, ids, body);
+        } catch (error) {
+          if (!isRetryable(error) || attempt >= MAX_ATTEMPTS) throw error;
+        }
+      }
+    } finally {
+      this.inFlight = false;
+      this.commitHeld();
+    }
+  }
+
+  private async attempt(commands: readonly Command[], streamIds: number[], body: (txn: Txn) => Promise<void>): Promise<void> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      await client.query('BEGIN');
+      const batch = new PgBatch(client);
+      await batch.preload(commands, streamIds);
+      await body(batch);
+      await batch.flush();
+      await sendHints(client, this.nodeId, batch.touched);
+      try {
+        await client.query('COMMIT');
+      } catch (error) {
+        // An answer from the server means it rolled back; a lost connection leaves it unknown.
+        if (error instanceof pg.DatabaseError) throw error;
+        broken = true;
+        throw new CommitOutcomeUnknownError(error);
+      }
+      this.stats.batches++;
+      this.stats.commands += commands.length;
+      this.stats.roundTrips += batch.roundTrips + 3;
+    } catch (error) {
+      if (!broken) await client.query('ROLLBACK').catch(() => (broken = true));
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  /** A read of committed rows; the database being unreachable answers 503. */
+  private async read<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      if (error instanceof pg.DatabaseError && !error.code?.startsWith('57') && !error.code?.startsWith('08')) throw error;
+      throw new ReadUnavailableError(error);
+    }
+  }
+
+  private query<R extends object>(text: string, values?: unknown[]) {
+    return this.read(() => this.pool.query<R>(text, values));
+  }
+
+  async getStream(name: string): Promise<StreamState | undefined> {
+    const { rows } = await this.query<StreamRow>('SELECT * FROM streams WHERE name = $1', [name]);
+    return rows[0] ? this.withPendingTouch(rowToStream(rows[0])) : undefined;
+  }
+
+  async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
+    const source = new ReadSource(this.pool, Math.min(stream.tail, from + maxBytes));
+    return this.read(() => withLoads(() => readFromChain(source, stream, from, maxBytes)));
+  }
+
+  async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
+    const source = new ReadSource(this.pool, Math.min(stream.tail, from + maxBytes));
+    return this.read(() => withLoads(() => chunksFromChain(source, stream, from, maxBytes)));
+  }
+
+  async chunkAt(stream: StreamState, position: number): Promise<StoredChunk | null> {
+    const source = new ReadSource(this.pool, position + 1);
+    return this.read(() => withLoads(() => chunkFromChain(source, stream, position)));
+  }
+
+  async snapshotBody(stream: StreamState): Promise<Buffer | null> {
+    const { rows } = await this.query<{ data: Buffer }>('SELECT data FROM snapshots WHERE stream_id = $1', [stream.id]);
+    return rows[0]?.data ?? null;
+  }
+
+  async getBucket(id: string): Promise<BucketInfo | undefined> {
+    const { rows } = await this.query<{ id: string; created_at_ms: number; n: number }>(
+      `SELECT id, created_at_ms, (SELECT count(*)::bigint FROM streams
+         WHERE bucket = $1 AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > $2)) AS n FROM buckets WHERE id = $1`,
+      [id, this.now()],
+    );
+    const row = rows[0];
+    return row ? { id: row.id, createdAtMs: row.created_at_ms, streamCount: row.n } : undefined;
+  }
+
+  async listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing> {
+    const keyPrefix = `b/${bucket}/`;
+    // Names with the prefix are one contiguous run from `keyPrefix + prefix` on ("C" collation).
+    const { rows } = await this.query<{ name: string }>(
+      `SELECT name FROM streams WHERE bucket = $1 AND name >= $2 AND name > $3 AND deleted = 0
+         AND (expiry_ms IS NULL OR expiry_ms > $4) ORDER BY name LIMIT $5`,
+      [bucket, keyPrefix + prefix, keyPrefix + (after ?? ''), this.now(), limit + 1],
+    );
+    const ids = rows.map((r) => r.name.slice(keyPrefix.length)).filter((id) => id.startsWith(prefix));
+    const names = ids.slice(0, limit);
+    return { names, nextAfter: ids.length > limit ? names[names.length - 1]! : null };
+  }
+
+  private async versions(names: string[]): Promise<Map<string, string>> {
+    const { rows } = await this.query<{ name: string; v: string }>(
+      `SELECT name, incarnation || ':' || tail || ':' || closed || ':' || deleted AS v FROM streams WHERE name = ANY($1::text[])`,
+      [names],
+    );
+    return new Map(rows.map((r) => [r.name, r.v]));
+  }
+
+  protected closeEngine(): Promise<void> {
+    return this.shutDown();
+  }
+
+  private async shutDown(): Promise<void> {
+    await this.hints.close();
+    await this.pool.end().catch(() => {});
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * The PostgreSQL schema, versioned like SQLite's. Nodes starting together migrate one at
+ * a time (an advisory lock held by the migrating transaction); a database written by a
+ * newer rill is refused rather than misread.
+ *
+ * Columns match the SQLite engine's (stream-columns.ts, producer-columns.ts), booleans as
+ * 0/1. Names and producer ids use the "C" collation: listings and eviction order compare
+ * UTF-8 bytes, as SQLite's BINARY collation does.
+ */
+import type { PoolClient } from 'pg';
+
+export const SCHEMA_VERSION = 1;
+
+/** Any constant of our own: only rill's migrations take this advisory lock. */
+const MIGRATION_LOCK = 0x72696c6c;
+
+const MIGRATIONS: Record<number, string> = {
+  1: `
+    CREATE SEQUENCE rill_stream_ids;
+    CREATE TABLE buckets (id TEXT COLLATE "C" PRIMARY KEY, created_at_ms BIGINT NOT NULL);
+    CREATE TABLE streams (
+      id BIGINT PRIMARY KEY,
+      name TEXT COLLATE "C" NOT NULL UNIQUE,
+      bucket TEXT COLLATE "C",
+      incarnation TEXT NOT NULL,
+      content_type TEXT NOT NULL,
+      ttl_s BIGINT,
+      expires_at_ms BIGINT,
+      created_at_ms BIGINT NOT NULL,
+      last_access_ms BIGINT NOT NULL,
+      expiry_ms BIGINT,
+      tail BIGINT NOT NULL,
+      closed SMALLINT NOT NULL,
+      last_stream_seq TEXT,
+      epoch_floor BIGINT,
+      fork_source_id BIGINT,
+      fork_offset BIGINT,
+      fork_sub_offset BIGINT,
+      earliest_offset BIGINT NOT NULL,
+      deleted SMALLINT NOT NULL,
+      fork_refs INTEGER NOT NULL,
+      attrs TEXT,
+      snapshot_offset BIGINT,
+      snapshot_content_type TEXT,
+      snapshot_digest TEXT
+    );
+    CREATE INDEX streams_expiry ON streams (expiry_ms) WHERE expiry_ms IS NOT NULL AND deleted = 0;
+    CREATE INDEX streams_bucket ON streams (bucket, name) WHERE bucket IS NOT NULL;
+    CREATE INDEX streams_fork_source ON streams (fork_source_id) WHERE fork_source_id IS NOT NULL;
+    CREATE TABLE chunks (
+      stream_id BIGINT NOT NULL,
+      start BIGINT NOT NULL,
+      data BYTEA NOT NULL,
+      PRIMARY KEY (stream_id, start)
+    );
+    CREATE TABLE producers (
+      stream_id BIGINT NOT NULL,
+      producer_id TEXT COLLATE "C" NOT NULL,
+      epoch BIGINT NOT NULL,
+      last_seq BIGINT NOT NULL,
+      receipt_start BIGINT NOT NULL,
+      receipt_next BIGINT NOT NULL,
+      receipt_closed SMALLINT NOT NULL,
+      digest TEXT,
+      claim_closed_epoch BIGINT,
+      claim_closed_seq BIGINT,
+      claim_digest TEXT,
+      last_seen_ms BIGINT NOT NULL,
+      PRIMARY KEY (stream_id, producer_id)
+    );
+    CREATE INDEX producers_seen ON producers (stream_id, last_seen_ms);
+    CREATE TABLE snapshots (stream_id BIGINT PRIMARY KEY, data BYTEA NOT NULL);
+  `,
+};
+
+export async function migrate(client: PoolClient): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await client.query('CREATE TABLE IF NOT EXISTS rill_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)');
+    const found = await client.query<{ value: string }>(`SELECT value FROM rill_meta WHERE key = 'schema_version'`);
+    const current = found.rows.length === 0 ? 0 : Number(found.rows[0]!.value);
+    if (current > SCHEMA_VERSION) {
+      throw new Error(`the database was written by a newer rill (schema ${current}; this one knows ${SCHEMA_VERSION})`);
+    }
+    for (let version = current + 1; version <= SCHEMA_VERSION; version++) await client.query(MIGRATIONS[version]!);
+    await client.query(
+      `INSERT INTO rill_meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
+      [String(SCHEMA_VERSION)],
+    );
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  }
+}

@@ -1,0 +1,190 @@
+/**
+ * What a batch has changed and not yet sent to PostgreSQL, kept as the final value of
+ * each key (a stream, a producer record, a snapshot, a bucket) so that a batch of a
+ * thousand appends is written with a handful of statements: rows travel as arrays
+ * (`unnest`), and the common ones (streams, chunks, producers) go in one statement.
+ */
+import type { BucketState } from '../../core/bucket.js';
+import type { ProducerRecord, StreamState } from '../../core/types.js';
+import { PRODUCER_COLUMNS, producerValues } from '../producer-columns.js';
+import { STREAM_VALUE_COLUMNS, streamColumnValues } from '../stream-columns.js';
+import type { Queryable } from './chunks.js';
+
+/** Undoes the changes of the step under way (see PgBatch). */
+export class UndoLog {
+  private steps: Array<() => void> = [];
+
+  set<K, V>(map: Map<K, V>, key: K, value: V): void {
+    const had = map.has(key);
+    const previous = map.get(key);
+    map.set(key, value);
+    this.steps.push(() => (had ? map.set(key, previous as V) : map.delete(key)));
+  }
+
+  push<T>(list: T[], value: T): void {
+    list.push(value);
+    this.steps.push(() => list.pop());
+  }
+
+  onRewind(step: () => void): void {
+    this.steps.push(step);
+  }
+
+  rewind(): void {
+    for (let i = this.steps.length - 1; i >= 0; i--) this.steps[i]!();
+    this.steps = [];
+  }
+
+  clear(): void {
+    this.steps = [];
+  }
+}
+
+/** Appends larger than this are inserted on their own, as binary parameters, not in a hex-encoded array. */
+const LARGE_CHUNK_BYTES = 256 * 1024;
+
+export class PendingWrites {
+  /** A stream's final state, or null when dropped. */
+  readonly streams = new Map<number, StreamState | null>();
+  readonly chunks: Array<{ streamId: number; start: number; data: Buffer }> = [];
+  /** By `streamId/producerId`: the final record, or null when deleted. */
+  readonly producers = new Map<string, { streamId: number; producerId: string; record: ProducerRecord | null }>();
+  /** Producers last seen at or before the time are forgotten, by stream. */
+  readonly forgets = new Map<number, number>();
+  readonly snapshots = new Map<number, Buffer>();
+  /** Chunks before the position are trimmed, by stream. */
+  readonly trims = new Map<number, number>();
+  readonly buckets = new Map<string, BucketState | null>();
+
+  get empty(): boolean {
+    return (
+      this.streams.size === 0 &&
+      this.chunks.length === 0 &&
+      this.producers.size === 0 &&
+      this.forgets.size === 0 &&
+      this.snapshots.size === 0 &&
+      this.trims.size === 0 &&
+      this.buckets.size === 0
+    );
+  }
+}
+
+const STREAM_COLUMN_TYPES: Record<string, string> = {
+  name: 'text',
+  bucket: 'text',
+  incarnation: 'text',
+  content_type: 'text',
+  closed: 'smallint',
+  deleted: 'smallint',
+  fork_refs: 'integer',
+  last_stream_seq: 'text',
+  attrs: 'text',
+  snapshot_content_type: 'text',
+  snapshot_digest: 'text',
+};
+const PRODUCER_COLUMN_TYPES: Record<string, string> = { producer_id: 'text', receipt_closed: 'smallint', digest: 'text', claim_digest: 'text' };
+
+/** `INSERT ... SELECT * FROM unnest($n::type[], ...)` parameters for rows given as value lists. */
+function unnestOf(columns: readonly string[], types: Record<string, string>, rows: unknown[][], firstParam: number) {
+  const arrays = columns.map((_, i) => rows.map((row) => row[i]));
+  const casts = columns.map((column, i) => `$${firstParam + i}::${types[column] ?? 'bigint'}[]`);
+  return { arrays, select: `SELECT * FROM unnest(${casts.join(', ')})` };
+}
+
+function upsertStreams(states: StreamState[], firstParam: number) {
+  const columns = ['id', ...STREAM_VALUE_COLUMNS];
+  const { arrays, select } = unnestOf(columns, STREAM_COLUMN_TYPES, states.map((s) => [s.id, ...streamColumnValues(s)]), firstParam);
+  const updates = STREAM_VALUE_COLUMNS.map((c) => `${c} = EXCLUDED.${c}`).join(', ');
+  return { arrays, sql: `INSERT INTO streams (${columns.join(', ')}) ${select} ON CONFLICT (id) DO UPDATE SET ${updates}` };
+}
+
+function upsertProducers(records: Array<{ streamId: number; record: ProducerRecord }>, firstParam: number) {
+  const columns = ['stream_id', ...PRODUCER_COLUMNS];
+  const rows = records.map(({ streamId, record }) => [streamId, ...producerValues(record)]);
+  const { arrays, select } = unnestOf(columns, PRODUCER_COLUMN_TYPES, rows, firstParam);
+  const updates = PRODUCER_COLUMNS.slice(1).map((c) => `${c} = EXCLUDED.${c}`).join(', ');
+  return { arrays, sql: `INSERT INTO producers (${columns.join(', ')}) ${select} ON CONFLICT (stream_id, producer_id) DO UPDATE SET ${updates}` };
+}
+
+/**
+ * The stream rows, small chunks and producer records in one statement: data-modifying
+ * WITH clauses all run, on distinct rows, so their order does not matter.
+ */
+async function writeCommon(db: Queryable, streams: StreamState[], chunks: PendingWrites['chunks'], producers: Array<{ streamId: number; record: ProducerRecord }>): Promise<void> {
+  const parts: string[] = [];
+  const params: unknown[] = [];
+  const add = (part: { arrays: unknown[][]; sql: string }) => {
+    parts.push(part.sql);
+    params.push(...part.arrays);
+  };
+  if (streams.length > 0) add(upsertStreams(streams, params.length + 1));
+  if (chunks.length > 0) {
+    const at = params.length + 1;
+    add({
+      arrays: [chunks.map((c) => c.streamId), chunks.map((c) => c.start), chunks.map((c) => c.data)],
+      sql: `INSERT INTO chunks (stream_id, start, data) SELECT * FROM unnest($${at}::bigint[], $${at + 1}::bigint[], $${at + 2}::bytea[])`,
+    });
+  }
+  if (producers.length > 0) add(upsertProducers(producers, params.length + 1));
+  if (parts.length === 0) return;
+  if (parts.length === 1) return void (await db.query(parts[0]!, params));
+  const clauses = parts.slice(0, -1).map((sql, i) => `w${i} AS (${sql})`);
+  await db.query(`WITH ${clauses.join(', ')} ${parts[parts.length - 1]}`, params);
+}
+
+/** Sends `writes` inside the caller's transaction, in an order their constraints allow. */
+export async function writeOut(db: Queryable, writes: PendingWrites): Promise<void> {
+  const upserts = [...writes.buckets.entries()].filter(([, b]) => b !== null);
+  if (upserts.length > 0) {
+    await db.query(`INSERT INTO buckets (id, created_at_ms) SELECT * FROM unnest($1::text[], $2::bigint[]) ON CONFLICT (id) DO UPDATE SET created_at_ms = EXCLUDED.created_at_ms`, [
+      upserts.map(([id]) => id),
+      upserts.map(([, b]) => b!.createdAtMs),
+    ]);
+  }
+  const dropped = [...writes.streams.entries()].filter(([, s]) => s === null).map(([id]) => id);
+  // Before the upserts: a name dropped and created again in one batch moves to a new id.
+  if (dropped.length > 0) {
+    await db.query(
+      `WITH c AS (DELETE FROM chunks WHERE stream_id = ANY($1::bigint[])), p AS (DELETE FROM producers WHERE stream_id = ANY($1::bigint[])),
+            s AS (DELETE FROM snapshots WHERE stream_id = ANY($1::bigint[])) DELETE FROM streams WHERE id = ANY($1::bigint[])`,
+      [dropped],
+    );
+  }
+  if (writes.forgets.size > 0) {
+    await db.query(`DELETE FROM producers p USING unnest($1::bigint[], $2::bigint[]) f(sid, cutoff) WHERE p.stream_id = f.sid AND p.last_seen_ms <= f.cutoff`, [
+      [...writes.forgets.keys()],
+      [...writes.forgets.values()],
+    ]);
+  }
+  const producers = [...writes.producers.values()];
+  const deleted = producers.filter((p) => p.record === null);
+  if (deleted.length > 0) {
+    await db.query(`DELETE FROM producers p USING unnest($1::bigint[], $2::text[]) d(sid, pid) WHERE p.stream_id = d.sid AND p.producer_id = d.pid`, [
+      deleted.map((p) => p.streamId),
+      deleted.map((p) => p.producerId),
+    ]);
+  }
+  const live = (id: number) => writes.streams.get(id) !== null;
+  const chunks = writes.chunks.filter((c) => live(c.streamId));
+  const large = chunks.filter((c) => c.data.length > LARGE_CHUNK_BYTES);
+  await writeCommon(
+    db,
+    [...writes.streams.values()].filter((s): s is StreamState => s !== null),
+    chunks.filter((c) => c.data.length <= LARGE_CHUNK_BYTES),
+    producers.filter((p) => p.record !== null && live(p.streamId)).map((p) => ({ streamId: p.streamId, record: p.record! })),
+  );
+  for (const c of large) await db.query('INSERT INTO chunks (stream_id, start, data) VALUES ($1, $2, $3)', [c.streamId, c.start, c.data]);
+  // After the inserts: a trim may cut into appends of the same batch.
+  for (const [streamId, position] of writes.trims) if (live(streamId)) await trimBefore(db, streamId, position);
+  for (const [streamId, body] of writes.snapshots) {
+    if (live(streamId)) await db.query('INSERT INTO snapshots (stream_id, data) VALUES ($1, $2) ON CONFLICT (stream_id) DO UPDATE SET data = EXCLUDED.data', [streamId, body]);
+  }
+  const bucketDrops = [...writes.buckets.entries()].filter(([, b]) => b === null).map(([id]) => id);
+  if (bucketDrops.length > 0) await db.query('DELETE FROM buckets WHERE id = ANY($1::text[])', [bucketDrops]);
+}
+
+/** Deletes whole appends before `position`; an append cut by it keeps only its part from there. */
+async function trimBefore(db: Queryable, streamId: number, position: number): Promise<void> {
+  await db.query('DELETE FROM chunks WHERE stream_id = $1 AND start < $2 AND start + length(data) <= $2', [streamId, position]);
+  await db.query('UPDATE chunks SET data = substring(data FROM ($2 - start + 1)::integer), start = $2 WHERE stream_id = $1 AND start < $2', [streamId, position]);
+}
