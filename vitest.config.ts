@@ -2,10 +2,25 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    // One PostgreSQL server for the run (sharedDatabase() in test/helpers/postgres.ts).
+    globalSetup: ['test/helpers/postgres-global.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
     reporters: ['default'],
+    projects: [
+      { extends: true, test: { name: 'main', include: ['test/**/*.test.ts'] } },
+      {
+        // The HTTP and client tiers again, every server they start on PostgreSQL (test/helpers/server.ts).
+        extends: true,
+        test: {
+          name: 'postgres',
+          include: ['test/http/**/*.test.ts', 'test/client/**/*.test.ts'],
+          // SQLite's own settings (--stream-cache) and files.
+          exclude: ['test/http/stream-cache.test.ts'],
+          env: { RILL_TEST_STORE: 'postgres' },
+        },
+      },
+    ],
   },
 });

@@ -3,6 +3,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { pino } from 'pino';
 import { openRillServer } from '../http/server.js';
+import { PostgresStore, redactedUrl } from '../storage/postgres/engine.js';
 import { DEFAULT_SETTINGS, type ServerSettings } from '../http/settings.js';
 import { addClientCommands } from './client-commands.js';
 
@@ -25,18 +26,6 @@ function parsePort(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('expected a port number from 0 to 65535');
   return n;
-}
-
-/** A database URL without its password, for logs. */
-function redactedUrl(url: string | undefined): string | null {
-  if (!url) return null;
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '(unparsable URL)';
-  }
 }
 
 interface ServeFlags {
@@ -106,14 +95,18 @@ async function serve(flags: ServeFlags): Promise<void> {
     process.exit(1);
   });
   await rill.listen();
-  log.info({ url: rill.url(), store: flags.store, data: flags.store === 'sqlite' ? flags.data : null, postgres: flags.store === 'postgres' ? redactedUrl(flags.postgresUrl) : null }, `rill listening on ${rill.url()}`);
+  log.info({ url: rill.url(), store: flags.store, data: flags.store === 'sqlite' ? flags.data : null, postgres: flags.store === 'postgres' ? redactedUrl(flags.postgresUrl ?? '') : null }, `rill listening on ${rill.url()}`);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'draining');
     rill.close().then(
-      () => process.exit(0),
+      () => {
+        // What the bench reports per append: batches and round trips to the database.
+        if (rill.store instanceof PostgresStore) log.info({ postgres: rill.store.stats }, 'postgres store totals');
+        process.exit(0);
+      },
       (error: unknown) => {
         log.error({ err: error }, 'shutdown failed');
         process.exit(1);

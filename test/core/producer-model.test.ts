@@ -24,6 +24,9 @@ import type { AppendRequest, ProducerSettings } from '../../src/core/types.js';
 import { appendAnswer } from '../../src/http/writes.js';
 import { MemoryStore } from '../../src/storage/memory/engine.js';
 import { SqliteStore } from '../../src/storage/sqlite/engine.js';
+import { PostgresStore } from '../../src/storage/postgres/engine.js';
+import { sharedDatabase } from '../helpers/postgres.js';
+import { emptyDatabase } from '../storage/fixtures.js';
 import type { Store } from '../../src/storage/store.js';
 
 const MAX_NUMBER = 2 ** 53 - 1;
@@ -375,7 +378,11 @@ function moveSeq(last: number, spec: WriteSpec): number {
 
 interface EngineKind {
   name: string;
-  open(dir: string, clock: () => number): Store;
+  open(dir: string, clock: () => number): Store | Promise<Store>;
+  /** Empties the engine's storage once it is open, for engines that do not keep it in `dir`. */
+  empty?(): Promise<void>;
+  /** Histories to run; each costs round trips on a networked engine. */
+  runs?: number;
   restartable: boolean;
   /** Restarts from a copy of the running engine's files instead of after a clean close. */
   crashImages?: boolean;
@@ -401,7 +408,17 @@ const ENGINES: EngineKind[] = [
     restartable: true,
     crashImages: true,
   },
+  {
+    name: 'postgres',
+    open: async (_dir, clock) => PostgresStore.open({ url: await postgresUrl(), producers: SETTINGS, nowMs: clock }),
+    empty: async () => emptyDatabase(await postgresUrl()),
+    runs: 200,
+    restartable: true,
+  },
 ];
+
+let postgresDatabase: Promise<string> | null = null;
+const postgresUrl = () => (postgresDatabase ??= sharedDatabase());
 
 /** tmpfs when there is one: this test checks rules and restarts, the crash tests check fsync. */
 function scratchDir(): string {
@@ -460,7 +477,8 @@ class Harness {
   constructor(readonly engine: EngineKind) {}
 
   async start(): Promise<void> {
-    this.store = this.engine.open(this.dir, () => this.nowMs);
+    this.store = await this.engine.open(this.dir, () => this.nowMs);
+    await this.engine.empty?.();
     this.model = new SeedModel(await createStreams(this.store));
   }
 
@@ -498,7 +516,7 @@ class Harness {
     if (this.engine.crashImages) await this.restartFromCrashImage();
     else {
       await this.store.close();
-      this.store = this.engine.open(this.dir, () => this.nowMs);
+      this.store = await this.engine.open(this.dir, () => this.nowMs);
     }
     this.trail.push(`-- restart at ${this.nowMs}${this.engine.crashImages ? ' (crash image)' : ''}`);
     await this.checkLogs();
@@ -515,7 +533,7 @@ class Harness {
     await this.store.close();
     rmSync(this.dir, { recursive: true, force: true });
     this.dir = image;
-    this.store = this.engine.open(this.dir, () => this.nowMs);
+    this.store = await this.engine.open(this.dir, () => this.nowMs);
   }
 
   async checkLogs(): Promise<void> {
@@ -589,7 +607,7 @@ describe.each(ENGINES)('seed 000 model vs the $name engine', (engine) => {
     coverage.clear();
     await fc.assert(
       fc.asyncProperty(fc.array(action, { minLength: 1, maxLength: 70, size: 'max' }), (actions) => runHistory(engine, actions)),
-      { numRuns: engine.restartable ? 500 : 1000 },
+      { numRuns: engine.runs ?? (engine.restartable ? 500 : 1000) },
     );
     // The histories must reach every answer of the seed, or agreement proves little.
     expect([...coverage].sort()).toEqual(expect.arrayContaining(EXPECTED_KINDS));

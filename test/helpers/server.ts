@@ -26,7 +26,9 @@ export interface ServerProcess {
 }
 
 export interface StartOptions {
-  store?: 'sqlite' | 'memory';
+  store?: 'sqlite' | 'memory' | 'postgres';
+  /** A PostgreSQL database: the store is then 'postgres' unless given. */
+  postgresUrl?: string;
   dataDir?: string;
   port?: number;
   args?: string[];
@@ -61,11 +63,29 @@ function exited(child: ChildProcess): Promise<number | null> {
   return new Promise((r) => child.once('exit', (code) => r(code)));
 }
 
+/**
+ * The vitest project `postgres` (vitest.config.ts) runs the HTTP and client tests again
+ * with RILL_TEST_STORE=postgres: every server a test starts without naming its store then
+ * runs on PostgreSQL, one fresh database per data directory, so that a test restarting
+ * "on the same data" restarts on the same database.
+ */
+const databaseOfDir = new Map<string, Promise<string>>();
+
+async function postgresUrlFor(options: StartOptions, dataDir: string): Promise<string | null> {
+  if (options.postgresUrl) return options.postgresUrl;
+  if (options.store !== undefined || process.env.RILL_TEST_STORE !== 'postgres') return null;
+  let url = databaseOfDir.get(dataDir);
+  if (!url) databaseOfDir.set(dataDir, (url = import('./postgres.js').then((m) => m.sharedDatabase())));
+  return url;
+}
+
 export async function startServer(options: StartOptions = {}): Promise<ServerProcess> {
   const port = options.port ?? (await freePort());
-  const store = options.store ?? 'sqlite';
   const dataDir = options.dataDir ?? tempDataDir();
-  const args = [CLI, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', store, '--data', dataDir, ...(options.args ?? [])];
+  const postgresUrl = await postgresUrlFor(options, dataDir);
+  const store = options.store ?? (postgresUrl ? 'postgres' : 'sqlite');
+  const postgres = postgresUrl ? ['--postgres-url', postgresUrl] : [];
+  const args = [CLI, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', store, '--data', dataDir, ...postgres, ...(options.args ?? [])];
   const child = spawn(process.execPath, args, { env: { ...process.env, RILL_LOG_LEVEL: 'warn', ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));

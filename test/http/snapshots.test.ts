@@ -212,7 +212,7 @@ describe.each(['v1', 'bucket'])('retention (%s family)', (family) => {
 
 describe('retention deletes bytes from storage', () => {
   test('after retention the trimmed appends are gone from the SQLite file; bytes a fork reads stay', async () => {
-    const dataServer = await startServer();
+    const dataServer = await startServer({ store: 'sqlite' });
     const url = `${dataServer.url}/v1/stream/trim-${Date.now()}`;
     const kept = `${dataServer.url}/v1/stream/trim-fork-${Date.now()}`;
     const other = `${dataServer.url}/v1/stream/trim-other-${Date.now()}`;

@@ -15,6 +15,7 @@ import {
   expectCreated,
   JSON_TYPE,
   memoryEngine,
+  postgresEngine,
   mustGet,
   randomBytes,
   readAll,
@@ -33,9 +34,9 @@ function storeContract(engine: EngineUnderTest): void {
   describe(`Store contract: ${engine.name}`, () => {
     const ctx = { clock: new TestClock(T0), store: undefined as unknown as Store };
 
-    beforeEach(() => {
+    beforeEach(async () => {
       ctx.clock = new TestClock(T0);
-      ctx.store = engine.open(ctx.clock);
+      ctx.store = await engine.open(ctx.clock);
     });
     afterEach(async () => {
       await ctx.store.close();
@@ -676,6 +677,7 @@ const engines = [
   sqliteEngine({ recentIndexing: { sealRows: 3, sealBytes: 40, stepRows: 2 } }),
   sqliteEngine({ streamCacheEntries: 3 }),
   memoryEngine(),
+  postgresEngine(),
 ];
 for (const engine of engines) storeContract(engine);
 

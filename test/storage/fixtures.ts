@@ -7,12 +7,15 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { expect } from 'vitest';
 import type { CreateOutcome, CreateRequest } from '../../src/core/create.js';
 import { DEFAULT_PRODUCER_SETTINGS, type AppendOutcome, type AppendRequest, type Receipt, type StreamState } from '../../src/core/types.js';
 import { MemoryStore } from '../../src/storage/memory/engine.js';
 import { SqliteStore, type RecentIndexing } from '../../src/storage/sqlite/engine.js';
 import type { Store } from '../../src/storage/store.js';
+import { PostgresStore, type PostgresStoreOptions } from '../../src/storage/postgres/engine.js';
+import { sharedDatabase } from '../helpers/postgres.js';
 
 /** A clock tests move by hand. */
 export class TestClock {
@@ -27,7 +30,7 @@ export class TestClock {
 export interface EngineUnderTest {
   name: string;
   /** Opens a fresh, empty store. */
-  open(clock: TestClock): Store;
+  open(clock: TestClock): Store | Promise<Store>;
   /**
    * Closes `store` and opens it again on the same data, when the engine keeps data
    * across processes; engines that keep nothing answer the same store.
@@ -86,6 +89,41 @@ export function memoryEngine(): EngineUnderTest {
     reopen: async (store) => store,
     cleanup() {},
   };
+}
+
+/**
+ * PostgreSQL: one database of the run's shared server (test/helpers/postgres.ts), emptied
+ * before each store opens on it; reopening closes the store and opens another node's on
+ * the same database.
+ */
+export function postgresEngine(options: Partial<PostgresStoreOptions> = {}): EngineUnderTest {
+  let url: Promise<string> | null = null;
+  const open = async (clock: TestClock): Promise<Store> =>
+    PostgresStore.open({ producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read, ...options, url: await (url ??= sharedDatabase()) });
+  return {
+    name: 'postgres',
+    async open(clock) {
+      const store = await open(clock);
+      await emptyDatabase(await url!);
+      return store;
+    },
+    async reopen(store, clock) {
+      await store.close();
+      return open(clock);
+    },
+    cleanup() {},
+  };
+}
+
+/** Deletes every row rill stored in the database (its schema stays). */
+export async function emptyDatabase(url: string): Promise<void> {
+  const client = new pg.Client(url);
+  await client.connect();
+  try {
+    await client.query('TRUNCATE streams, chunks, producers, snapshots, buckets');
+  } finally {
+    await client.end();
+  }
 }
 
 export const OCTET = 'application/octet-stream';

@@ -40,6 +40,35 @@ function isRetryable(error: unknown): boolean {
   return error instanceof pg.DatabaseError && error.code !== undefined && RETRYABLE.has(error.code);
 }
 
+/** A database URL without its password, for logs. */
+export function redactedUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
+/** Longest a ROLLBACK may take before its connection is given up instead of returned to the pool. */
+const ROLLBACK_TIMEOUT_MS = 1_000;
+
+/** False when the connection could not roll back in time (it died, or a timed-out statement still runs on it). */
+async function rolledBack(client: pg.PoolClient): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ROLLBACK_TIMEOUT_MS)));
+  const rollback = client.query('ROLLBACK').then(
+    () => true,
+    () => false,
+  );
+  try {
+    return await Promise.race([rollback, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** BIGINT columns hold offsets, times and ids, all below 2^53: read them as numbers. */
 const types = {
   getTypeParser: ((oid: number, format?: string) =>
@@ -70,7 +99,8 @@ export class PostgresStore extends BatchedStore {
       await store.hints.start();
     } catch (error) {
       await store.shutDown();
-      throw error;
+      const reason = error instanceof Error ? error.message : String(error);
+      throw new Error(`cannot open the PostgreSQL store at ${redactedUrl(options.url)}: ${reason}`, { cause: error });
     }
     return store;
   }
@@ -149,7 +179,7 @@ export class PostgresStore extends BatchedStore {
       this.stats.commands += commands.length;
       this.stats.roundTrips += batch.roundTrips + 3;
     } catch (error) {
-      if (!broken) await client.query('ROLLBACK').catch(() => (broken = true));
+      if (!broken) broken = !(await rolledBack(client));
       throw error;
     } finally {
       client.release(broken);
