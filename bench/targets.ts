@@ -5,17 +5,25 @@
  * durable floor (bodies written to a file and fdatasynced, nothing else: the least
  * durability costs here) and the SQLite floor (one INSERT per body, group commit: the
  * least SQLite costs as DESIGN.md has rill use it).
+ * rill on PostgreSQL runs as one node (`rill-pg`) or two (`rill-pg-2`, two processes on
+ * one database), each target on a fresh database of one PostgreSQL server that the bench
+ * starts once, durable (fsync=on, synchronous_commit=on: bench/postgres.ts), in the data
+ * directory's `postgres` folder, on the first PostgreSQL target, and stops at its end.
  * Each is started fresh for a workload and stopped by its pid.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import pg from 'pg';
+import { createDatabase, startPostgres, type PostgresServer } from './postgres.js';
 import { freePort } from './ports.js';
 
-export type TargetName = 'rill' | 'rill-memory' | 'ref-memory' | 'ref-file' | 'floor' | 'durable-floor' | 'sqlite-floor';
+export type TargetName = 'rill' | 'rill-pg' | 'rill-pg-2' | 'rill-memory' | 'ref-memory' | 'ref-file' | 'floor' | 'durable-floor' | 'sqlite-floor';
 
 export const TARGET_LABELS: Record<TargetName, string> = {
   rill: 'rill (sqlite, durable)',
+  'rill-pg': 'rill on PostgreSQL, 1 node',
+  'rill-pg-2': 'rill on PostgreSQL, 2 nodes',
   'rill-memory': 'rill --store memory (not durable)',
   'ref-memory': 'reference in-memory',
   'ref-file': 'reference file-backed',
@@ -42,19 +50,57 @@ export function profileRillInto(dir: string): void {
 }
 const SERVERS = join(import.meta.dirname, 'servers');
 
+/** rill's processes per PostgreSQL target; the targets not named here are not on PostgreSQL. */
+const POSTGRES_NODES: Partial<Record<TargetName, number>> = { 'rill-pg': 1, 'rill-pg-2': 2 };
+
+export function isPostgresTarget(name: TargetName): boolean {
+  return POSTGRES_NODES[name] !== undefined;
+}
+
+/** What a PostgreSQL node logs at its stop ('postgres store totals'): its committed batches, their commands and round trips. */
+export interface StoreTotals {
+  batches: number;
+  commands: number;
+  /** Round trips to the database for those batches, BEGIN, hints and COMMIT included. */
+  roundTrips: number;
+}
+
 export interface Running {
   name: TargetName;
+  /** The first node's URL (the only one's, but for `rill-pg-2`). */
   url: string;
+  /** Every node's URL, `url` first. */
+  urls: string[];
+  /** The first node's pid. */
   pid: number;
   dataDir: string | null;
-  /** Resident set size of the server process, in bytes. */
+  /** Resident set size of the server process, in bytes (of all its nodes). */
   rssBytes(): number;
-  /** CPU time the server process has used, in seconds. */
+  /**
+   * CPU time the server process has used, in seconds. On PostgreSQL: the nodes' and the
+   * PostgreSQL server's (postmaster, backends and background processes), for that is what
+   * a single rill process on SQLite does alone.
+   */
   cpuSeconds(): number;
-  /** Bytes the server process has caused to be written to storage (/proc/PID/io write_bytes). */
+  /**
+   * Bytes the server process has caused to be written to storage (/proc/PID/io write_bytes).
+   * On PostgreSQL: the nodes' and every process of the PostgreSQL server's.
+   */
   writtenBytes(): number;
-  /** SIGTERM, then SIGKILL if it has not exited after `graceMs`. */
+  /** SIGTERM, then SIGKILL if it has not exited after `graceMs` (every node). */
   stop(graceMs?: number): Promise<void>;
+  /** PostgreSQL: the nodes' totals as they logged them at their last stop, summed; null before a stop, or when a node did not log them. */
+  storeTotals?(): StoreTotals | null;
+  /**
+   * PostgreSQL: stops the nodes and starts them again on the same database and ports, so
+   * that the totals they log at their next stop count from here.
+   */
+  restartNodes?(): Promise<void>;
+  /**
+   * PostgreSQL: a CHECKPOINT, so that the data pages dirtied so far are written now
+   * (counted in writtenBytes) and not at a checkpoint minutes later.
+   */
+  checkpoint?(): Promise<void>;
 }
 
 function commandFor(name: TargetName, port: number, dataDir: string | null): string[] {
@@ -63,6 +109,9 @@ function commandFor(name: TargetName, port: number, dataDir: string | null): str
       return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!];
     case 'rill-memory':
       return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'memory'];
+    case 'rill-pg':
+    case 'rill-pg-2':
+      throw new Error(`${name} runs through startPostgresTarget`);
     case 'ref-memory':
       return [join(SERVERS, 'reference.js'), String(port)];
     case 'ref-file':
@@ -102,6 +151,41 @@ function exited(child: ChildProcess): Promise<void> {
   return new Promise((r) => child.once('exit', () => r()));
 }
 
+/** One server process, spawned and listening. */
+interface Process {
+  child: ChildProcess;
+  url: string;
+  output(): string;
+  stop(graceMs: number): Promise<void>;
+}
+
+async function spawnListening(command: string[], port: number, logLevel: string, startTimeoutMs: number): Promise<Process> {
+  const [program, ...args] = command;
+  const child = spawn(program!, args, {
+    env: { ...process.env, RILL_LOG_LEVEL: logLevel },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  await waitListening(url, child, () => output, startTimeoutMs);
+  return {
+    child,
+    url,
+    output: () => output,
+    async stop(graceMs) {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      await exited(child);
+      clearTimeout(timer);
+    },
+  };
+}
+
 /**
  * Spawns the server and resolves once it accepts requests (within `startTimeoutMs`).
  * `launcher` runs node under another program (valgrind, for instructions.ts).
@@ -113,37 +197,199 @@ export async function startTarget(
   startTimeoutMs = 30_000,
   launcher: string[] = [],
 ): Promise<Running> {
+  if (isPostgresTarget(name)) return startPostgresTarget(name, extraArgs, startTimeoutMs, launcher);
   const port = await freePort();
   const flags = name === 'rill' ? rillNodeFlags : [];
-  const command = [process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs];
-  const [program, ...args] = [...launcher, ...command];
-  const child = spawn(program!, args, {
-    env: { ...process.env, RILL_LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  live.add(child);
-  child.once('exit', () => live.delete(child));
-  let output = '';
-  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-  const url = `http://127.0.0.1:${port}`;
-  await waitListening(url, child, () => output, startTimeoutMs);
+  const server = await spawnListening([...launcher, process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs], port, 'warn', startTimeoutMs);
+  const pid = server.child.pid!;
   return {
     name,
-    url,
-    pid: child.pid!,
+    url: server.url,
+    urls: [server.url],
+    pid,
     dataDir,
-    rssBytes: () => rssOf(child.pid!),
-    cpuSeconds: () => cpuSecondsOf(child.pid!),
-    writtenBytes: () => writtenBytesOf(child.pid!),
-    async stop(graceMs = 10_000) {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-      await exited(child);
-      clearTimeout(timer);
+    rssBytes: () => rssOf(pid),
+    cpuSeconds: () => cpuSecondsOf(pid),
+    writtenBytes: () => writtenBytesOf(pid),
+    stop: (graceMs = 10_000) => server.stop(graceMs),
+  };
+}
+
+// --- rill on PostgreSQL ----------------------------------------------------------------
+
+/** Where the bench's PostgreSQL server keeps its data: on the repository's disk, like the other servers'. */
+let postgresDir = join(ROOT, '.bench/data/postgres');
+let postgres: Promise<PostgresServer> | null = null;
+/** The bench's own connection to the server, for CHECKPOINT and its settings. */
+let postgresAdmin: Promise<pg.Client> | null = null;
+
+/** The folder the bench's PostgreSQL server is created in (emptied first); before its first target starts. */
+export function placePostgresIn(dir: string): void {
+  postgresDir = resolve(dir);
+}
+
+/** The bench's PostgreSQL server, started on first use: durable, fsync=on and synchronous_commit=on. */
+export function benchPostgres(): Promise<PostgresServer> {
+  postgres ??= (async () => {
+    rmSync(postgresDir, { recursive: true, force: true });
+    mkdirSync(postgresDir, { recursive: true });
+    return startPostgres({ dataDir: postgresDir, durable: true });
+  })();
+  return postgres;
+}
+
+function adminClient(): Promise<pg.Client> {
+  postgresAdmin ??= (async () => {
+    const client = new pg.Client({ connectionString: (await benchPostgres()).adminUrl });
+    client.on('error', () => {});
+    await client.connect();
+    return client;
+  })();
+  return postgresAdmin;
+}
+
+/** Whether this run has started a PostgreSQL server. */
+export function postgresStarted(): boolean {
+  return postgres !== null;
+}
+
+/** The server's version and durability settings, as it reports them, for the bench's output. */
+export async function postgresSettings(): Promise<Record<string, string>> {
+  const client = await adminClient();
+  const names = ['server_version', 'fsync', 'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'shared_buffers', 'checkpoint_timeout', 'max_wal_size'];
+  const { rows } = await client.query<{ name: string; setting: string; unit: string | null }>('SELECT name, setting, unit FROM pg_settings WHERE name = ANY($1)', [names]);
+  const settings: Record<string, string> = {};
+  for (const name of names) {
+    const row = rows.find((r) => r.name === name);
+    if (row) settings[name] = row.unit ? `${row.setting} (${row.unit})` : row.setting;
+  }
+  return settings;
+}
+
+/** Stops the bench's PostgreSQL server, if started, and removes its data. */
+export async function stopBenchPostgres(): Promise<void> {
+  const admin = postgresAdmin;
+  const server = postgres;
+  postgresAdmin = postgres = null;
+  if (admin) await (await admin.catch(() => null))?.end().catch(() => {});
+  if (server) await (await server.catch(() => null))?.stop();
+  rmSync(postgresDir, { recursive: true, force: true });
+}
+
+/** The postmaster and every process under it (backends and background processes). */
+function processTree(root: number): number[] {
+  const parents = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    const siblings = parents.get(ppid) ?? [];
+    siblings.push(Number(entry));
+    parents.set(ppid, siblings);
+  }
+  const tree = [root];
+  for (let i = 0; i < tree.length; i++) tree.push(...(parents.get(tree[i]!) ?? []));
+  return tree;
+}
+
+/** Reads a figure of a process that may have exited meanwhile: 0 then (an exited child's count moves to its parent's, once reaped). */
+function orZero(read: () => number): number {
+  try {
+    const value = read();
+    return Number.isFinite(value) ? value : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Bytes written by the PostgreSQL server's processes so far. A child's count moves to its
+ * parent's /proc/PID/io when the parent reaps it, so a backend that exits is still counted.
+ */
+function postgresWrittenBytes(server: PostgresServer): number {
+  return processTree(server.pid()).reduce((sum, pid) => sum + orZero(() => writtenBytesOf(pid)), 0);
+}
+
+/** CPU time of the PostgreSQL server's processes so far, the postmaster's reaped children included (cutime, cstime). */
+function postgresCpuSeconds(server: PostgresServer): number {
+  const [postmaster, ...children] = processTree(server.pid());
+  return orZero(() => cpuSecondsOf(postmaster!, true)) + children.reduce((sum, pid) => sum + orZero(() => cpuSecondsOf(pid)), 0);
+}
+
+function totalsIn(output: string): StoreTotals | null {
+  for (const line of output.split('\n').reverse()) {
+    if (!line.includes('postgres store totals')) continue;
+    try {
+      const totals = (JSON.parse(line) as { postgres?: StoreTotals }).postgres;
+      if (totals && [totals.batches, totals.commands, totals.roundTrips].every(Number.isFinite)) return totals;
+    } catch {
+      // not a log line of ours
+    }
+  }
+  return null;
+}
+
+/**
+ * rill on PostgreSQL: `POSTGRES_NODES[name]` node processes on a fresh database of the
+ * bench's server, started one after the other (the first creates the schema).
+ */
+async function startPostgresTarget(name: TargetName, extraArgs: string[], startTimeoutMs: number, launcher: string[]): Promise<Running> {
+  const server = await benchPostgres();
+  const database = await createDatabase(server);
+  const ports: number[] = [];
+  for (let i = 0; i < POSTGRES_NODES[name]!; i++) ports.push(await freePort());
+  const startNodes = async (): Promise<Process[]> => {
+    const started: Process[] = [];
+    try {
+      for (const port of ports) {
+        const command = [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'postgres', '--postgres-url', database, ...extraArgs];
+        // Level info: the nodes log their totals at their stop; otherwise only at their start.
+        started.push(await spawnListening([...launcher, process.execPath, ...rillNodeFlags, ...command], port, 'info', startTimeoutMs));
+      }
+    } catch (error) {
+      await Promise.all(started.map((n) => n.stop(10_000)));
+      throw error;
+    }
+    return started;
+  };
+  let nodes = await startNodes();
+  let totals: StoreTotals | null = null;
+  const stopNodes = async (graceMs: number): Promise<void> => {
+    const stopping = nodes.filter((n) => n.child.exitCode === null && n.child.signalCode === null);
+    if (stopping.length === 0) return;
+    await Promise.all(stopping.map((n) => n.stop(graceMs)));
+    const each = stopping.map((n) => totalsIn(n.output()));
+    totals = each.every((t) => t !== null)
+      ? each.reduce((sum, t) => ({ batches: sum.batches + t!.batches, commands: sum.commands + t!.commands, roundTrips: sum.roundTrips + t!.roundTrips }), { batches: 0, commands: 0, roundTrips: 0 })
+      : null;
+  };
+  const running: Running = {
+    name,
+    url: nodes[0]!.url,
+    urls: nodes.map((n) => n.url),
+    pid: nodes[0]!.child.pid!,
+    dataDir: null,
+    rssBytes: () => nodes.reduce((sum, n) => sum + rssOf(n.child.pid!), 0),
+    cpuSeconds: () => nodes.reduce((sum, n) => sum + cpuSecondsOf(n.child.pid!), 0) + postgresCpuSeconds(server),
+    writtenBytes: () => nodes.reduce((sum, n) => sum + writtenBytesOf(n.child.pid!), 0) + postgresWrittenBytes(server),
+    stop: (graceMs = 10_000) => stopNodes(graceMs),
+    storeTotals: () => totals,
+    async restartNodes() {
+      await stopNodes(10_000);
+      nodes = await startNodes();
+      running.pid = nodes[0]!.child.pid!;
+      totals = null;
+    },
+    async checkpoint() {
+      await (await adminClient()).query('CHECKPOINT');
     },
   };
+  return running;
 }
 
 async function waitListening(url: string, child: ChildProcess, output: () => string, timeoutMs: number): Promise<void> {
@@ -169,12 +415,16 @@ export function rssOf(pid: number): number {
   return match ? Number(match[1]) * 1024 : NaN;
 }
 
-/** CPU time the process has used so far, user and system, in seconds (/proc/PID/stat). */
-export function cpuSecondsOf(pid: number): number {
+/**
+ * CPU time the process has used so far, user and system, in seconds (/proc/PID/stat);
+ * with `reapedChildren`, also that of its children it has waited for.
+ */
+export function cpuSecondsOf(pid: number, reapedChildren = false): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // Fields after the command name, which is in parentheses and may hold spaces.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
+  const children = reapedChildren ? Number(fields[13]) + Number(fields[14]) : 0;
+  return (Number(fields[11]) + Number(fields[12]) + children) / CLOCK_TICKS_PER_S;
 }
 
 /**

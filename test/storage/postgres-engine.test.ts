@@ -1,0 +1,141 @@
+/**
+ * What the PostgreSQL engine must do beyond the shared contract: several stores (nodes)
+ * on one database decide against committed rows under locks, a batch that must load
+ * state mid-way (new producers, retention) answers as if it had it all along, trimmed
+ * appends leave the table, and commits are hinted to the other nodes only.
+ */
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
+import { v1StreamKey } from '../../src/protocol/ids.js';
+import { PostgresStore } from '../../src/storage/postgres/engine.js';
+import { sharedDatabase } from '../helpers/postgres.js';
+import { appendRequest, createRequest, emptyDatabase, expectAppended, expectCreated, mustGet, readAll, refusal, TestClock } from './fixtures.js';
+
+let url: string;
+const stores: PostgresStore[] = [];
+const clock = new TestClock();
+
+async function node(maxProducers = DEFAULT_PRODUCER_SETTINGS.maxProducers): Promise<PostgresStore> {
+  const store = await PostgresStore.open({ url, producers: { ...DEFAULT_PRODUCER_SETTINGS, maxProducers }, nowMs: clock.read });
+  stores.push(store);
+  return store;
+}
+
+beforeAll(async () => {
+  url = await sharedDatabase();
+  await (await node()).close();
+});
+
+afterEach(async () => {
+  for (const store of stores.splice(0)) await store.close();
+  await emptyDatabase(url);
+});
+
+async function sql<R extends object>(text: string, values: unknown[] = []): Promise<R[]> {
+  const client = new pg.Client(url);
+  await client.connect();
+  try {
+    return (await client.query<R>(text, values)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+describe('two nodes on one database', () => {
+  it('appends from both nodes to one stream land contiguously, none lost or doubled', async () => {
+    const [a, b] = [await node(), await node()];
+    const name = v1StreamKey('shared');
+    await a.run('createStream', createRequest(name));
+    const bodies = Array.from({ length: 200 }, (_, i) => `<${i}>`);
+    const receipts = await Promise.all(bodies.map((body, i) => (i % 2 === 0 ? a : b).run('append', { name, request: appendRequest(body) })));
+    const spans = receipts.map(expectAppended).sort((x, y) => x.start - y.start);
+    let tail = 0;
+    for (const span of spans) {
+      expect(span.start).toBe(tail);
+      tail = span.next;
+    }
+    const stored = (await readAll(b, name)).toString();
+    expect(stored.length).toBe(tail);
+    for (const body of bodies) expect(stored.split(body).length - 1).toBe(1);
+  });
+
+  it('creates of one name on two nodes at once: one creates, the other finds it', async () => {
+    const [a, b] = [await node(), await node()];
+    const name = v1StreamKey('raced');
+    const outcomes = await Promise.all([a, b].map((store) => store.run('createStream', createRequest(name, { contentType: 'text/plain' }))));
+    const kinds = outcomes.map((o) => o.kind).sort();
+    expect(kinds[0]).toBe('created');
+    expect(kinds[1]).not.toBe('created');
+    expect(await sql('SELECT id FROM streams WHERE name = $1', [name])).toHaveLength(1);
+  });
+
+  it('a producer write retried on the other node is a duplicate, stored once', async () => {
+    const [a, b] = [await node(), await node()];
+    const name = v1StreamKey('retried');
+    await a.run('createStream', createRequest(name));
+    const write = appendRequest('once', { producer: { id: 'p', epoch: 0, seq: 0 } });
+    expect((await a.run('append', { name, request: write })).kind).toBe('appended');
+    expect((await b.run('append', { name, request: write })).kind).toBe('duplicate');
+    expect((await readAll(a, name)).toString()).toBe('once');
+  });
+
+  it('hints another node of the streams a commit changed, and not itself', async () => {
+    const [a, b] = [await node(), await node()];
+    const heardByA: string[] = [];
+    const heardByB: string[] = [];
+    a.remote.onHint((names) => heardByA.push(...(names ?? ['*'])));
+    b.remote.onHint((names) => heardByB.push(...(names ?? ['*'])));
+    const name = v1StreamKey('hinted');
+    await a.run('createStream', createRequest(name));
+    await a.run('append', { name, request: appendRequest('x') });
+    await expect.poll(() => heardByB.filter((n) => n === name).length).toBeGreaterThanOrEqual(1);
+    expect(heardByA).toEqual([]);
+    const versions = await b.remote.versions([name, v1StreamKey('absent')]);
+    expect([...versions.keys()]).toEqual([name]);
+  });
+});
+
+describe('state loaded in the middle of a batch', () => {
+  it('new producers in one batch are counted against the limit as they arrive', async () => {
+    const store = await node(3);
+    const name = v1StreamKey('crowded');
+    await store.run('createStream', createRequest(name));
+    // One batch: each new producer's summary is asked after the earlier ones were written.
+    const outcomes = await Promise.all(
+      ['p1', 'p2', 'p3', 'p4'].map((id) => store.run('append', { name, request: appendRequest(id, { producer: { id, epoch: 0, seq: 0 } }) })),
+    );
+    expect(outcomes.slice(0, 3).map((o) => o.kind)).toEqual(['appended', 'appended', 'appended']);
+    expect(refusal(outcomes[3]!)).toBe('PRODUCER_LIMIT');
+    expect((await sql('SELECT producer_id FROM producers ORDER BY producer_id')).map((r) => (r as { producer_id: string }).producer_id)).toEqual(['p1', 'p2', 'p3']);
+  });
+
+  it('retention removes the trimmed appends from the chunks table, except what a fork still reads', async () => {
+    const store = await node();
+    const trim = async (name: string, forkAt: number | null) => {
+      await store.run('createStream', createRequest(name));
+      for (const part of ['aaaa', 'bbbb', 'cccc', 'dddd']) await store.run('append', { name, request: appendRequest(part) });
+      const fork = forkAt === null ? null : { sourceName: name, offset: forkAt, subOffset: 0 };
+      if (fork) expectCreated(await store.run('createStream', createRequest(`${name}-fork`, { contentType: null, fork })));
+      const snapshot = { offset: 12, contentType: 'text/x-fold', digest: 'd', match: null, incarnation: null };
+      expect((await store.run('publishSnapshot', { name, request: snapshot, body: Buffer.from('folded') })).kind).toBe('published');
+      // In one batch with an append: the trim's question about forks is asked after the append is written.
+      const [retained] = await Promise.all([
+        store.run('setRetention', { name, request: { offset: 12, incarnation: null } }),
+        store.run('append', { name, request: appendRequest('eeee') }),
+      ]);
+      expect(retained.kind).toBe('retained');
+      const stream = await mustGet(store, name);
+      expect(stream.earliestOffset).toBe(12);
+      return (await sql<{ start: number }>('SELECT start FROM chunks WHERE stream_id = $1 ORDER BY start', [stream.id])).map((r) => Number(r.start));
+    };
+    expect(await trim(v1StreamKey('trimmed'), null)).toEqual([12, 16]);
+    // A fork at 8 reads [0, 8) of its source, so nothing of it goes.
+    expect(await trim(v1StreamKey('forked'), 8)).toEqual([0, 4, 8, 12, 16]);
+    expect((await readAll(store, `${v1StreamKey('forked')}-fork`)).toString()).toBe('aaaabbbb');
+  });
+});
+
+afterAll(async () => {
+  for (const store of stores.splice(0)) await store.close();
+});
