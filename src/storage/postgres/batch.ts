@@ -273,12 +273,12 @@ export class PgBatch implements Txn {
     this.undo.rewind();
   }
 
-  /** Sends what the batch changed and has not sent yet. */
-  async flush(): Promise<void> {
-    if (this.writes.empty) return;
+  /** Sends what the batch changed and has not sent yet, and the commit hints when given. */
+  async flush(hints: string[] = []): Promise<void> {
+    if (this.writes.empty && hints.length === 0) return;
     const writes = this.writes;
     this.writes = new PendingWrites();
-    await writeOut(this.counted(), writes);
+    await writeOut(this.counted(), writes, hints);
   }
 
   // ---- helpers -----------------------------------------------------------------------

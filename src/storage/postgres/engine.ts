@@ -16,7 +16,7 @@ import type { BucketInfo, Command, RemoteCommits, StoreOptions, StreamListing } 
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { PgBatch } from './batch.js';
 import { ReadSource, withLoads } from './chunks.js';
-import { HintListener, sendHints } from './notify.js';
+import { hintPayloads, HintListener } from './notify.js';
 import { migrate } from './schema.js';
 
 export interface PostgresStoreOptions extends StoreOptions {
@@ -165,8 +165,7 @@ export class PostgresStore extends BatchedStore {
       const batch = new PgBatch(client);
       await batch.preload(commands, streamIds);
       await body(batch);
-      await batch.flush();
-      await sendHints(client, this.nodeId, batch.touched);
+      await batch.flush(hintPayloads(this.nodeId, batch.touched));
       try {
         await client.query('COMMIT');
       } catch (error) {
@@ -177,7 +176,7 @@ export class PostgresStore extends BatchedStore {
       }
       this.stats.batches++;
       this.stats.commands += commands.length;
-      this.stats.roundTrips += batch.roundTrips + 3;
+      this.stats.roundTrips += batch.roundTrips + 2;
     } catch (error) {
       if (!broken) broken = !(await rolledBack(client));
       throw error;

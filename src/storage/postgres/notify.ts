@@ -1,15 +1,14 @@
 /**
  * Commit hints between nodes over PostgreSQL's LISTEN/NOTIFY. A batch that changed
- * streams sends, inside its transaction, the names it changed (delivered only if it
- * commits); every node listens on one connection of its own. A hint only says "look
+ * streams sends, inside its transaction, the names it changed (writes.ts; delivered only
+ * if it commits); every node listens on one connection of its own. A hint only says "look
  * again": when the connection drops, hints sent meanwhile are lost, so on reconnecting
  * the listener reports null (look at everything) and the live layer's periodic check
  * covers whatever else goes missing.
  */
 import pg from 'pg';
-import type { Queryable } from './chunks.js';
 
-export const CHANNEL = 'rill_commits';
+export const HINT_CHANNEL = 'rill_commits';
 /** PostgreSQL refuses payloads of 8000 bytes or more. */
 const MAX_PAYLOAD_BYTES = 7900;
 
@@ -26,11 +25,6 @@ export function hintPayloads(nodeId: string, names: Iterable<string>): string[] 
   }
   if (current !== nodeId) payloads.push(current);
   return payloads;
-}
-
-export async function sendHints(db: Queryable, nodeId: string, names: Iterable<string>): Promise<void> {
-  const payloads = hintPayloads(nodeId, names);
-  if (payloads.length > 0) await db.query(`SELECT pg_notify('${CHANNEL}', p) FROM unnest($1::text[]) p`, [payloads]);
 }
 
 export class HintListener {
@@ -61,7 +55,7 @@ export class HintListener {
     client.on('end', () => this.dropped(client));
     client.on('notification', (message) => this.received(message.payload));
     await client.connect();
-    await client.query(`LISTEN ${CHANNEL}`);
+    await client.query(`LISTEN ${HINT_CHANNEL}`);
     if (this.closed) return void (await client.end().catch(() => {}));
     this.client = client;
   }

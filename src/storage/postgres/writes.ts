@@ -9,6 +9,7 @@ import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { PRODUCER_COLUMNS, producerValues } from '../producer-columns.js';
 import { STREAM_VALUE_COLUMNS, streamColumnValues } from '../stream-columns.js';
 import type { Queryable } from './chunks.js';
+import { HINT_CHANNEL } from './notify.js';
 
 /** Undoes the changes of the step under way (see PgBatch). */
 export class UndoLog {
@@ -110,7 +111,13 @@ function upsertProducers(records: Array<{ streamId: number; record: ProducerReco
  * The stream rows, small chunks and producer records in one statement: data-modifying
  * WITH clauses all run, on distinct rows, so their order does not matter.
  */
-async function writeCommon(db: Queryable, streams: StreamState[], chunks: PendingWrites['chunks'], producers: Array<{ streamId: number; record: ProducerRecord }>): Promise<void> {
+async function writeCommon(
+  db: Queryable,
+  streams: StreamState[],
+  chunks: PendingWrites['chunks'],
+  producers: Array<{ streamId: number; record: ProducerRecord }>,
+  hints: string[],
+): Promise<void> {
   const parts: string[] = [];
   const params: unknown[] = [];
   const add = (part: { arrays: unknown[][]; sql: string }) => {
@@ -126,14 +133,19 @@ async function writeCommon(db: Queryable, streams: StreamState[], chunks: Pendin
     });
   }
   if (producers.length > 0) add(upsertProducers(producers, params.length + 1));
+  // The hints ride along: NOTIFY is delivered only if the transaction commits.
+  if (hints.length > 0) add({ arrays: [hints], sql: `SELECT count(pg_notify('${HINT_CHANNEL}', p)) FROM unnest($${params.length + 1}::text[]) p` });
   if (parts.length === 0) return;
   if (parts.length === 1) return void (await db.query(parts[0]!, params));
   const clauses = parts.slice(0, -1).map((sql, i) => `w${i} AS (${sql})`);
   await db.query(`WITH ${clauses.join(', ')} ${parts[parts.length - 1]}`, params);
 }
 
-/** Sends `writes` inside the caller's transaction, in an order their constraints allow. */
-export async function writeOut(db: Queryable, writes: PendingWrites): Promise<void> {
+/**
+ * Sends `writes` inside the caller's transaction, in an order their constraints allow,
+ * with the commit hints (notify.ts) for other nodes when given.
+ */
+export async function writeOut(db: Queryable, writes: PendingWrites, hints: string[] = []): Promise<void> {
   const upserts = [...writes.buckets.entries()].filter(([, b]) => b !== null);
   if (upserts.length > 0) {
     await db.query(`INSERT INTO buckets (id, created_at_ms) SELECT * FROM unnest($1::text[], $2::bigint[]) ON CONFLICT (id) DO UPDATE SET created_at_ms = EXCLUDED.created_at_ms`, [
@@ -172,6 +184,7 @@ export async function writeOut(db: Queryable, writes: PendingWrites): Promise<vo
     [...writes.streams.values()].filter((s): s is StreamState => s !== null),
     chunks.filter((c) => c.data.length <= LARGE_CHUNK_BYTES),
     producers.filter((p) => p.record !== null && live(p.streamId)).map((p) => ({ streamId: p.streamId, record: p.record! })),
+    hints,
   );
   for (const c of large) await db.query('INSERT INTO chunks (stream_id, start, data) VALUES ($1, $2, $3)', [c.streamId, c.start, c.data]);
   // After the inserts: a trim may cut into appends of the same batch.
