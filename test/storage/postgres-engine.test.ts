@@ -9,6 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
 import { PostgresStore } from '../../src/storage/postgres/engine.js';
+import { SCHEMA_VERSION } from '../../src/storage/postgres/schema.js';
 import { sharedDatabase } from '../helpers/postgres.js';
 import { appendRequest, createRequest, emptyDatabase, expectAppended, expectCreated, mustGet, readAll, refusal, TestClock } from './fixtures.js';
 
@@ -41,6 +42,26 @@ async function sql<R extends object>(text: string, values: unknown[] = []): Prom
     await client.end();
   }
 }
+
+describe('schema', () => {
+  it('nodes starting together on a new database migrate it once, one at a time', async () => {
+    url = await sharedDatabase();
+    await Promise.all([node(), node(), node()]);
+    expect(await sql(`SELECT value FROM rill_meta WHERE key = 'schema_version'`)).toEqual([{ value: String(SCHEMA_VERSION) }]);
+  });
+
+  it('refuses a database written by a newer rill, naming it without its password', async () => {
+    const newer = await sharedDatabase();
+    await (await PostgresStore.open({ url: newer, producers: DEFAULT_PRODUCER_SETTINGS })).close();
+    const client = new pg.Client(newer);
+    await client.connect();
+    await client.query(`UPDATE rill_meta SET value = $1 WHERE key = 'schema_version'`, [String(SCHEMA_VERSION + 1)]);
+    await client.end();
+    const opening = PostgresStore.open({ url: newer, producers: DEFAULT_PRODUCER_SETTINGS });
+    await expect(opening).rejects.toThrow(/newer rill \(schema \d+; this one knows \d+\)/);
+    await expect(opening).rejects.toThrow(/postgres:\/\/postgres:\*\*\*@/);
+  });
+});
 
 describe('two nodes on one database', () => {
   it('appends from both nodes to one stream land contiguously, none lost or doubled', async () => {
