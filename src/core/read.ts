@@ -2,10 +2,12 @@
  * Read planning: which position a read starts at, and which refusal it gets. Fetching
  * the bytes is the engine's job.
  */
+import { isJsonContentType } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import type { OffsetParam } from '../protocol/offset.js';
 import { absenceError, incarnationError } from './stream.js';
 import type { StreamState } from './types.js';
+import { startsOnMessage } from './window.js';
 
 export type LiveMode = 'long-poll' | 'sse' | null;
 
@@ -70,6 +72,23 @@ export function planRead(stream: StreamState | undefined, request: ReadRequest, 
  */
 export function planLiveResume(stream: StreamState | undefined, position: number, live: 'long-poll' | 'sse', announced: string, nowMs: number): ReadPlan {
   return planRead(stream, { offset: { kind: 'at', position }, live, incarnation: announced }, nowMs);
+}
+
+/**
+ * A JSON read may start only where a message starts, which the byte before it tells. The
+ * position of that byte, for the caller to read, or null when the read needs no check:
+ * not JSON, or at the start, the earliest retained offset or the tail.
+ */
+export function alignmentProbe(stream: StreamState, position: number): number | null {
+  if (!isJsonContentType(stream.config.contentType) || position === 0 || position >= stream.tail) return null;
+  if (position <= stream.earliestOffset) return null;
+  return position - 1;
+}
+
+/** The refusal of a JSON read whose previous byte (read at alignmentProbe's position) does not end a message. */
+export function misalignedReadError(previousByte: number | undefined): ProtocolError | null {
+  if (startsOnMessage(previousByte)) return null;
+  return protocolError('MISALIGNED_OFFSET', 'the offset is inside a JSON message');
 }
 
 /** HEAD: existence and incarnation only. */

@@ -1,9 +1,8 @@
 /** GET of a stream: catch-up and long-poll reads. SSE lives in `live/sse.ts`. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { nextCursor } from '../core/cursor.js';
-import { endsStream, planLiveResume, planRead, type LiveMode, type ReadRequest } from '../core/read.js';
+import { alignmentProbe, endsStream, misalignedReadError, planLiveResume, planRead, type LiveMode, type ReadRequest } from '../core/read.js';
 import type { StreamState } from '../core/types.js';
-import { startsOnMessage } from '../core/window.js';
 import { isJsonContentType } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
@@ -61,13 +60,11 @@ export function parseReadQuery(search: string, req: IncomingMessage, ctx: Handle
   return { ok: true, query: { request, cursor: q.get('cursor') ?? null, maxBytes, timeoutMs } };
 }
 
-/** A JSON read must start where a message starts. */
-export async function misalignedError(ctx: HandlerContext, stream: StreamState, position: number): Promise<ProtocolError | null> {
-  if (!isJsonContentType(stream.config.contentType) || position === 0 || position >= stream.tail) return null;
-  if (position <= stream.earliestOffset) return null;
-  const before = await ctx.store.readRange(stream, position - 1, 1);
-  if (startsOnMessage(before[0])) return null;
-  return protocolError('MISALIGNED_OFFSET', 'the offset is inside a JSON message');
+/** A JSON read must start where a message starts (core decides; this reads the byte it asks for). */
+async function misalignedError(ctx: HandlerContext, stream: StreamState, position: number): Promise<ProtocolError | null> {
+  const probe = alignmentProbe(stream, position);
+  if (probe === null) return null;
+  return misalignedReadError((await ctx.store.readRange(stream, probe, 1))[0]);
 }
 
 function wantsNdjson(req: IncomingMessage): boolean {

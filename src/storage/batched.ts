@@ -221,7 +221,7 @@ export abstract class BatchedStore implements Store {
     if (this.closed) return;
     // Every queued command gets its answer: a batch takes at most MAX_BATCH_COMMANDS.
     // A failed batch rejects its commands, so the queue always shrinks.
-    do this.flush();
+    do this.commitQueued();
     while (this.queue.length > 0);
     this.closed = true;
     if (this.settling > 0) await new Promise<void>((resolve) => this.settled.push(resolve));
@@ -233,12 +233,13 @@ export abstract class BatchedStore implements Store {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      if (this.mayCommit()) this.flush();
+      if (this.mayCommit()) this.commitQueued();
       else this.queueHeld = true;
     });
   }
 
-  private flush(): void {
+  /** Commits the queued commands (at most MAX_BATCH_COMMANDS) and the reads' TTL renewals as one batch. */
+  private commitQueued(): void {
     if (this.queue.length === 0 && this.pendingTouches.size === 0) return;
     const batch = this.queue.splice(0, MAX_BATCH_COMMANDS);
     if (this.queue.length > 0) this.schedule();

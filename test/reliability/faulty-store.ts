@@ -47,8 +47,8 @@ export class FaultyStore extends SqliteStore {
     }
   }
 
-  protected override indexSealedStep(maxRows: number): void {
-    super.indexSealedStep(maxRows);
+  protected override indexSealedSlice(maxRows: number): void {
+    super.indexSealedSlice(maxRows);
     if (this.failIndexing === null) return;
     this.indexingFailures++;
     if (this.failIndexing === 'bug') throw new InjectedBug('injected: indexing broke an invariant');

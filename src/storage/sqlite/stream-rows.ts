@@ -1,0 +1,101 @@
+/**
+ * Stream states over the `streams` table and the stream cache (cache.ts): loading a
+ * stream as it stands, and writing a changed one back column by column. The cache is
+ * exact because the engine is the only writer of its database (dir-lock.ts).
+ */
+import type Database from 'better-sqlite3';
+import type { StreamState } from '../../core/types.js';
+import { rowToStream, STREAM_VALUE_COLUMNS, streamColumnValues, TAIL_COLUMN, type StreamRow } from '../stream-columns.js';
+import type { StreamCache } from './cache.js';
+import type { RecentChunks } from './recent.js';
+import { streamParams, type Statements } from './statements.js';
+
+export class StreamRows {
+  /** UPDATE statements by the columns they write (comma-separated), each prepared once. */
+  private readonly updates = new Map<string, Database.Statement>();
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly sql: Statements,
+    readonly cache: StreamCache,
+    /** The appends not yet indexed: a stream's tail may be the end of its last one. */
+    private readonly recent: RecentChunks,
+    /** A loaded stream as reads see it (BatchedStore.withPendingTouch). */
+    private readonly asRead: (stream: StreamState) => StreamState,
+  ) {}
+
+  byName(name: string): StreamState | undefined {
+    return this.cached(this.cache.getByName(name), () => this.sql.streamByName.get(name));
+  }
+
+  byId(id: number): StreamState | undefined {
+    return this.cached(this.cache.getById(id), () => this.sql.streamById.get(id));
+  }
+
+  insert(stream: StreamState): void {
+    this.sql.insertStream.run(streamParams(stream));
+    this.cache.set(stream);
+  }
+
+  /**
+   * Writes only the columns that changed since the cached state, compared column by
+   * column without building whole rows; this runs once per append inside the batch.
+   *
+   * A plain append changes only `tail`, and the chunk it stores records that move, so
+   * its row is not written at all (one UPDATE less per append): a row's tail may lag
+   * behind its chunks, and fromRow reads the tail from both. A write of any other
+   * column brings the tail up to date with it, so that a change that could take chunks
+   * away (a trim) never leaves the row behind.
+   */
+  update(next: StreamState): void {
+    const previous = this.cache.getById(next.id) ?? this.byId(next.id);
+    if (!previous) throw new Error(`invariant: updating stream ${next.id}, which is not stored`);
+    const params: Record<string, unknown> = { id: next.id, tail: next.tail };
+    const values = streamColumnValues(next);
+    const before = streamColumnValues(previous);
+    let changed = '';
+    for (let i = 0; i < values.length; i++) {
+      if (i === TAIL_COLUMN || values[i] === before[i]) continue;
+      const column = STREAM_VALUE_COLUMNS[i]!;
+      params[column] = values[i];
+      changed = changed === '' ? column : `${changed},${column}`;
+    }
+    if (changed !== '') this.updateStatement(`${changed},tail`).run(params);
+    this.cache.set(next);
+  }
+
+  /**
+   * A stored row as a stream state. Its tail is the greater of the row's and the end of
+   * the stream's last chunk (plain appends leave the row's behind, see update); every
+   * recent append lies after every indexed one, so a recent one ends last.
+   */
+  fromRow(row: StreamRow): StreamState {
+    const stream = rowToStream(row);
+    const chunkEnd = this.recent.lastEnd(stream.id) ?? this.sql.lastChunkEnd.get(stream.id)?.end;
+    if (chunkEnd === undefined || chunkEnd <= stream.tail) return stream;
+    return { ...stream, tail: chunkEnd };
+  }
+
+  /** A stream from the cache, or from SQLite (then cached), as reads see it. */
+  private cached(fromCache: StreamState | undefined, load: () => StreamRow | undefined): StreamState | undefined {
+    let stream = fromCache;
+    if (!stream) {
+      const row = load();
+      if (!row) return undefined;
+      stream = this.fromRow(row);
+      this.cache.remember(stream);
+    }
+    return this.asRead(stream);
+  }
+
+  /** The prepared UPDATE of the columns listed in `changed` (comma-separated), made once. */
+  private updateStatement(changed: string): Database.Statement {
+    let statement = this.updates.get(changed);
+    if (!statement) {
+      const assignments = changed.split(',').map((c) => `${c} = @${c}`);
+      statement = this.db.prepare(`UPDATE streams SET ${assignments.join(', ')} WHERE id = @id`);
+      this.updates.set(changed, statement);
+    }
+    return statement;
+  }
+}
