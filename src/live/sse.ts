@@ -14,6 +14,7 @@ import { isJsonContentType, isTextualContentType } from '../protocol/content-typ
 import { H } from '../protocol/headers.js';
 import { ndjsonToArray } from '../protocol/json.js';
 import { encodeOffset } from '../protocol/offset.js';
+import { storageRefusal } from '../storage/batched.js';
 import type { Store } from '../storage/store.js';
 import { hangupOf, type Latch } from './latch.js';
 import type { Follower, LiveHub } from './hub.js';
@@ -89,6 +90,12 @@ export async function serveSse(res: ServerResponse, options: SseOptions): Promis
   const hangup = hangupOf(res);
   try {
     await pump(res, options, encoding, hangup);
+  } catch (error) {
+    // Storage failed mid-stream (a database down): every event sent is whole and followed
+    // by its control event, so the response ends cleanly, keeping the connection for the
+    // reader's next request, which resumes from the last control event (and meets the 503
+    // itself while the storage is down). Anything else is a fault: the caller answers it.
+    if (storageRefusal(error) === null) throw error;
   } finally {
     hub.release();
     finish(res, options.heartbeatMs);

@@ -21,7 +21,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import pg from 'pg';
 import { offset as pad20, readAll } from './http.js';
 import { blake3Hex } from './producer-client.js';
-import { startServer, type ServerProcess } from './server.js';
+import { removeDir, startServer, type ServerProcess } from './server.js';
 import { sseBlocks } from './sse.js';
 
 export { pad20 };
@@ -68,11 +68,12 @@ export class RillNode {
     return this.server?.output() ?? '';
   }
 
-  /** SIGKILL; resolves once the process is gone. */
+  /** SIGKILL; resolves once the process is gone (its unused data dir is removed). */
   async kill(): Promise<void> {
     const server = this.server;
     this.server = null;
     await server?.kill();
+    if (server) removeDir(server.dataDir);
   }
 
   /** Starts the node again on its port (a few tries: the port may be briefly taken). */
@@ -133,12 +134,15 @@ export interface SendInit {
   body?: string;
   /** Past this, the request is abandoned (outcome unknown). */
   timeoutMs?: number;
+  /** Drop the answer this soon, as a network losing it would: the server may or may not have applied the request. */
+  loseAfterMs?: number;
 }
 
 export async function send(url: string, init: SendInit = {}): Promise<Answer> {
   const abort = new AbortController();
   const timeoutMs = init.timeoutMs ?? 10_000;
-  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  const lose = init.loseAfterMs !== undefined;
+  const timer = setTimeout(() => abort.abort(), lose ? init.loseAfterMs : timeoutMs);
   const sentAt = Date.now();
   try {
     const res = await fetch(url, { method: init.method ?? 'GET', headers: init.headers, body: init.body, signal: abort.signal, redirect: 'manual' });
@@ -158,7 +162,7 @@ export async function send(url: string, init: SendInit = {}): Promise<Answer> {
     return { status: res.status, headers: res.headers, body, text, code, message, sentAt, ms: Date.now() - sentAt };
   } catch (error) {
     const ms = Date.now() - sentAt;
-    if (abort.signal.aborted) throw new NoAnswer(`timeout after ${timeoutMs} ms`, false, sentAt, ms);
+    if (abort.signal.aborted) throw new NoAnswer(lose ? 'answer dropped' : `timeout after ${timeoutMs} ms`, false, sentAt, ms);
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
     const reason = cause?.code ?? cause?.message ?? (error as Error).message;
     throw new NoAnswer(reason, cause?.code === 'ECONNREFUSED', sentAt, ms);
@@ -202,14 +206,21 @@ export interface LoadContext {
   /** Pause after a 5xx answer before trying again. */
   pauseAfter5xxMs?: number;
   observe?: (o: Observation) => void;
+  /** Share of write attempts whose answer the client drops on purpose (after 0-8 ms). */
+  loseChance?: number;
+}
+
+/** A delay after which to drop the answer, for a share `loseChance` of writes. */
+function maybeLose(ctx: LoadContext): number | undefined {
+  return ctx.loseChance && Math.random() < ctx.loseChance ? Math.floor(Math.random() * 9) : undefined;
 }
 
 function violation(ctx: { violations: string[] }, message: string): void {
   if (ctx.violations.length < 200) ctx.violations.push(message);
 }
 
-/** Sends and records the observation; rethrows NoAnswer. */
-async function observed(ctx: LoadContext, who: string, url: string, init: SendInit): Promise<Answer> {
+/** Sends and records the observation with `ctx.observe`; rethrows NoAnswer. */
+export async function observed(ctx: Pick<LoadContext, 'timeoutMs' | 'observe'>, who: string, url: string, init: SendInit): Promise<Answer> {
   const method = init.method ?? 'GET';
   try {
     const answer = await send(url, { timeoutMs: ctx.timeoutMs, ...init });
@@ -290,7 +301,7 @@ export class PlainWriter {
       // Refused connections sent nothing: the same write goes to the next node.
       for (let tries = 0; outcome === null && Date.now() < ctx.deadline; tries++) {
         try {
-          const answer = await observed(ctx, this.id, this.rr.next() + ctx.path, { method: 'POST', headers: JSON_TYPE, body });
+          const answer = await observed(ctx, this.id, this.rr.next() + ctx.path, { method: 'POST', headers: JSON_TYPE, body, loseAfterMs: maybeLose(ctx) });
           if (answer.status === 204) {
             outcome = 'acked';
             this.acked.push(n);
@@ -384,10 +395,10 @@ export class ProducerWriter {
     this.sent = Math.max(this.sent, seq + 1);
     // Whether an earlier attempt may have applied (then a 204 is the expected answer).
     let uncertain = false;
-    for (let attempts = 1; Date.now() < ctx.deadline + 30_000; attempts++) {
+    for (let attempts = 1; Date.now() < ctx.deadline; attempts++) {
       let answer: Answer;
       try {
-        answer = await observed(ctx, this.id, this.rr.next() + ctx.path, { method: 'POST', headers, body });
+        answer = await observed(ctx, this.id, this.rr.next() + ctx.path, { method: 'POST', headers, body, loseAfterMs: maybeLose(ctx) });
       } catch (error) {
         if (!(error instanceof NoAnswer)) throw error;
         if (!error.refused) {
@@ -464,10 +475,10 @@ export class StreamSeqWriter {
     const seq = pad20(n);
     const body = messageOf(this.id, n);
     let uncertain = false;
-    for (; Date.now() < ctx.deadline + 30_000; ) {
+    for (; Date.now() < ctx.deadline; ) {
       let answer: Answer;
       try {
-        answer = await observed(ctx, this.id, this.rr.next() + ctx.path, { method: 'POST', headers: { ...JSON_TYPE, 'stream-seq': seq }, body });
+        answer = await observed(ctx, this.id, this.rr.next() + ctx.path, { method: 'POST', headers: { ...JSON_TYPE, 'stream-seq': seq }, body, loseAfterMs: maybeLose(ctx) });
       } catch (error) {
         if (!(error instanceof NoAnswer)) throw error;
         if (!error.refused) {
@@ -679,7 +690,7 @@ interface Writers {
 
 /**
  * Every acknowledged write present exactly once, where its receipt said; unknown plain writes
- * at most once, refused ones never; each writer's messages in its own order; producer and
+ * at most once, refused ones never; acknowledged writes in acknowledgement order; producer and
  * Stream-Seq writes each exactly once with no gap. Returns the problems found.
  */
 export function checkLog(log: FinalLog, writers: Writers): string[] {
@@ -701,8 +712,9 @@ export function checkLog(log: FinalLog, writers: Writers): string[] {
     else byN.set(value.n, [index]);
   });
   const known = new Set<string>();
-  const inOrder = (id: string, byN: Map<number, number[]>) => {
-    const ns = [...byN.keys()].sort((a, b) => byN.get(a)![0]! - byN.get(b)![0]!);
+  /** The writes `only` (default: all) of a writer are stored in the order of their numbers. */
+  const inOrder = (id: string, byN: Map<number, number[]>, only?: Set<number>) => {
+    const ns = [...byN.keys()].filter((n) => !only || only.has(n)).sort((a, b) => byN.get(a)![0]! - byN.get(b)![0]!);
     for (let i = 1; i < ns.length; i++) if (ns[i]! < ns[i - 1]!) return problem(`${id}: ${ns[i - 1]} is stored before ${ns[i]}`);
   };
   const receipt = (id: string, n: number, next: number | null | undefined, at: number) => {
@@ -723,7 +735,9 @@ export function checkLog(log: FinalLog, writers: Writers): string[] {
       if (!at) problem(`${w.id} ${n} was acknowledged but is not stored`);
       else receipt(w.id, n, w.receipts.get(n), at[0]!);
     }
-    inOrder(w.id, byN);
+    // Acknowledged writes in the order they were acknowledged (one at a time: their numbers'
+    // order). A write whose answer was lost may land later than the next one, on another node.
+    inOrder(w.id, byN, new Set(w.acked));
   }
   for (const p of writers.producers ?? []) {
     known.add(p.id);
