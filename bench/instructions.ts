@@ -18,7 +18,9 @@
  * the run, so a duplicate is never counted as an append). The figure is the event loop's thread alone: V8's compiler threads
  * and libuv's fsync threads run beside it and do not hold it up. Kernel time is not
  * counted (callgrind sees user space only), nor is the load generator. Needs valgrind
- * (Debian's package), and takes about a minute per server.
+ * (Debian's package), and takes about a minute per server. `rill-pg` is rill's node alone
+ * under callgrind, on a PostgreSQL server of the bench's (not counted); `rill-pg-2`, two
+ * nodes, is not counted here.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -26,7 +28,7 @@ import { Agent, request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { bodyOf, pooled } from './http.js';
-import { freshDataDir, needsDataDir, startTarget, TARGET_LABELS, useRillBuild, type TargetName } from './targets.js';
+import { freshDataDir, needsDataDir, startTarget, stopBenchPostgres, TARGET_LABELS, useRillBuild, type TargetName } from './targets.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 /** Appends in flight at once: enough that batches form, few enough for valgrind's pace. */
@@ -58,6 +60,7 @@ function parseOptions(): Options {
   if (values.rill) useRillBuild(values.rill);
   const targets = values.only.split(',').map((t) => t.trim()) as TargetName[];
   for (const t of targets) if (!(t in TARGET_LABELS)) throw new Error(`unknown server ${t}`);
+  if (targets.includes('rill-pg-2')) throw new Error('rill-pg-2 is two processes: count one node, rill-pg');
   const appends = Number(values.appends);
   const warmup = Number(values.warmup);
   const streams = Number(values.streams);
@@ -150,4 +153,8 @@ async function main(): Promise<void> {
   writeFileSync(options.out, JSON.stringify({ at: new Date().toISOString(), ...options, concurrency: CONCURRENCY, perAppend }, null, 2));
 }
 
-await main();
+try {
+  await main();
+} finally {
+  await stopBenchPostgres();
+}

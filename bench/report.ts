@@ -1,7 +1,7 @@
 /**
  * Results: each row is one figure measured on several servers over several rounds; the
  * table shows the medians and rill's ratio to each other server, and the targets of
- * issue 7 are checked against those ratios.
+ * issue 7 and those of rill on PostgreSQL are checked against those ratios.
  */
 import { TARGET_LABELS, type TargetName } from './targets.js';
 
@@ -19,7 +19,7 @@ export interface Check {
   detail: string;
 }
 
-const ORDER: TargetName[] = ['rill', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
+const ORDER: TargetName[] = ['rill', 'rill-pg', 'rill-pg-2', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
 
 export function median(values: number[] | undefined): number {
   if (!values || values.length === 0) return NaN;
@@ -46,7 +46,19 @@ function ratio(a: number, b: number): string {
 
 /** A Markdown table: one row per figure, medians per server, then rill's ratios. */
 export function renderTable(rows: Row[]): string {
-  const header = ['figure', ...ORDER.map((t) => TARGET_LABELS[t]), 'rill / ref mem', 'rill / ref file', 'rill / floor', 'rill memory / ref mem', 'rill / durable floor', 'rill / SQLite floor'];
+  const header = [
+    'figure',
+    ...ORDER.map((t) => TARGET_LABELS[t]),
+    'rill / ref mem',
+    'rill / ref file',
+    'rill / floor',
+    'rill memory / ref mem',
+    'rill / durable floor',
+    'rill / SQLite floor',
+    'rill-pg / rill',
+    'rill-pg / ref file',
+    'rill-pg-2 / rill-pg',
+  ];
   const lines = [header, header.map(() => '---')];
   for (const row of rows) {
     const m = Object.fromEntries(ORDER.map((t) => [t, median(row.rounds[t])])) as Record<TargetName, number>;
@@ -59,12 +71,16 @@ export function renderTable(rows: Row[]): string {
       ratio(m['rill-memory'], m['ref-memory']),
       ratio(m.rill, m['durable-floor']),
       ratio(m.rill, m['sqlite-floor']),
+      ratio(m['rill-pg'], m.rill),
+      ratio(m['rill-pg'], m['ref-file']),
+      ratio(m['rill-pg-2'], m['rill-pg']),
     ]);
   }
   return lines.map((cells) => `| ${cells.join(' | ')} |`).join('\n');
 }
 
 function check(target: string, value: number, limit: number, op: '>=' | '<', detail: string): Check {
+  // A ratio or difference of figures, one of them not measured, is NaN: not measured either.
   if (!Number.isFinite(value)) return { target, met: false, detail: 'not measured in this run' };
   const met = Number.isFinite(value) && (op === '>=' ? value >= limit : value < limit);
   return { target, met, detail: `${detail} = ${format(value)} (needs ${op} ${limit})` };
@@ -88,6 +104,28 @@ export function checkTargets(rows: Row[], mid: number, large: number): Check[] {
     check('restart to first read < 2 s', m('streams-restart', 'rill'), 2000, '<', 'ms'),
   ];
   return checks;
+}
+
+/**
+ * The targets of rill on PostgreSQL: one node at least half as fast as rill on SQLite and
+ * five times the file-backed reference at 500 streams; live delivery from one node's
+ * writer to another node's subscribers at most 20 ms (p50) later than to subscribers of
+ * the writer's own node on one node.
+ */
+export function checkPostgresTargets(rows: Row[], mid: number): Check[] {
+  const m = (key: string, t: TargetName) => medianOf(rows, key, t);
+  const a = `appends-${mid}`;
+  return [
+    check('PostgreSQL, 1 node: appends/s at 500 streams >= 0.5x rill on SQLite', m(a, 'rill-pg') / m(a, 'rill'), 0.5, '>=', 'ratio'),
+    check('PostgreSQL, 1 node: appends/s at 500 streams >= 5x reference file-backed', m(a, 'rill-pg') / m(a, 'ref-file'), 5, '>=', 'ratio'),
+    check(
+      'PostgreSQL: cross-node SSE delivery p50 < 20 ms above same-node (2 nodes, other node vs 1 node)',
+      m('sse-cross-p50', 'rill-pg-2') - m('sse-p50', 'rill-pg'),
+      20,
+      '<',
+      'ms above',
+    ),
+  ];
 }
 
 export function renderChecks(checks: Check[]): string {

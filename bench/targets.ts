@@ -12,8 +12,8 @@
  * Each is started fresh for a workload and stopped by its pid.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import pg from 'pg';
 import { createDatabase, startPostgres, type PostgresServer } from './postgres.js';
 import { freePort } from './ports.js';
@@ -101,6 +101,8 @@ export interface Running {
    * (counted in writtenBytes) and not at a checkpoint minutes later.
    */
   checkpoint?(): Promise<void>;
+  /** PostgreSQL: where the server's WAL insert position is, in bytes from its start (the whole server's WAL, every database's). */
+  walBytes?(): Promise<number>;
 }
 
 function commandFor(name: TargetName, port: number, dataDir: string | null): string[] {
@@ -228,10 +230,31 @@ export function placePostgresIn(dir: string): void {
   postgresDir = resolve(dir);
 }
 
-/** The bench's PostgreSQL server, started on first use: durable, fsync=on and synchronous_commit=on. */
+/**
+ * Run as root, PostgreSQL runs as the OS user `postgres` (bench/postgres.ts), which must be
+ * able to reach its data dir: every folder above it must let others through.
+ */
+function reachableByPostgres(dir: string): boolean {
+  if (process.getuid?.() !== 0) return true;
+  for (let d = dirname(dir); ; d = dirname(d)) {
+    try {
+      if ((statSync(d).mode & 0o001) === 0) return false;
+    } catch {
+      // not made yet: mkdirSync makes it 0755
+    }
+    if (dirname(d) === d) return true;
+  }
+}
+
+/**
+ * The bench's PostgreSQL server, started on first use: durable, fsync=on and
+ * synchronous_commit=on. In the data directory's `postgres` folder, or, where the `postgres`
+ * user could not reach that, in a temp dir of startPostgres's own.
+ */
 export function benchPostgres(): Promise<PostgresServer> {
   postgres ??= (async () => {
     rmSync(postgresDir, { recursive: true, force: true });
+    if (!reachableByPostgres(postgresDir)) return startPostgres({ durable: true });
     mkdirSync(postgresDir, { recursive: true });
     return startPostgres({ dataDir: postgresDir, durable: true });
   })();
@@ -256,7 +279,7 @@ export function postgresStarted(): boolean {
 /** The server's version and durability settings, as it reports them, for the bench's output. */
 export async function postgresSettings(): Promise<Record<string, string>> {
   const client = await adminClient();
-  const names = ['server_version', 'fsync', 'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'shared_buffers', 'checkpoint_timeout', 'max_wal_size'];
+  const names = ['server_version', 'data_directory', 'fsync', 'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'shared_buffers', 'checkpoint_timeout', 'max_wal_size'];
   const { rows } = await client.query<{ name: string; setting: string; unit: string | null }>('SELECT name, setting, unit FROM pg_settings WHERE name = ANY($1)', [names]);
   const settings: Record<string, string> = {};
   for (const name of names) {
@@ -272,7 +295,8 @@ export async function stopBenchPostgres(): Promise<void> {
   const server = postgres;
   postgresAdmin = postgres = null;
   if (admin) await (await admin.catch(() => null))?.end().catch(() => {});
-  if (server) await (await server.catch(() => null))?.stop();
+  if (!server) return;
+  await (await server.catch(() => null))?.stop();
   rmSync(postgresDir, { recursive: true, force: true });
 }
 
@@ -387,6 +411,11 @@ async function startPostgresTarget(name: TargetName, extraArgs: string[], startT
     },
     async checkpoint() {
       await (await adminClient()).query('CHECKPOINT');
+    },
+    async walBytes() {
+      // Not pg_stat_wal: backends report their WAL to it only from time to time.
+      const { rows } = await (await adminClient()).query<{ at: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::text AS at");
+      return Number(rows[0]!.at);
     },
   };
   return running;

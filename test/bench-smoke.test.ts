@@ -4,7 +4,7 @@
  * harness works, never how fast anything is (`npm run bench` measures that).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, expect, test } from 'vitest';
@@ -22,9 +22,12 @@ test('npm run bench runs end to end on --quick', () => {
   const results = JSON.parse(readFileSync(out, 'utf8')) as { rows: Array<{ key: string; rounds: Record<string, number[]> }> };
   const keys = results.rows.map((r) => r.key);
   expect(keys).toEqual(expect.arrayContaining(['appends-10', 'appends-10-cpu', 'appends-10-client-cpu', 'producers-20', 'rate-20-p99', 'sse-p99', 'longpoll-p99', 'longpoll-cpu', 'catchup-bytes', 'catchup-json', 'streams-rss', 'streams-restart']));
+  // Figures of rill on PostgreSQL alone: its WAL, round trips and commits per append, and SSE delivery across two nodes.
+  const onPostgresOnly = (key: string) => /-(wal|roundtrips|batch)$/.test(key) || /^sse-(same|cross)-/.test(key);
   for (const row of results.rows) {
-    expect(row.rounds['rill']?.length, row.key).toBeGreaterThan(0);
-    expect(row.rounds['rill']!.every(Number.isFinite), row.key).toBe(true);
+    const server = onPostgresOnly(row.key) ? 'rill-pg-2' : 'rill';
+    expect(row.rounds[server]?.length, row.key).toBeGreaterThan(0);
+    expect(row.rounds[server]!.every(Number.isFinite), row.key).toBe(true);
   }
   // Appends are also measured on the floors that say what durability and SQLite cost.
   const appends = results.rows.find((r) => r.key === 'appends-10')!;
@@ -34,6 +37,16 @@ test('npm run bench runs end to end on --quick', () => {
     const cpu = results.rows.find((r) => r.key === key)!;
     for (const server of ['rill', 'floor']) expect(cpu.rounds[server]?.every((v) => v > 0), `${key} ${server}`).toBe(true);
   }
+  // rill on PostgreSQL, one node and two, in the appends at the middle stream count, the producer appends and SSE fan-out.
+  expect(keys).toEqual(expect.arrayContaining(['appends-10-roundtrips', 'appends-10-wal', 'producers-20-roundtrips', 'sse-same-p50', 'sse-cross-p50']));
+  for (const key of ['appends-10', 'appends-10-written', 'appends-10-wal', 'appends-10-roundtrips', 'appends-10-batch', 'producers-20', 'producers-20-roundtrips', 'sse-p50']) {
+    const row = results.rows.find((r) => r.key === key)!;
+    for (const server of ['rill-pg', 'rill-pg-2']) expect(row.rounds[server]?.every((v) => v > 0), `${key} ${server}`).toBe(true);
+  }
+  expect(stdout).toContain('Targets (rill on PostgreSQL):');
+  expect(stdout).toMatch(/fsync=on, synchronous_commit=on/);
+  // The bench stopped its PostgreSQL server and removed its data.
+  expect(existsSync(join(outDir, 'data', 'postgres'))).toBe(false);
   // Long-poll readers got their messages from every server, the floor's included.
   const longPoll = results.rows.find((r) => r.key === 'longpoll-p50')!;
   for (const server of ['rill', 'ref-memory', 'floor']) expect(longPoll.rounds[server]?.every((v) => v > 0), server).toBe(true);

@@ -3,6 +3,7 @@
  * spread round-robin over N streams; with producers, each connection is one producer
  * that owns its own streams and sends Producer-Id/Epoch/Seq in order on each of them.
  * At a fixed rate, the same appends are paced over the connections instead.
+ * A server of several nodes gets its connections spread over their URLs, round-robin.
  */
 import autocannon from 'autocannon';
 import { BODY_BYTES, bodyOf, createStream, pooled } from '../http.js';
@@ -83,9 +84,11 @@ function requestFor(spec: AppendSpec): autocannon.Request {
   return request as unknown as autocannon.Request;
 }
 
-export async function runAppends(base: string, spec: AppendSpec): Promise<AppendResult> {
+/** `base`: the server's URL, or its nodes' (connection i goes to node i mod nodes). */
+export async function runAppends(base: string | string[], spec: AppendSpec): Promise<AppendResult> {
   const result = await autocannon({
-    url: base,
+    // autocannon takes an array of URLs too (its types say a string): lib/run.js initialiseClients.
+    url: base as string,
     connections: spec.connections,
     duration: spec.durationS,
     pipelining: 1,

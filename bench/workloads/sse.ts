@@ -1,11 +1,13 @@
 /**
  * Workload 3: SSE fan-out. N subscribers follow one text stream over Server-Sent
  * Events (raw sockets); one writer appends at a fixed rate, each message carrying
- * its send time. Latency is publish-to-receive, per subscriber per message.
+ * its send time. Latency is publish-to-receive, per subscriber per message. On a server
+ * of several nodes the subscribers are spread over them, round-robin, and the writer
+ * writes to the first: delivery on the writer's node and on the others is reported apart.
  */
 import { connect, type Socket } from 'node:net';
 import { createStream, pooled, sleep } from '../http.js';
-import { CONNECTING_AT_ONCE, nowMicros, percentile, publishAtRate, SEMICOLON, STAMPED_CONTENT_TYPE } from './stamped.js';
+import { CONNECTING_AT_ONCE, nowMicros, percentile, publishAtRate, SEMICOLON, STAMP, STAMPED_CONTENT_TYPE } from './stamped.js';
 
 export interface SseSpec {
   subscribers: number;
@@ -20,7 +22,7 @@ export interface SseSpec {
   stream: string;
 }
 
-export interface SseResult {
+export interface SseLatencies {
   p50Ms: number;
   p99Ms: number;
   maxMs: number;
@@ -28,13 +30,25 @@ export interface SseResult {
   expected: number;
 }
 
+export interface SseResult extends SseLatencies {
+  /** The subscribers on the node the writer writes to. */
+  writersNode: SseLatencies;
+  /** The subscribers on the other nodes; null with one node. */
+  otherNodes: SseLatencies | null;
+}
+
 interface Subscriber {
   socket: Socket;
   ready: Promise<void>;
 }
 
-/** A stamp at the start of an event's data: the padding of a message holds no `t=`. */
-const STAMP = Buffer.from('data:t=');
+/**
+ * A message's stamp opens an event's data (`data:t=`) or follows the padding of the message
+ * before it in the same event (`.t=`): a server that has fallen behind (rill's nodes on
+ * PostgreSQL, catching up from the database) sends several messages in one event, and
+ * each has its latency. Not a `t=` elsewhere (`charset=` in the headers).
+ */
+const STAMP_AFTER = new Set([':'.charCodeAt(0), '.'.charCodeAt(0)]);
 const CONTROL = Buffer.from('event: control');
 
 /**
@@ -70,16 +84,21 @@ function subscribe(base: URL, path: string, latenciesUs: number[]): Subscriber {
       markReady();
     }
     for (let from = data.indexOf(STAMP); from >= 0; from = data.indexOf(STAMP, from)) {
+      if (from === 0 || !STAMP_AFTER.has(data[from - 1]!)) {
+        from += STAMP.length;
+        continue;
+      }
       const end = data.indexOf(SEMICOLON, from + STAMP.length);
       if (end < 0) {
-        carry = Buffer.from(data.subarray(from));
+        carry = Buffer.from(data.subarray(from - 1));
         return;
       }
-      latenciesUs.push(at - Number(data.toString('latin1', from + STAMP.length, end)));
+      const sentUs = Number(data.toString('latin1', from + STAMP.length, end));
+      if (Number.isFinite(sentUs)) latenciesUs.push(at - sentUs);
       from = end;
     }
-    // Keep a tail shorter than a stamp, in case one begins at the very end of this read.
-    if (data.length > 0) carry = Buffer.from(data.subarray(Math.max(0, data.length - STAMP.length + 1)));
+    // Keep a tail as long as a stamp, in case one (or the byte before it) ends this read.
+    if (data.length > 0) carry = Buffer.from(data.subarray(Math.max(0, data.length - STAMP.length)));
   });
   socket.on('error', (e) => fail(e));
   return { socket, ready };
@@ -89,30 +108,44 @@ export async function prepareSse(base: string, spec: SseSpec): Promise<void> {
   await createStream(base, spec.stream, STAMPED_CONTENT_TYPE);
 }
 
-export async function runSse(base: string, spec: SseSpec): Promise<SseResult> {
-  const latenciesUs: number[] = [];
-  const url = new URL(base);
+function latencies(us: number[], sent: number, subscribers: number): SseLatencies {
+  const sorted = [...us].sort((a, b) => a - b);
+  return {
+    p50Ms: percentile(sorted, 50) / 1000,
+    p99Ms: percentile(sorted, 99) / 1000,
+    maxMs: (sorted[sorted.length - 1] ?? NaN) / 1000,
+    delivered: sorted.length,
+    expected: sent * subscribers,
+  };
+}
+
+/** `bases`: the server's URL, or its nodes' (the writer writes to the first). */
+export async function runSse(bases: string | string[], spec: SseSpec): Promise<SseResult> {
+  const nodes = (typeof bases === 'string' ? [bases] : bases).map((b) => new URL(b));
+  const writer = nodes[0]!.origin;
+  // Per node: subscriber i is on node i mod nodes.
+  const latenciesUs: number[][] = nodes.map(() => []);
   const path = `/v1/stream/${spec.stream}?offset=now&live=sse`;
   const subs: Subscriber[] = [];
   try {
-    await pooled(spec.subscribers, CONNECTING_AT_ONCE, () => {
-      const sub = subscribe(url, path, latenciesUs);
+    await pooled(spec.subscribers, CONNECTING_AT_ONCE, (i) => {
+      const sub = subscribe(nodes[i % nodes.length]!, path, latenciesUs[i % nodes.length]!);
       subs.push(sub);
       return sub.ready;
     });
     await sleep(200);
-    await publishAtRate(base, spec, spec.warmupMessages);
+    await publishAtRate(writer, spec, spec.warmupMessages);
     await sleep(500);
-    latenciesUs.length = 0;
-    const sent = await publishAtRate(base, spec, Math.max(1, Math.round(spec.messagesPerS * spec.durationS)));
+    for (const l of latenciesUs) l.length = 0;
+    const sent = await publishAtRate(writer, spec, Math.max(1, Math.round(spec.messagesPerS * spec.durationS)));
     await sleep(500);
-    const sorted = latenciesUs.sort((a, b) => a - b);
+    const on = (node: number) => Math.floor(spec.subscribers / nodes.length) + (node < spec.subscribers % nodes.length ? 1 : 0);
+    const others = latenciesUs.slice(1).flat();
+    const otherSubscribers = spec.subscribers - on(0);
     return {
-      p50Ms: percentile(sorted, 50) / 1000,
-      p99Ms: percentile(sorted, 99) / 1000,
-      maxMs: (sorted[sorted.length - 1] ?? NaN) / 1000,
-      delivered: sorted.length,
-      expected: sent * spec.subscribers,
+      ...latencies(latenciesUs.flat(), sent, spec.subscribers),
+      writersNode: latencies(latenciesUs[0]!, sent, on(0)),
+      otherNodes: nodes.length > 1 ? latencies(others, sent, otherSubscribers) : null,
     };
   } finally {
     for (const s of subs) s.socket.destroy();
