@@ -19,27 +19,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import {
-  checkLog,
-  connectionPortsOf,
-  listenerPorts,
-  LongPollReader,
-  median,
-  messageOf,
-  pad20,
-  PlainWriter,
-  ProducerWriter,
-  readLog,
-  RillNode,
-  send,
-  sleep,
-  SseReader,
-  StreamSeqWriter,
-  terminateListeners,
-  type LoadContext,
-  type Observation,
-  type ReaderContext,
-} from '../helpers/multinode.js';
+import { offset as pad20 } from '../helpers/http.js';
+import { checkLog, median, readLog } from '../helpers/multinode/checks.js';
+import { connectionPortsOf, listenerPorts, terminateListeners } from '../helpers/multinode/listeners.js';
+import { messageOf, type LoadContext, type ReaderContext } from '../helpers/multinode/load.js';
+import { RillNode } from '../helpers/multinode/nodes.js';
+import { LongPollReader, SseReader } from '../helpers/multinode/readers.js';
+import { send, sleep, type Observation } from '../helpers/multinode/send.js';
+import { PlainWriter, ProducerWriter, StreamSeqWriter } from '../helpers/multinode/writers.js';
 import { blake3Hex } from '../helpers/producer-client.js';
 import { sharedDatabase } from '../helpers/postgres.js';
 

@@ -17,23 +17,13 @@
  */
 import type { Socket } from 'node:net';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
-import {
-  checkLog,
-  LongPollReader,
-  median,
-  observed,
-  pad20,
-  PlainWriter,
-  ProducerWriter,
-  readLog,
-  RillNode,
-  send,
-  sleep,
-  SseReader,
-  type LoadContext,
-  type Observation,
-  type ReaderContext,
-} from '../helpers/multinode.js';
+import { offset as pad20 } from '../helpers/http.js';
+import { checkLog, median, readLog } from '../helpers/multinode/checks.js';
+import type { LoadContext, ReaderContext } from '../helpers/multinode/load.js';
+import { RillNode } from '../helpers/multinode/nodes.js';
+import { LongPollReader, SseReader } from '../helpers/multinode/readers.js';
+import { observed, send, sleep, type Observation } from '../helpers/multinode/send.js';
+import { PlainWriter, ProducerWriter } from '../helpers/multinode/writers.js';
 import { createDatabase, startPostgres, type PostgresServer } from '../helpers/postgres.js';
 import { openSocket, parseHead } from '../reliability/net.js';
 
