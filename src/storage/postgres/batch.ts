@@ -19,7 +19,7 @@ import { producerFromValues, type ProducerValues } from '../producer-columns.js'
 import type { Command } from '../store.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { ChunkWindows, type Queryable } from './chunks.js';
-import { PendingWrites, UndoLog, writeOut } from './writes.js';
+import { PendingWrites, sendAll, UndoLog, writeStatements } from './writes.js';
 
 type Summary = NonNullable<ProducerView['others']>;
 
@@ -64,23 +64,17 @@ export class PgBatch implements Txn {
   private readonly freeIds: number[] = [];
   private readonly undo = new UndoLog();
   private writes = new PendingWrites();
+  /** Stream rows as this transaction holds them in the database (loaded, or as last sent). */
+  private readonly stored = new Map<number, StreamState>();
   /** Streams this batch wrote, for the commit notification. */
   readonly touched = new Set<string>();
-  /** Round trips made, for the bench. */
+  /** Round trips made (statements sent together count once), for the bench. */
   roundTrips = 0;
+  /** Some of the batch's writes were sent before its end (to answer a question over many rows). */
+  sentWrites = false;
 
   constructor(private readonly db: Queryable) {
-    this.windows = new ChunkWindows(this.counted());
-  }
-
-  /** The database, counting round trips. */
-  private counted(): Queryable {
-    return {
-      query: (text, values) => {
-        this.roundTrips++;
-        return this.db.query(text, values);
-      },
-    };
+    this.windows = new ChunkWindows(db);
   }
 
   /** Loads, in a few round trips, the streams, producers and buckets the commands name. */
@@ -99,9 +93,13 @@ export class PgBatch implements Txn {
         if (c.input.request.producer) producerKeys.push([c.input.name, c.input.request.producer.id]);
       } else if (c.kind !== 'expireStreams') names.add(c.input.name);
     }
-    await this.loadStreams([...names], [...streamIds]);
-    if (producerKeys.length > 0) await this.loadProducers(producerKeys);
-    if (buckets.size > 0) await this.loadBuckets([...buckets]);
+    // Sent together, run in this order: producers are read once their streams are locked.
+    this.roundTrips++;
+    await Promise.all([
+      this.loadStreams([...names], [...streamIds]),
+      producerKeys.length > 0 ? this.loadProducers(producerKeys) : null,
+      buckets.size > 0 ? this.loadBuckets([...buckets]) : null,
+    ]);
   }
 
   // ---- reads -------------------------------------------------------------------------
@@ -276,21 +274,29 @@ export class PgBatch implements Txn {
   /** Sends what the batch changed and has not sent yet, and the commit hints when given. */
   async flush(hints: string[] = []): Promise<void> {
     if (this.writes.empty && hints.length === 0) return;
-    const writes = this.writes;
+    const statements = writeStatements(this.writes, this.stored, hints);
+    for (const [id, stream] of this.writes.streams) {
+      if (stream) this.stored.set(id, stream);
+      else this.stored.delete(id);
+    }
     this.writes = new PendingWrites();
-    await writeOut(this.counted(), writes, hints);
+    this.roundTrips++;
+    await sendAll(this.db, statements);
   }
 
   // ---- helpers -----------------------------------------------------------------------
 
   private query<R extends object>(text: string, values?: unknown[]) {
-    this.roundTrips++;
     return this.db.query<R>(text, values);
   }
 
   private missing(flushFirst: boolean, load: () => Promise<void>): MissingState {
     return new MissingState(async () => {
-      if (flushFirst) await this.flush();
+      if (flushFirst && !this.writes.empty) {
+        this.sentWrites = true;
+        await this.flush();
+      }
+      this.roundTrips++;
       await load();
     });
   }
@@ -334,6 +340,7 @@ export class PgBatch implements Txn {
   /** Loaded rows become known unless this batch changed them (its changes are newer). */
   private rememberStream(stream: StreamState): void {
     if (this.writes.streams.has(stream.id)) return;
+    this.stored.set(stream.id, stream);
     this.byId.set(stream.id, stream);
     this.byName.set(stream.name, stream);
   }
@@ -355,20 +362,13 @@ export class PgBatch implements Txn {
   }
 
   private async loadProducers(keys: Array<[string, string]>): Promise<void> {
+    // One row per key whose stream exists, with the record's columns null when it has none.
     const { rows } = await this.query<Record<string, unknown>>(
-      `${PRODUCER_SELECT} FROM unnest($1::text[], $2::text[]) k(name, pid) JOIN streams s ON s.name = k.name
-       JOIN producers p ON p.stream_id = s.id AND p.producer_id = k.pid`,
+      `SELECT s.id AS sid, k.pid, p.* FROM unnest($1::text[], $2::text[]) k(name, pid) JOIN streams s ON s.name = k.name
+       LEFT JOIN producers p ON p.stream_id = s.id AND p.producer_id = k.pid`,
       [keys.map((k) => k[0]), keys.map((k) => k[1])],
     );
-    const found = new Set<string>();
-    for (const row of rows) {
-      this.rememberProducer(row.stream_id as number, row.producer_id as string, producerOf(row));
-      found.add(`${row.stream_id}/${row.producer_id}`);
-    }
-    for (const [name, pid] of keys) {
-      const stream = this.byName.get(name);
-      if (stream && !found.has(`${stream.id}/${pid}`)) this.rememberProducer(stream.id, pid, null);
-    }
+    for (const row of rows) this.rememberProducer(row.sid as number, row.pid as string, row.producer_id === null ? null : producerOf(row));
   }
 
   private async loadBuckets(ids: string[]): Promise<void> {

@@ -15,6 +15,25 @@ export interface Queryable {
   query<R extends object>(text: string, values?: unknown[]): Promise<{ rows: R[] }>;
 }
 
+/** Names given to statement texts, so that a connection prepares each once. */
+const statementNames = new Map<string, string>();
+/** Texts are built from a handful of shapes; past this many, new ones run unnamed. */
+const MAX_STATEMENT_NAMES = 512;
+
+function statementName(text: string): string | undefined {
+  let name = statementNames.get(text);
+  if (name === undefined && statementNames.size < MAX_STATEMENT_NAMES) statementNames.set(text, (name = `rill_${statementNames.size}`));
+  return name;
+}
+
+/**
+ * A connection whose statements are prepared: PostgreSQL parses and plans each text once
+ * per connection instead of once per batch.
+ */
+export function preparing(client: { query(config: { name?: string; text: string; values?: unknown[] }): Promise<{ rows: unknown[] }> }): Queryable {
+  return { query: (text, values) => client.query({ name: statementName(text), text, values }) as never };
+}
+
 /** Every chunk of a stream starting at or after the one that holds `from`, and before `hi`. */
 interface Window {
   from: number;

@@ -15,7 +15,7 @@ import type { Txn } from '../executor.js';
 import type { BucketInfo, Command, RemoteCommits, StoreOptions, StreamListing } from '../store.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { PgBatch } from './batch.js';
-import { ReadSource, withLoads } from './chunks.js';
+import { preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
 import { hintPayloads, HintListener } from './notify.js';
 import { migrate } from './schema.js';
 
@@ -77,6 +77,8 @@ const types = {
 
 export class PostgresStore extends BatchedStore {
   private readonly pool: pg.Pool;
+  /** The pool, its statements prepared (chunks.ts). */
+  private readonly reads: Queryable;
   private readonly hints: HintListener;
   /** Tells this node's own hints from other nodes'. */
   readonly nodeId = randomBytes(6).toString('hex');
@@ -119,7 +121,10 @@ export class PostgresStore extends BatchedStore {
       keepAlive: true,
       types,
     };
+    // Statements sent together go out together instead of one per round trip.
+    Object.assign(config, { pipeline: true });
     this.pool = new pg.Pool(config);
+    this.reads = preparing(this.pool);
     // A connection that drops while idle in the pool is replaced on its next use; without
     // a listener the error would end the process.
     this.pool.on('error', () => {});
@@ -161,28 +166,42 @@ export class PostgresStore extends BatchedStore {
     const client = await this.pool.connect();
     let broken = false;
     try {
-      await client.query('BEGIN');
-      const batch = new PgBatch(client);
-      await batch.preload(commands, streamIds);
+      const batch = new PgBatch(preparing(client));
+      // Pipelined: BEGIN and the loads go out in one round trip.
+      await Promise.all([client.query('BEGIN'), batch.preload(commands, streamIds)]);
       await body(batch);
-      await batch.flush(hintPayloads(this.nodeId, batch.touched));
-      try {
-        await client.query('COMMIT');
-      } catch (error) {
-        // An answer from the server means it rolled back; a lost connection leaves it unknown.
-        if (error instanceof pg.DatabaseError) throw error;
-        broken = true;
-        throw new CommitOutcomeUnknownError(error);
-      }
+      await this.commit(client, batch);
       this.stats.batches++;
       this.stats.commands += commands.length;
-      this.stats.roundTrips += batch.roundTrips + 2;
+      this.stats.roundTrips += batch.roundTrips;
     } catch (error) {
-      if (!broken) broken = !(await rolledBack(client));
+      broken = error instanceof CommitOutcomeUnknownError || !(await rolledBack(client));
       throw error;
     } finally {
       client.release(broken);
     }
+  }
+
+  /**
+   * Sends the batch's last writes and COMMIT. When the batch sent no writes before (the
+   * common case), they go out in one round trip: should a write fail to be sent at all,
+   * the COMMIT that follows it commits no change. Otherwise COMMIT waits for the writes,
+   * so that it can never commit the earlier ones without the last.
+   */
+  private async commit(client: pg.PoolClient, batch: PgBatch): Promise<void> {
+    const hints = hintPayloads(this.nodeId, batch.touched);
+    const alone = batch.sentWrites;
+    if (alone) await batch.flush(hints);
+    const written = alone ? Promise.resolve() : batch.flush(hints);
+    const committed = client.query('COMMIT');
+    batch.roundTrips += alone ? 1 : 0;
+    const [writes, commit] = await Promise.allSettled([written, committed]);
+    // A statement the server refused rolled the transaction back (its COMMIT answers ROLLBACK).
+    for (const outcome of [writes, commit]) if (outcome.status === 'rejected' && outcome.reason instanceof pg.DatabaseError) throw outcome.reason;
+    // The connection failed once COMMIT was sent: the batch may or may not have applied.
+    for (const outcome of [writes, commit]) if (outcome.status === 'rejected') throw new CommitOutcomeUnknownError(outcome.reason);
+    const tag = (commit as PromiseFulfilledResult<pg.QueryResult>).value.command;
+    if (tag !== 'COMMIT') throw new Error(`invariant: COMMIT answered ${tag}`);
   }
 
   /** A read of committed rows; the database being unreachable answers 503. */
@@ -196,7 +215,7 @@ export class PostgresStore extends BatchedStore {
   }
 
   private query<R extends object>(text: string, values?: unknown[]) {
-    return this.read(() => this.pool.query<R>(text, values));
+    return this.read(() => this.reads.query<R>(text, values));
   }
 
   async getStream(name: string): Promise<StreamState | undefined> {
@@ -205,17 +224,17 @@ export class PostgresStore extends BatchedStore {
   }
 
   async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
-    const source = new ReadSource(this.pool, Math.min(stream.tail, from + maxBytes));
+    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes));
     return this.read(() => withLoads(() => readFromChain(source, stream, from, maxBytes)));
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
-    const source = new ReadSource(this.pool, Math.min(stream.tail, from + maxBytes));
+    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes));
     return this.read(() => withLoads(() => chunksFromChain(source, stream, from, maxBytes)));
   }
 
   async chunkAt(stream: StreamState, position: number): Promise<StoredChunk | null> {
-    const source = new ReadSource(this.pool, position + 1);
+    const source = new ReadSource(this.reads, position + 1);
     return this.read(() => withLoads(() => chunkFromChain(source, stream, position)));
   }
 

@@ -92,6 +92,25 @@ function unnestOf(columns: readonly string[], types: Record<string, string>, row
   return { arrays, select: `SELECT * FROM unnest(${casts.join(', ')})` };
 }
 
+/** Columns an append changes; a stream whose stored row differs in these only is updated narrowly. */
+const APPEND_COLUMNS = ['tail', 'last_access_ms', 'expiry_ms'] as const;
+const APPEND_COLUMN_AT = APPEND_COLUMNS.map((c) => STREAM_VALUE_COLUMNS.indexOf(c));
+
+/** True when `next` differs from the stored row `stored` only in APPEND_COLUMNS. */
+function onlyAppended(stored: StreamState | undefined, next: StreamState): boolean {
+  if (stored === undefined) return false;
+  const before = streamColumnValues(stored);
+  const after = streamColumnValues(next);
+  for (let i = 0; i < after.length; i++) if (before[i] !== after[i] && !APPEND_COLUMN_AT.includes(i)) return false;
+  return true;
+}
+
+function updateAppended(states: StreamState[], firstParam: number) {
+  const { arrays, select } = unnestOf(['id', ...APPEND_COLUMNS], {}, states.map((s) => [s.id, ...APPEND_COLUMN_AT.map((i) => streamColumnValues(s)[i])]), firstParam);
+  const sets = APPEND_COLUMNS.map((c) => `${c} = v.${c}`).join(', ');
+  return { arrays, sql: `UPDATE streams s SET ${sets} FROM (${select}) v(id, ${APPEND_COLUMNS.join(', ')}) WHERE s.id = v.id` };
+}
+
 function upsertStreams(states: StreamState[], firstParam: number) {
   const columns = ['id', ...STREAM_VALUE_COLUMNS];
   const { arrays, select } = unnestOf(columns, STREAM_COLUMN_TYPES, states.map((s) => [s.id, ...streamColumnValues(s)]), firstParam);
@@ -107,97 +126,120 @@ function upsertProducers(records: Array<{ streamId: number; record: ProducerReco
   return { arrays, sql: `INSERT INTO producers (${columns.join(', ')}) ${select} ON CONFLICT (stream_id, producer_id) DO UPDATE SET ${updates}` };
 }
 
+/** One statement and its parameters. */
+export interface Statement {
+  text: string;
+  values: unknown[];
+}
+
 /**
  * The stream rows, small chunks and producer records in one statement: data-modifying
- * WITH clauses all run, on distinct rows, so their order does not matter.
+ * WITH clauses all run, on distinct rows, so their order does not matter. The hints ride
+ * along: NOTIFY is delivered only if the transaction commits.
  */
-async function writeCommon(
-  db: Queryable,
-  streams: StreamState[],
+function commonStatement(
+  streams: { appended: StreamState[]; others: StreamState[] },
   chunks: PendingWrites['chunks'],
   producers: Array<{ streamId: number; record: ProducerRecord }>,
   hints: string[],
-): Promise<void> {
+): Statement | null {
   const parts: string[] = [];
-  const params: unknown[] = [];
+  const values: unknown[] = [];
   const add = (part: { arrays: unknown[][]; sql: string }) => {
     parts.push(part.sql);
-    params.push(...part.arrays);
+    values.push(...part.arrays);
   };
-  if (streams.length > 0) add(upsertStreams(streams, params.length + 1));
+  if (streams.appended.length > 0) add(updateAppended(streams.appended, values.length + 1));
+  if (streams.others.length > 0) add(upsertStreams(streams.others, values.length + 1));
   if (chunks.length > 0) {
-    const at = params.length + 1;
+    const at = values.length + 1;
     add({
       arrays: [chunks.map((c) => c.streamId), chunks.map((c) => c.start), chunks.map((c) => c.data)],
       sql: `INSERT INTO chunks (stream_id, start, data) SELECT * FROM unnest($${at}::bigint[], $${at + 1}::bigint[], $${at + 2}::bytea[])`,
     });
   }
-  if (producers.length > 0) add(upsertProducers(producers, params.length + 1));
-  // The hints ride along: NOTIFY is delivered only if the transaction commits.
-  if (hints.length > 0) add({ arrays: [hints], sql: `SELECT count(pg_notify('${HINT_CHANNEL}', p)) FROM unnest($${params.length + 1}::text[]) p` });
-  if (parts.length === 0) return;
-  if (parts.length === 1) return void (await db.query(parts[0]!, params));
+  if (producers.length > 0) add(upsertProducers(producers, values.length + 1));
+  if (hints.length > 0) add({ arrays: [hints], sql: `SELECT count(pg_notify('${HINT_CHANNEL}', p)) FROM unnest($${values.length + 1}::text[]) p` });
+  if (parts.length === 0) return null;
   const clauses = parts.slice(0, -1).map((sql, i) => `w${i} AS (${sql})`);
-  await db.query(`WITH ${clauses.join(', ')} ${parts[parts.length - 1]}`, params);
+  return { text: clauses.length === 0 ? parts[0]! : `WITH ${clauses.join(', ')} ${parts[parts.length - 1]}`, values };
 }
 
 /**
- * Sends `writes` inside the caller's transaction, in an order their constraints allow,
- * with the commit hints (notify.ts) for other nodes when given.
+ * The statements that write `writes` inside the caller's transaction, in an order their
+ * constraints allow, with the commit hints (notify.ts) for other nodes when given;
+ * `stored` holds the rows as the transaction sees them, so that a stream an append moved
+ * has only its append columns written. Building them sends nothing.
  */
-export async function writeOut(db: Queryable, writes: PendingWrites, hints: string[] = []): Promise<void> {
+export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<number, StreamState>, hints: string[] = []): Statement[] {
+  const out: Statement[] = [];
   const upserts = [...writes.buckets.entries()].filter(([, b]) => b !== null);
   if (upserts.length > 0) {
-    await db.query(`INSERT INTO buckets (id, created_at_ms) SELECT * FROM unnest($1::text[], $2::bigint[]) ON CONFLICT (id) DO UPDATE SET created_at_ms = EXCLUDED.created_at_ms`, [
-      upserts.map(([id]) => id),
-      upserts.map(([, b]) => b!.createdAtMs),
-    ]);
+    out.push({
+      text: `INSERT INTO buckets (id, created_at_ms) SELECT * FROM unnest($1::text[], $2::bigint[]) ON CONFLICT (id) DO UPDATE SET created_at_ms = EXCLUDED.created_at_ms`,
+      values: [upserts.map(([id]) => id), upserts.map(([, b]) => b!.createdAtMs)],
+    });
   }
   const dropped = [...writes.streams.entries()].filter(([, s]) => s === null).map(([id]) => id);
   // Before the upserts: a name dropped and created again in one batch moves to a new id.
   if (dropped.length > 0) {
-    await db.query(
-      `WITH c AS (DELETE FROM chunks WHERE stream_id = ANY($1::bigint[])), p AS (DELETE FROM producers WHERE stream_id = ANY($1::bigint[])),
+    out.push({
+      text: `WITH c AS (DELETE FROM chunks WHERE stream_id = ANY($1::bigint[])), p AS (DELETE FROM producers WHERE stream_id = ANY($1::bigint[])),
             s AS (DELETE FROM snapshots WHERE stream_id = ANY($1::bigint[])) DELETE FROM streams WHERE id = ANY($1::bigint[])`,
-      [dropped],
-    );
+      values: [dropped],
+    });
   }
   if (writes.forgets.size > 0) {
-    await db.query(`DELETE FROM producers p USING unnest($1::bigint[], $2::bigint[]) f(sid, cutoff) WHERE p.stream_id = f.sid AND p.last_seen_ms <= f.cutoff`, [
-      [...writes.forgets.keys()],
-      [...writes.forgets.values()],
-    ]);
+    out.push({
+      text: `DELETE FROM producers p USING unnest($1::bigint[], $2::bigint[]) f(sid, cutoff) WHERE p.stream_id = f.sid AND p.last_seen_ms <= f.cutoff`,
+      values: [[...writes.forgets.keys()], [...writes.forgets.values()]],
+    });
   }
   const producers = [...writes.producers.values()];
   const deleted = producers.filter((p) => p.record === null);
   if (deleted.length > 0) {
-    await db.query(`DELETE FROM producers p USING unnest($1::bigint[], $2::text[]) d(sid, pid) WHERE p.stream_id = d.sid AND p.producer_id = d.pid`, [
-      deleted.map((p) => p.streamId),
-      deleted.map((p) => p.producerId),
-    ]);
+    out.push({
+      text: `DELETE FROM producers p USING unnest($1::bigint[], $2::text[]) d(sid, pid) WHERE p.stream_id = d.sid AND p.producer_id = d.pid`,
+      values: [deleted.map((p) => p.streamId), deleted.map((p) => p.producerId)],
+    });
   }
   const live = (id: number) => writes.streams.get(id) !== null;
   const chunks = writes.chunks.filter((c) => live(c.streamId));
-  const large = chunks.filter((c) => c.data.length > LARGE_CHUNK_BYTES);
-  await writeCommon(
-    db,
-    [...writes.streams.values()].filter((s): s is StreamState => s !== null),
+  const written = [...writes.streams.values()].filter((s): s is StreamState => s !== null);
+  const common = commonStatement(
+    { appended: written.filter((s) => onlyAppended(stored.get(s.id), s)), others: written.filter((s) => !onlyAppended(stored.get(s.id), s)) },
     chunks.filter((c) => c.data.length <= LARGE_CHUNK_BYTES),
     producers.filter((p) => p.record !== null && live(p.streamId)).map((p) => ({ streamId: p.streamId, record: p.record! })),
     hints,
   );
-  for (const c of large) await db.query('INSERT INTO chunks (stream_id, start, data) VALUES ($1, $2, $3)', [c.streamId, c.start, c.data]);
+  if (common) out.push(common);
+  for (const c of chunks) {
+    if (c.data.length > LARGE_CHUNK_BYTES) out.push({ text: 'INSERT INTO chunks (stream_id, start, data) VALUES ($1, $2, $3)', values: [c.streamId, c.start, c.data] });
+  }
   // After the inserts: a trim may cut into appends of the same batch.
-  for (const [streamId, position] of writes.trims) if (live(streamId)) await trimBefore(db, streamId, position);
+  for (const [streamId, position] of writes.trims) if (live(streamId)) out.push(...trimStatements(streamId, position));
   for (const [streamId, body] of writes.snapshots) {
-    if (live(streamId)) await db.query('INSERT INTO snapshots (stream_id, data) VALUES ($1, $2) ON CONFLICT (stream_id) DO UPDATE SET data = EXCLUDED.data', [streamId, body]);
+    if (live(streamId)) {
+      out.push({ text: 'INSERT INTO snapshots (stream_id, data) VALUES ($1, $2) ON CONFLICT (stream_id) DO UPDATE SET data = EXCLUDED.data', values: [streamId, body] });
+    }
   }
   const bucketDrops = [...writes.buckets.entries()].filter(([, b]) => b === null).map(([id]) => id);
-  if (bucketDrops.length > 0) await db.query('DELETE FROM buckets WHERE id = ANY($1::text[])', [bucketDrops]);
+  if (bucketDrops.length > 0) out.push({ text: 'DELETE FROM buckets WHERE id = ANY($1::text[])', values: [bucketDrops] });
+  return out;
+}
+
+/**
+ * Sends the statements in order without waiting between them (one round trip on a
+ * pipelining connection) and waits for all; the first refusal rejects.
+ */
+export async function sendAll(db: Queryable, statements: readonly Statement[]): Promise<void> {
+  await Promise.all(statements.map((s) => db.query(s.text, s.values)));
 }
 
 /** Deletes whole appends before `position`; an append cut by it keeps only its part from there. */
-async function trimBefore(db: Queryable, streamId: number, position: number): Promise<void> {
-  await db.query('DELETE FROM chunks WHERE stream_id = $1 AND start < $2 AND start + length(data) <= $2', [streamId, position]);
-  await db.query('UPDATE chunks SET data = substring(data FROM ($2 - start + 1)::integer), start = $2 WHERE stream_id = $1 AND start < $2', [streamId, position]);
+function trimStatements(streamId: number, position: number): Statement[] {
+  return [
+    { text: 'DELETE FROM chunks WHERE stream_id = $1 AND start < $2 AND start + length(data) <= $2', values: [streamId, position] },
+    { text: 'UPDATE chunks SET data = substring(data FROM ($2 - start + 1)::integer), start = $2 WHERE stream_id = $1 AND start < $2', values: [streamId, position] },
+  ];
 }
