@@ -131,6 +131,20 @@ describe('state loaded in the middle of a batch', () => {
     expect((await sql('SELECT producer_id FROM producers ORDER BY producer_id')).map((r) => (r as { producer_id: string }).producer_id)).toEqual(['p1', 'p2', 'p3']);
   });
 
+  it('with more producers than the batch loads whole, a new one is counted by asking PostgreSQL', async () => {
+    const store = await node(70);
+    const name = v1StreamKey('many-producers');
+    await store.run('createStream', createRequest(name));
+    const first = Array.from({ length: 68 }, (_, i) => `p${String(i).padStart(2, '0')}`);
+    for (const id of first) await store.run('append', { name, request: appendRequest(id, { producer: { id, epoch: 0, seq: 0 } }) });
+    const outcomes = await Promise.all(
+      ['q1', 'q2', 'q3'].map((id) => store.run('append', { name, request: appendRequest(id, { producer: { id, epoch: 0, seq: 0 } }) })),
+    );
+    expect(outcomes.slice(0, 2).map((o) => o.kind)).toEqual(['appended', 'appended']);
+    expect(refusal(outcomes[2]!)).toBe('PRODUCER_LIMIT');
+    expect(await sql('SELECT count(*)::int AS n FROM producers')).toEqual([{ n: 70 }]);
+  });
+
   it('retention removes the trimmed appends from the chunks table, except what a fork still reads', async () => {
     const store = await node();
     const trim = async (name: string, forkAt: number | null) => {

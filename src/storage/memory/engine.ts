@@ -4,12 +4,12 @@
  * trace. Nothing survives the process.
  */
 import type { BucketState } from '../../core/bucket.js';
-import { compareEvictionOrder } from '../../core/producer.js';
 import { expiryMs } from '../../core/stream.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore } from '../batched.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
+import { summarizeProducers } from '../producer-summary.js';
 import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
 
 interface StreamData {
@@ -115,23 +115,6 @@ export class MemoryStore extends BatchedStore {
     },
   };
 
-  private producerSummary(streamId: number, cutoffMs: number, excludeId: string) {
-    let liveCount = 0;
-    let expiredMaxEpoch: number | null = null;
-    let leastRecentLive: { id: string; epoch: number; lastSeenMs: number } | null = null;
-    for (const p of this.data.get(streamId)?.producers.values() ?? []) {
-      if (p.lastSeenMs <= cutoffMs) {
-        expiredMaxEpoch = Math.max(expiredMaxEpoch ?? p.epoch, p.epoch);
-      } else if (p.id !== excludeId) {
-        liveCount++;
-        if (!leastRecentLive || compareEvictionOrder(p, leastRecentLive) < 0) {
-          leastRecentLive = { id: p.id, epoch: p.epoch, lastSeenMs: p.lastSeenMs };
-        }
-      }
-    }
-    return { liveCount, expiredMaxEpoch, leastRecentLive };
-  }
-
   private deleteProducer(streamId: number, id: string): void {
     const producers = this.data.get(streamId)?.producers;
     const previous = producers?.get(id);
@@ -164,7 +147,7 @@ export class MemoryStore extends BatchedStore {
           .map((s) => this.view(s)!)
           .filter((s) => s.bucket === bucket && !s.deleted && (expiryMs(s) ?? Infinity) <= nowMs),
       getProducer: (streamId, producerId) => this.data.get(streamId)?.producers.get(producerId),
-      producerSummary: (streamId, cutoffMs, excludeId) => this.producerSummary(streamId, cutoffMs, excludeId),
+      producerSummary: (streamId, cutoffMs, excludeId) => summarizeProducers(this.data.get(streamId)?.producers.values() ?? [], cutoffMs, excludeId),
       chunkAt: (stream, position) => chunkFromChain(this.chunkSource, stream, position),
       nextStreamId: () => this.nextId++,
       expiredStreams: (nowMs, limit) =>

@@ -16,12 +16,16 @@ import { chunkFromChain, type ChunkSource, type StoredChunk } from '../chain.js'
 import type { Txn } from '../executor.js';
 import { MissingState } from '../missing.js';
 import { producerFromValues, type ProducerValues } from '../producer-columns.js';
+import { summarizeProducers } from '../producer-summary.js';
 import type { Command } from '../store.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { ChunkWindows, type Queryable } from './chunks.js';
 import { PendingWrites, sendAll, UndoLog, writeStatements } from './writes.js';
 
 type Summary = NonNullable<ProducerView['others']>;
+
+/** A stream with at most this many producers has them all loaded when a new one writes (see preload). */
+const ALL_PRODUCERS_LOADED = 64;
 
 /** Stream ids taken from the sequence at a time. */
 const ID_BLOCK = 16;
@@ -52,6 +56,8 @@ export class PgBatch implements Txn {
   private readonly buckets = new Map<string, BucketState | null>();
   /** Producer records by stream, then id; null when known absent. */
   private readonly producers = new Map<number, Map<string, ProducerRecord | null>>();
+  /** Streams whose every producer record is in `producers`: their summaries need no query. */
+  private readonly allProducersKnown = new Set<number>();
   /** Producers seen at or before this time were forgotten by this batch, by stream. */
   private readonly forgotten = new Map<number, number>();
   private readonly windows: ChunkWindows;
@@ -100,6 +106,14 @@ export class PgBatch implements Txn {
       producerKeys.length > 0 ? this.loadProducers(producerKeys) : null,
       buckets.size > 0 ? this.loadBuckets([...buckets]) : null,
     ]);
+    // A producer new to its stream asks about the others: for streams with few, load them
+    // all now (one round trip), rather than ask PostgreSQL per new producer mid-batch.
+    const newcomers = new Set<number>();
+    for (const [name, pid] of producerKeys) {
+      const stream = this.byName.get(name);
+      if (stream && this.producers.get(stream.id)?.get(pid) === null) newcomers.add(stream.id);
+    }
+    if (newcomers.size > 0) await this.loadAllProducers([...newcomers]);
   }
 
   // ---- reads -------------------------------------------------------------------------
@@ -158,6 +172,7 @@ export class PgBatch implements Txn {
   getProducer(streamId: number, producerId: string): ProducerRecord | undefined {
     const known = this.producers.get(streamId)?.get(producerId);
     if (known !== undefined) return known ?? undefined;
+    if (this.allProducersKnown.has(streamId)) return undefined;
     throw this.missing(false, async () => {
       const { rows } = await this.query<Record<string, unknown>>(`${PRODUCER_SELECT} FROM producers p WHERE p.stream_id = $1 AND p.producer_id = $2`, [streamId, producerId]);
       this.rememberProducer(streamId, producerId, rows[0] ? producerOf(rows[0]) : null);
@@ -165,6 +180,10 @@ export class PgBatch implements Txn {
   }
 
   producerSummary(streamId: number, cutoffMs: number, excludeId: string): Summary {
+    if (this.allProducersKnown.has(streamId)) {
+      const records = [...(this.producers.get(streamId)?.values() ?? [])].filter((r): r is ProducerRecord => r !== null);
+      return summarizeProducers(records, cutoffMs, excludeId);
+    }
     return this.ask(`producers ${streamId} ${cutoffMs} ${excludeId}`, async () => {
       // The order of compareEvictionOrder (core/producer.ts): "C" collation compares UTF-8 bytes.
       const { rows } = await this.query<{ live: number; expired_max: number | null; lru_id: string | null; lru_epoch: number | null; lru_seen: number | null }>(
@@ -369,6 +388,25 @@ export class PgBatch implements Txn {
       [keys.map((k) => k[0]), keys.map((k) => k[1])],
     );
     for (const row of rows) this.rememberProducer(row.sid as number, row.pid as string, row.producer_id === null ? null : producerOf(row));
+  }
+
+  /** Every producer record of the streams that have at most ALL_PRODUCERS_LOADED of them. */
+  private async loadAllProducers(streamIds: number[]): Promise<void> {
+    this.roundTrips++;
+    const [crowded, { rows }] = await Promise.all([
+      this.query<{ stream_id: number }>('SELECT stream_id FROM producers WHERE stream_id = ANY($1::bigint[]) GROUP BY stream_id HAVING count(*) > $2', [
+        streamIds,
+        ALL_PRODUCERS_LOADED,
+      ]),
+      this.query<Record<string, unknown>>(
+        `${PRODUCER_SELECT} FROM producers p WHERE p.stream_id = ANY($1::bigint[])
+           AND (SELECT count(*) FROM producers q WHERE q.stream_id = p.stream_id) <= $2`,
+        [streamIds, ALL_PRODUCERS_LOADED],
+      ),
+    ]);
+    for (const row of rows) this.rememberProducer(row.stream_id as number, row.producer_id as string, producerOf(row));
+    const skipped = new Set(crowded.rows.map((r) => r.stream_id));
+    for (const id of streamIds) if (!skipped.has(id)) this.allProducersKnown.add(id);
   }
 
   private async loadBuckets(ids: string[]): Promise<void> {
