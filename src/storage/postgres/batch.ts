@@ -15,7 +15,7 @@ import type { ProducerRecord, ProducerView, StreamState } from '../../core/types
 import { chunkFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
 import { MissingState } from '../missing.js';
-import { producerFromValues, type ProducerValues } from '../producer-columns.js';
+import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../producer-columns.js';
 import { summarizeProducers } from '../producer-summary.js';
 import type { Command } from '../store.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
@@ -30,24 +30,10 @@ const ALL_PRODUCERS_LOADED = 64;
 /** Stream ids taken from the sequence at a time. */
 const ID_BLOCK = 16;
 
-const PRODUCER_SELECT = `SELECT p.stream_id, p.producer_id, p.epoch, p.last_seq, p.receipt_start, p.receipt_next, p.receipt_closed,
-  p.digest, p.claim_closed_epoch, p.claim_closed_seq, p.claim_digest, p.last_seen_ms`;
+const PRODUCER_SELECT = `SELECT p.stream_id, ${PRODUCER_COLUMNS.map((c) => `p.${c}`).join(', ')}`;
 
 function producerOf(row: Record<string, unknown>): ProducerRecord {
-  const values = [
-    row.producer_id,
-    row.epoch,
-    row.last_seq,
-    row.receipt_start,
-    row.receipt_next,
-    row.receipt_closed,
-    row.digest,
-    row.claim_closed_epoch,
-    row.claim_closed_seq,
-    row.claim_digest,
-    row.last_seen_ms,
-  ] as ProducerValues;
-  return producerFromValues(values);
+  return producerFromValues(PRODUCER_COLUMNS.map((column) => row[column]) as ProducerValues);
 }
 
 export class PgBatch implements Txn {
