@@ -13,6 +13,7 @@ import type { BucketInfo, Command, CommandName, CommitEvent, Store, StoreCommand
 
 interface Pending {
   kind: CommandName;
+  /** Typed by `kind` (see run); `never` lets a batch pass as the Command list it is. */
   input: never;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
@@ -135,8 +136,8 @@ export abstract class BatchedStore implements Store {
    * Engines over a networked database run a batch in an asynchronous transaction
    * instead: their Txn may stop a step with MissingState until it has loaded what the
    * step asked for. Given the batch's commands and the streams whose TTL reads renewed,
-   * so that the engine can load what they name in a few round trips first. Resolves once committed and durable, or throws having
-   * applied nothing.
+   * so that the engine can load what they name in a few round trips first. Resolves
+   * once committed and durable, or throws having applied nothing.
    */
   protected transactAsync?: (commands: readonly Command[], streamIds: Iterable<number>, body: (txn: Txn) => Promise<void>) => Promise<void>;
 
