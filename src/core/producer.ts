@@ -106,9 +106,18 @@ export function judgeIdentity(
   return { kind: 'writer', standing: { kind: 'same-epoch', record } };
 }
 
-/** Seq 0 opens an epoch; within an epoch seqs go up by exactly one. */
+/**
+ * Seq 0 opens an epoch; within an epoch seqs go up by exactly one. A producer the stream
+ * does not know yet that sends a seq above 0 is a gap (409, expecting 0), as for a known
+ * one: a pipelining client's seq 0 may simply arrive after its seq 1, and waits it out.
+ * The seed's 400 is for a known producer's later epoch that is not claimed yet.
+ */
 export function judgeOrder(standing: ProducerStanding, req: ProducerHeaders): ProtocolError | null {
-  if (standing.kind !== 'same-epoch') {
+  if (standing.kind === 'new-producer') {
+    if (req.seq === 0) return null;
+    return protocolError('PRODUCER_SEQ_GAP', `producer ${req.id} is new to the stream: its first write must be seq 0`, { expectedSeq: 0, receivedSeq: req.seq });
+  }
+  if (standing.kind === 'new-epoch') {
     if (req.seq === 0) return null;
     return protocolError('PRODUCER_SEQ_NOT_ZERO', `epoch ${req.epoch} is not claimed yet: its first write must be seq 0`, {
       expectedSeq: 0,

@@ -181,10 +181,17 @@ class SeedModel {
     return refuse(403, 'PRODUCER_FENCED', headers);
   }
 
-  /** "Starts at 0 for a new epoch and must increase by exactly 1 per append." */
+  /**
+   * "Starts at 0 for a new epoch and must increase by exactly 1 per append." A producer the
+   * stream does not know skips ahead of 0 (409); "a seq above 0 of a later epoch that is
+   * not claimed yet answers 400".
+   */
   private judgeOrder(p: ModelProducer | undefined, w: Write): Answer | null {
-    const fresh = p === undefined || w.epoch > p.epoch;
-    if (fresh) {
+    if (p === undefined) {
+      if (w.seq === 0) return null;
+      return refuse(409, 'PRODUCER_SEQ_GAP', { 'producer-expected-seq': '0', 'producer-received-seq': String(w.seq) });
+    }
+    if (w.epoch > p.epoch) {
       if (w.seq === 0) return null;
       return refuse(400, 'PRODUCER_SEQ_NOT_ZERO', { 'producer-expected-seq': '0', 'producer-received-seq': String(w.seq) });
     }

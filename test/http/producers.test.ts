@@ -150,10 +150,11 @@ describe('answers of a producer write', () => {
     expect(await s.log('gap')).toBe('zero;one;');
   });
 
-  it('a seq above 0 of a new producer or of an unclaimed later epoch answers 400 expecting 0', async () => {
+  it('a seq above 0 of a new producer is a gap (409 expecting 0); of an unclaimed later epoch, 400 expecting 0', async () => {
     await s.create('not-zero');
     const notZero = (received: number) => ({ status: 400, code: 'PRODUCER_SEQ_NOT_ZERO', h: { 'producer-expected-seq': '0', 'producer-received-seq': String(received) } });
-    expect(await s.produce('not-zero', 'p', 0, 1, 'x')).toEqual(notZero(1));
+    const gap = { status: 409, code: 'PRODUCER_SEQ_GAP', h: { 'producer-expected-seq': '0', 'producer-received-seq': '1' } };
+    expect(await s.produce('not-zero', 'p', 0, 1, 'x')).toEqual(gap);
     await s.produce('not-zero', 'p', 0, 0, 'a');
     await s.produce('not-zero', 'p', 0, 1, 'b');
     expect(await s.produce('not-zero', 'p', 1, 2, 'x')).toEqual(notZero(2));
@@ -424,8 +425,8 @@ describe('producer limit and eviction (--max-producers 2 --producer-idle-evict 2
     await sleep(2_100);
     await t.produce('limit', 'busy', 0, 2, 'b2;'); // busy is seen again; old has idled 2 s
     expect(await t.produce('limit', 'third', 0, 0, 't0;')).toEqual(ok(200, { ...receipt(15, 18), ...pos(0, 0) }));
-    // 'old' was replaced: forgotten, so the floor is its epoch 5.
-    expect(await t.produce('limit', 'old', 5, 1, 'o2;')).toEqual({ status: 400, code: 'PRODUCER_SEQ_NOT_ZERO', h: { 'producer-expected-seq': '0', 'producer-received-seq': '1' } });
+    // 'old' was replaced: forgotten, so the floor is its epoch 5; as a new producer its seq 1 is a gap expecting 0.
+    expect(await t.produce('limit', 'old', 5, 1, 'o2;')).toEqual({ status: 409, code: 'PRODUCER_SEQ_GAP', h: { 'producer-expected-seq': '0', 'producer-received-seq': '1' } });
     const expired = { status: 403, code: 'PRODUCER_EXPIRED', h: { 'producer-epoch': '5', 'producer-outcome': 'producer-expired' } };
     expect(await t.produce('limit', 'old', 5, 0, 'o2;', { incarnation })).toEqual(expired);
     // Without Stream-Incarnation it is a new producer, and the stream is full again.
@@ -456,7 +457,7 @@ describe('forgetting and the epoch floor (--producer-ttl 2s)', () => {
     expect(await t.produce('floor', 'b', 2, 1, 'b1;', { incarnation })).toEqual(expired);
     expect(await t.produce('floor', 'never-seen', 7, 0, 'n0;', { incarnation })).toEqual(expired);
     // Without Stream-Incarnation a forgotten producer is new: seq 0 again, no closed epoch.
-    expect((await t.produce('floor', 'a', 7, 2, 'a2;')).code).toBe('PRODUCER_SEQ_NOT_ZERO');
+    expect((await t.produce('floor', 'a', 7, 2, 'a2;')).code).toBe('PRODUCER_SEQ_GAP');
     expect(await t.produce('floor', 'a', 7, 0, 'A0;')).toEqual(ok(200, { ...receipt(9, 12), ...pos(7, 0) }));
     expect(await t.produce('floor', 'b', 8, 0, 'B0;', { incarnation })).toEqual(ok(200, { ...receipt(12, 15), ...pos(8, 0) }));
     expect(await t.log('floor')).toBe('a0;b0;a1;A0;B0;');
