@@ -21,6 +21,7 @@ import { route, type Route, type StreamAddress } from './router.js';
 import { handleAppendBatch, handleGetAttrs, handlePutAttrs } from './attrs-batch.js';
 import { handleBootstrap, handlePublishSnapshot, handleReadSnapshot, handleRetention } from './snapshots.js';
 import { DEFAULT_SETTINGS, type ServerSettings } from './settings.js';
+import { repeatedHeaderError } from './request.js';
 import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
 
 export interface RillServer {
@@ -105,6 +106,8 @@ function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext
   const pathname = q < 0 ? rawUrl : rawUrl.slice(0, q);
   const search = q < 0 ? '' : rawUrl.slice(q + 1);
   if (req.method === 'OPTIONS') return preflight(req, res);
+  const repeated = repeatedHeaderError(req);
+  if (repeated) return sendError(res, repeated);
   const target = route(pathname);
   switch (target.kind) {
     case 'error':

@@ -35,6 +35,29 @@ export const H = {
   retryAfter: 'retry-after',
 } as const;
 
+/**
+ * Request headers that carry one value. Node joins a repeated header's values with ", "
+ * (or keeps only the first Content-Type), which would turn two Producer-Ids into one
+ * producer "a, b": a request that repeats one is refused instead.
+ */
+export const SINGLE_VALUED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
+  H.contentType,
+  H.streamClosed,
+  H.streamTtl,
+  H.streamExpiresAt,
+  H.streamSeq,
+  H.streamIncarnation,
+  H.streamForkedFrom,
+  H.streamForkOffset,
+  H.streamForkSubOffset,
+  H.streamSnapshotDigest,
+  H.streamSnapshotMatch,
+  H.producerId,
+  H.producerEpoch,
+  H.producerSeq,
+  H.producerDigest,
+]);
+
 /** Values of the Producer-Outcome header. */
 export const PRODUCER_OUTCOME = {
   receiptEvicted: 'receipt-evicted',

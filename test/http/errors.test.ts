@@ -147,3 +147,31 @@ describe('error bodies', () => {
     }
   });
 });
+
+describe('a single-valued protocol header given twice', () => {
+  const twice = async (path: string, headers: string[]) => {
+    const answer = await rawExchange(server.url, `POST ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${headers.join('\r\n')}\r\nContent-Length: 1\r\n\r\nz`);
+    return { status: Number(answer.split(' ')[1]), body: answer.slice(answer.indexOf('\r\n\r\n') + 4) };
+  };
+
+  it('is refused with 400 INVALID_HEADER naming it, and nothing is appended', async () => {
+    const before = (await http('GET', `/${b}/text?offset=-1`)).text();
+    const cases = [
+      ['Content-Type: text/plain', 'Producer-Id: d3', 'Producer-Id: d4', 'Producer-Epoch: 0', 'Producer-Seq: 0'],
+      ['Content-Type: text/plain', 'Content-Type: application/json'],
+      ['Content-Type: text/plain', 'Stream-Seq: a', 'stream-seq: b'],
+      ['Content-Type: text/plain', 'Stream-Closed: false', 'Stream-Closed: false'],
+    ];
+    for (const headers of cases) {
+      const reply = await twice(`/${b}/text`, headers);
+      expect(reply.status, headers.join(' | ')).toBe(400);
+      expect(JSON.parse(reply.body)).toEqual({ code: 'INVALID_HEADER', message: expect.stringMatching(/header is given more than once/) });
+    }
+    expect((await http('GET', `/${b}/text?offset=-1`)).text()).toBe(before);
+  });
+
+  it('while headers that may repeat (Accept, Cookie) do not stop a request', async () => {
+    const reply = await twice(`/${b}/text`, ['Content-Type: text/plain', 'Accept: text/plain', 'Accept: */*']);
+    expect(reply.status).toBe(204);
+  });
+});
