@@ -21,6 +21,7 @@ import { route, type Route, type StreamAddress } from './router.js';
 import { handleAppendBatch, handleGetAttrs, handlePutAttrs } from './attrs-batch.js';
 import { handleBootstrap, handlePublishSnapshot, handleReadSnapshot, handleRetention } from './snapshots.js';
 import { DEFAULT_SETTINGS, type ServerSettings } from './settings.js';
+import { StorageFailureLog } from './failure-log.js';
 import { repeatedHeaderError } from './request.js';
 import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
 
@@ -255,6 +256,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const store = options.store ?? openStore(settings);
   const hub = new LiveHub(store, settings.maxLiveConnections, settings.remoteCheckMs);
   const ctx: HandlerContext = { store, hub, settings, log, now: Date.now };
+  const storageFailures = new StorageFailureLog(log, Date.now);
   const server = createServer(
     { maxHeaderSize: settings.maxHeaderBytes, ...timeoutOptions(settings), keepAliveTimeout: 5_000 },
     (req, res) => {
@@ -262,11 +264,11 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
       const fail = (error: unknown) => {
         const failure = failureOf(error);
         if (failure.code === 'INTERNAL') log.error({ err: error, method: req.method, url: req.url }, 'request failed');
-        else log.warn({ err: error }, 'storage refused the request');
+        else storageFailures.refused(error);
         sendError(res, failure);
       };
       try {
-        dispatch(req, res, ctx)?.catch(fail);
+        dispatch(req, res, ctx)?.then(storageFailures.served, fail);
       } catch (error) {
         fail(error);
       }
@@ -274,7 +276,10 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   );
   server.on('clientError', onClientError);
   const sweep = setInterval(() => {
-    store.run('expireStreams', { limit: 1000 }).catch((error: unknown) => log.warn({ err: error }, 'expiry sweep failed'));
+    store.run('expireStreams', { limit: 1000 }).then(storageFailures.served, (error: unknown) => {
+      if (storageRefusal(error)) storageFailures.refused(error);
+      else log.error({ err: error }, 'expiry sweep failed');
+    });
   }, settings.sweepIntervalMs);
   sweep.unref();
 

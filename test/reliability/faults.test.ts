@@ -22,10 +22,10 @@ interface Harness {
 
 const open: Harness[] = [];
 
-async function start(dataDir = tempDataDir('rill-faults-')): Promise<Harness> {
+async function start(dataDir = tempDataDir('rill-faults-'), logger = pino({ level: 'silent' })): Promise<Harness> {
   const store = new FaultyStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
   // The expiry sweep is pushed out so that only the test's own writes reach the store.
-  const rill = createRillServer({ store, settings: { port: 0, sweepIntervalMs: 3_600_000 }, logger: pino({ level: 'silent' }) });
+  const rill = createRillServer({ store, settings: { port: 0, sweepIntervalMs: 3_600_000 }, logger });
   await rill.listen();
   const harness = { rill, store, url: rill.url(), dataDir };
   open.push(harness);
@@ -115,6 +115,21 @@ describe('a failing commit', () => {
     expect((await readAll(h.url, '/v1/stream/json')).body).toBe('[{"n":1},{"n":2}]');
     const after = await fetch(`${h.url}/v1/stream/seq`, { method: 'HEAD' });
     expect(after.headers.get('stream-last-seq')).toBe('00000000000000000001');
+  });
+
+  it('is logged once when it begins and once when it ends, with the refusals counted, not once per refusal', async () => {
+    const lines: Array<{ level: number; msg: string; refusals?: number; err?: unknown }> = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const h = await start(undefined, logger);
+    await createStream(h.url, '/v1/stream/logged', 'text/plain');
+    h.store.failCommits = true;
+    for (let i = 0; i < 20; i++) expect((await post(h.url, { path: '/v1/stream/logged', headers: { 'content-type': 'text/plain' }, body: `${i};` })).status).toBe(503);
+    h.store.failCommits = false;
+    expect((await post(h.url, { path: '/v1/stream/logged', headers: { 'content-type': 'text/plain' }, body: 'ok;' })).status).toBe(204);
+    const storage = lines.filter((l) => /storage/.test(l.msg));
+    expect(storage.map((l) => l.msg)).toEqual(['storage is failing: requests that need it answer 503 until it recovers', 'storage recovered']);
+    expect(storage[0]!.err).toBeDefined();
+    expect(storage[1]!.refusals).toBe(20);
   });
 
   it('refuses a create in a failing batch and creates nothing', async () => {
