@@ -162,10 +162,24 @@ function clientErrorRefusal(code: string | undefined): ProtocolError {
 
 /** Answers requests Node's parser refuses (malformed, oversized, too slow) with our JSON error. */
 function onClientError(error: Error & { code?: string }, socket: Socket): void {
-  if (!socket.writable || (socket as Socket & { _httpMessage?: unknown })._httpMessage) {
+  const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (socket.writable && inFlight && !inFlight.writableEnded) {
+    // A valid request came before what the parser refused: it is answered first, then
+    // the refusal, then the connection closes (the client gets both, in order).
+    inFlight.once('finish', () => refuseAndClose(error, socket));
+    inFlight.once('close', () => socket.destroySoon());
+    return;
+  }
+  if (!socket.writable || inFlight) {
     socket.destroy();
     return;
   }
+  refuseAndClose(error, socket);
+}
+
+/** Writes the JSON refusal of what Node's parser gave up on, and closes the connection. */
+function refuseAndClose(error: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable) return void socket.destroy();
   const refusal = clientErrorRefusal(error.code);
   const body = JSON.stringify({ code: refusal.code, message: refusal.message });
   const status = statusOf(refusal.code);

@@ -175,3 +175,14 @@ describe('a single-valued protocol header given twice', () => {
     expect(reply.status).toBe(204);
   });
 });
+
+describe('a valid request followed by garbage on the same connection', () => {
+  it('answers the valid request, then 400 for the garbage, then closes', async () => {
+    const answer = await rawExchange(server.url, `GET /${b}/text?offset=-1 HTTP/1.1\r\nHost: x\r\n\r\nXXXX\r\n\r\n`);
+    const statuses = [...answer.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
+    expect(statuses).toEqual([200, 400]);
+    expect(answer.indexOf('hello')).toBeGreaterThan(0);
+    expect(answer.indexOf('hello')).toBeLessThan(answer.lastIndexOf('HTTP/1.1 400'));
+    expect(answer).toContain('"code":"BAD_REQUEST"');
+  });
+});
