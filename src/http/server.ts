@@ -163,9 +163,10 @@ function clientErrorRefusal(code: string | undefined): ProtocolError {
 /** Answers requests Node's parser refuses (malformed, oversized, too slow) with our JSON error. */
 function onClientError(error: Error & { code?: string }, socket: Socket): void {
   const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (socket.writable && inFlight && !inFlight.writableEnded) {
-    // A valid request came before what the parser refused: it is answered first, then
-    // the refusal, then the connection closes (the client gets both, in order).
+  if (socket.writable && inFlight && !inFlight.writableEnded && inFlight.req.complete) {
+    // A whole valid request came before what the parser refused: it is answered first,
+    // then the refusal, then the connection closes (the client gets both, in order). A
+    // request still arriving (a timeout cut it) is dropped with its connection.
     inFlight.once('finish', () => refuseAndClose(error, socket));
     inFlight.once('close', () => socket.destroySoon());
     return;
