@@ -54,6 +54,7 @@ interface ServeFlags {
   producerIdleEvict: number;
   producerTtl: number;
   maxLiveConnections: number;
+  maxConnections: number;
 }
 
 function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
@@ -80,6 +81,7 @@ function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     requestTimeoutMs: flags.requestTimeout,
     drainTimeoutMs: flags.drainTimeout,
     maxLiveConnections: flags.maxLiveConnections,
+    maxConnections: flags.maxConnections,
     producers: { maxProducers: flags.maxProducers, idleEvictMs: flags.producerIdleEvict, forgetAfterMs: flags.producerTtl },
   };
 }
@@ -145,6 +147,7 @@ export function buildProgram(): Command {
     .option('--request-timeout <duration>', 'time allowed to receive a whole request', parseDurationMs, d.requestTimeoutMs)
     .option('--drain-timeout <duration>', 'on SIGTERM, how long open requests may finish before connections are cut', parseDurationMs, d.drainTimeoutMs)
     .option('--max-live-connections <n>', 'long-poll and SSE readers held at once', parseCount, d.maxLiveConnections)
+    .option('--max-connections <n>', 'connections open at once (a new one past it is answered 503 and closed)', parseCount, d.maxConnections)
     .option('--max-producers <n>', 'producers remembered per stream', parseCount, d.producers.maxProducers)
     .option('--producer-idle-evict <duration>', 'idle time after which a producer may be replaced', parseDurationMs, d.producers.idleEvictMs)
     .option('--producer-ttl <duration>', 'idle time after which a producer is forgotten', parseDurationMs, d.producers.forgetAfterMs)

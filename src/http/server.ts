@@ -3,11 +3,11 @@
  * A request can never crash the server: every handler failure is answered with a JSON
  * error and logged.
  */
-import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { LiveHub } from '../live/hub.js';
-import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
+import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { storageRefusal } from '../storage/batched.js';
 import { MemoryStore } from '../storage/memory/engine.js';
 import { PostgresStore } from '../storage/postgres/engine.js';
@@ -16,11 +16,12 @@ import type { Store } from '../storage/store.js';
 import { handleBucket, handleListStreams } from './buckets.js';
 import type { HandlerContext } from './context.js';
 import { handleRead } from './reads.js';
-import { ALLOWED_METHODS, baseHeaders, send, sendError, sendJson } from './response.js';
+import { ALLOWED_METHODS, send, sendError, sendJson } from './response.js';
 import { route, type Route, type StreamAddress } from './router.js';
 import { handleAppendBatch, handleGetAttrs, handlePutAttrs } from './attrs-batch.js';
 import { handleBootstrap, handlePublishSnapshot, handleReadSnapshot, handleRetention } from './snapshots.js';
 import { DEFAULT_SETTINGS, type ServerSettings } from './settings.js';
+import { ConnectionGuard, writeRefusalAndClose } from './connections.js';
 import { StorageFailureLog } from './failure-log.js';
 import { repeatedHeaderError } from './request.js';
 import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
@@ -180,14 +181,7 @@ function onClientError(error: Error & { code?: string }, socket: Socket): void {
 
 /** Writes the JSON refusal of what Node's parser gave up on, and closes the connection. */
 function refuseAndClose(error: Error & { code?: string }, socket: Socket): void {
-  if (!socket.writable) return void socket.destroy();
-  const refusal = clientErrorRefusal(error.code);
-  const body = JSON.stringify({ code: refusal.code, message: refusal.message });
-  const status = statusOf(refusal.code);
-  const headers = Object.entries({ ...baseHeaders(undefined), 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), connection: 'close' })
-    .map(([k, v]) => `${k}: ${v}`)
-    .join('\r\n');
-  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\n${headers}\r\n\r\n${body}`);
+  writeRefusalAndClose(socket, clientErrorRefusal(error.code));
 }
 
 /**
@@ -275,6 +269,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const server = createServer(
     { maxHeaderSize: settings.maxHeaderBytes, ...timeoutOptions(settings), keepAliveTimeout: 5_000 },
     (req, res) => {
+      guard.requestArrived(req.socket);
       drain.track(req, res);
       const fail = (error: unknown) => {
         const failure = failureOf(error);
@@ -290,6 +285,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
     },
   );
   server.on('clientError', onClientError);
+  const guard = new ConnectionGuard(server, settings.headersTimeoutMs, settings.maxConnections);
   const sweep = setInterval(() => {
     store.run('expireStreams', { limit: 1000 }).then(storageFailures.served, (error: unknown) => {
       if (storageRefusal(error)) storageFailures.refused(error);

@@ -54,6 +54,8 @@ export interface ServerSettings {
   maxReadBytes: number;
   /** Long-poll and SSE connections held at once. */
   maxLiveConnections: number;
+  /** Connections open at once, live readers included; past it a new one is answered 503 and closed. */
+  maxConnections: number;
   maxHeaderBytes: number;
   maxUrlBytes: number;
   /** Time allowed to receive a request's headers (slow-header attacks). */
@@ -91,6 +93,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   readChunkBytes: 4 * 1024 * 1024,
   maxReadBytes: 8 * 1024 * 1024,
   maxLiveConnections: 10_000,
+  maxConnections: 20_000,
   maxHeaderBytes: 16 * 1024,
   maxUrlBytes: 8 * 1024,
   headersTimeoutMs: 10_000,

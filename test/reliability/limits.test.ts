@@ -299,3 +299,36 @@ describe('a slow SSE reader', () => {
     expect(rssAfter - rssBefore).toBeLessThan(100 * 1024 * 1024);
   }, 60_000);
 });
+
+describe('connections a client opens and holds', () => {
+  it('closes a connection that sends no request within --headers-timeout; one in use stays', async () => {
+    const s = await serve(['--headers-timeout', '500ms', '--request-timeout', '2s']);
+    const silent = await Promise.all(Array.from({ length: 50 }, () => openSocket(s.port)));
+    const used = await openSocket(s.port);
+    used.write(`HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const endings = await Promise.all(silent.map((socket) => collect(socket, 5_000)));
+    for (const ending of endings) {
+      expect(ending.ended).toBe('end');
+      expect(ending.afterMs).toBeLessThan(2_000);
+    }
+    // The used connection is governed by the keep-alive timeout (5 s), not the first-request one.
+    await sleep(700);
+    expect(used.destroyed).toBe(false);
+    used.destroy();
+  });
+
+  it('answers a connection past --max-connections 503 TOO_MANY_CONNECTIONS with Retry-After, and admits again once others close', async () => {
+    const s = await serve(['--max-connections', '20', '--headers-timeout', '10s']);
+    const held = await Promise.all(Array.from({ length: 20 }, () => openSocket(s.port)));
+    const extra = await openSocket(s.port);
+    extra.write(`GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const refused = await collect(extra, 3_000);
+    const head = parseHead(refused.data)!;
+    expect(head.status).toBe(503);
+    expect(head.headers['retry-after']).toBe('1');
+    expect(JSON.parse(head.rest.toString())).toEqual({ code: 'TOO_MANY_CONNECTIONS', message: expect.any(String) });
+    for (const socket of held) socket.destroy();
+    await sleep(200);
+    expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
+  });
+});
