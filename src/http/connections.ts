@@ -3,7 +3,7 @@
  * first byte, so a connection that sent nothing stayed open for good: 2,000 silent
  * connections were all open after 150 s, and 25,500 reached the process's file limit,
  * after which every new request failed. A connection must bring its first request within
- * the header timeout (later ones: Node's keep-alive timeout), and past the most
+ * about the header timeout (later ones: Node's keep-alive timeout), and past the most
  * connections open at once a new one is answered 503 and closed.
  */
 import { STATUS_CODES, type Server } from 'node:http';
@@ -47,7 +47,9 @@ export class ConnectionGuard {
       return writeRefusalAndClose(socket, refusal);
     }
     if (this.firstRequestMs > 0) {
-      socket[FIRST_REQUEST_TIMER] = setTimeout(() => socket.destroy(), this.firstRequestMs);
+      // Half as long again as the header timeout: a client whose headers trickle in meets
+      // Node's own 408 first (its checks run every quarter of that timeout).
+      socket[FIRST_REQUEST_TIMER] = setTimeout(() => socket.destroy(), this.firstRequestMs * 1.5);
       socket[FIRST_REQUEST_TIMER].unref();
     }
   }
