@@ -18,26 +18,27 @@ export function decideCreateBucket(existing: BucketState | undefined, id: string
 export type BucketDeleteOutcome = { kind: 'deleted' } | { kind: 'rejected'; error: ProtocolError };
 
 /**
- * A bucket is held by its live streams and by deleted or expired ones that forks still
- * read (410). Expired streams that nothing reads are already gone to clients (404, left
- * out of counts and listings) and are collected with the bucket, so a bucket does not
- * stay undeletable until the expiry sweep reaches them.
+ * A bucket may be deleted once it holds no stream a reader can see: its streams past
+ * their expiry are collected with it (dropped, or soft-deleted while forks read them, as
+ * the expiry sweep would), and streams already deleted but kept because forks (perhaps in
+ * other buckets) still read their history stay behind for those forks, so the count
+ * refused is the one its listing shows.
  *
- * `rowCount` counts every stream row in the bucket; `expired` are its rows past their
- * expiry that are not yet deleted.
+ * `undeletedCount` counts the bucket's streams not deleted; `expired` are those of them
+ * past their expiry.
  */
 export function decideDeleteBucket(
   existing: BucketState | undefined,
-  rowCount: number,
+  undeletedCount: number,
   expired: StreamState[],
   nowMs: number,
-): { outcome: BucketDeleteOutcome; collect: StreamState[] } {
-  if (!existing) return { outcome: { kind: 'rejected', error: notFound('bucket') }, collect: [] };
-  const collect = expired.filter((s) => decideExpire(s, nowMs).kind === 'dropped');
-  const held = rowCount - collect.length;
+): { outcome: BucketDeleteOutcome; expire: StreamState[] } {
+  if (!existing) return { outcome: { kind: 'rejected', error: notFound('bucket') }, expire: [] };
+  const expire = expired.filter((s) => decideExpire(s, nowMs).kind !== 'none');
+  const held = undeletedCount - expire.length;
   if (held > 0) {
     const error = protocolError('BUCKET_NOT_EMPTY', `the bucket still holds ${held} stream(s); delete them first`);
-    return { outcome: { kind: 'rejected', error }, collect: [] };
+    return { outcome: { kind: 'rejected', error }, expire: [] };
   }
-  return { outcome: { kind: 'deleted' }, collect };
+  return { outcome: { kind: 'deleted' }, expire };
 }

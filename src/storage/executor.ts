@@ -25,8 +25,8 @@ export interface Txn {
   getStream(name: string): StreamState | undefined;
   getStreamById(id: number): StreamState | undefined;
   getBucket(id: string): BucketState | undefined;
-  /** Stream rows in the bucket, including deleted ones kept for forks. */
-  countBucketRows(bucket: string): number;
+  /** Streams in the bucket not deleted (those past their expiry included); not rows kept only for forks. */
+  countUndeletedStreams(bucket: string): number;
   /** The bucket's streams past their expiry that are not yet deleted. */
   expiredBucketStreams(bucket: string, nowMs: number): StreamState[];
   getProducer(streamId: number, producerId: string): ProducerRecord | undefined;
@@ -117,14 +117,14 @@ export class Executor {
   }
 
   private deleteBucket(id: string): StoreCommands['deleteBucket']['output'] {
-    const { outcome, collect } = decideDeleteBucket(
+    const { outcome, expire } = decideDeleteBucket(
       this.txn.getBucket(id),
-      this.txn.countBucketRows(id),
+      this.txn.countUndeletedStreams(id),
       this.txn.expiredBucketStreams(id, this.nowMs),
       this.nowMs,
     );
     if (outcome.kind !== 'deleted') return outcome;
-    for (const stream of collect) this.drop(stream);
+    for (const stream of expire) this.expire(stream);
     this.txn.dropBucket(id);
     return outcome;
   }
@@ -197,18 +197,20 @@ export class Executor {
 
   private expireStreams(limit: number): StoreCommands['expireStreams']['output'] {
     let expired = 0;
-    for (const stream of this.txn.expiredStreams(this.nowMs, limit)) {
-      const decision = decideExpire(stream, this.nowMs);
-      if (decision.kind === 'soft-deleted') {
-        this.txn.updateStream(decision.next);
-        this.changed(decision.next);
-        expired++;
-      } else if (decision.kind === 'dropped') {
-        this.drop(decision.dropped);
-        expired++;
-      }
-    }
+    for (const stream of this.txn.expiredStreams(this.nowMs, limit)) if (this.expire(stream)) expired++;
     return { expired };
+  }
+
+  /** Applies core's expiry to a stream: dropped, or soft-deleted while forks read it. False when it was not due. */
+  private expire(stream: StreamState): boolean {
+    const decision = decideExpire(stream, this.nowMs);
+    if (decision.kind === 'soft-deleted') {
+      this.txn.updateStream(decision.next);
+      this.changed(decision.next);
+    } else if (decision.kind === 'dropped') {
+      this.drop(decision.dropped);
+    }
+    return decision.kind !== 'none';
   }
 
   private anchorFor(stream: StreamState | undefined, position: number): ChunkView | null {

@@ -57,6 +57,19 @@ describe('bucket lifecycle', () => {
     expect(info.json()).toMatchObject({ id, streamCount: 0 });
   });
 
+  it("a fork in another bucket does not keep the owner's bucket from being deleted once the owner deleted the stream", async () => {
+    const owner = await newBucket();
+    const other = await newBucket();
+    expect((await http('PUT', `/${owner}/src`, { headers: { 'content-type': 'text/plain' }, body: 'owned' })).status).toBe(201);
+    expect((await http('PUT', `/${other}/fork`, { headers: { 'stream-forked-from': `/${owner}/src` } })).status).toBe(201);
+    expect((await http('DELETE', `/${owner}/src`)).status).toBe(204);
+    // The count and the listing agree, and the deletion follows them.
+    expect((await http('GET', `/${owner}`)).json()).toMatchObject({ streamCount: 0 });
+    expect((await http('GET', `/${owner}/streams`)).json()).toMatchObject({ streams: [] });
+    expect((await http('DELETE', `/${owner}`)).status).toBe(204);
+    expect((await http('GET', `/${other}/fork?offset=-1`)).text()).toBe('owned');
+  });
+
   it('counts streams, refuses to delete a bucket that holds any, then deletes it', async () => {
     const id = await newBucket();
     await putStream(id, 'one');

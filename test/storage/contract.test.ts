@@ -593,36 +593,39 @@ function bucketTests(ctx: Ctx): void {
       expect((await ctx.store.getBucket('count-other'))?.streamCount).toBe(1);
     });
 
-    it('refuses to delete a bucket that holds streams, even ones kept for forks', async () => {
+    it('refuses to delete a bucket that holds streams; one whose streams are deleted but kept for forks is deleted, the forks still reading them', async () => {
       await ctx.store.run('createBucket', { id: 'holder' });
       await createIn(ctx.store, 'holder', ['src']);
       const src = bucketStreamKey('holder', 'src');
+      await ctx.store.run('append', { name: src, request: appendRequest('history') });
       await forkOf(ctx.store, src, v1StreamKey('outside-fork'));
       expect(refusal(await ctx.store.run('deleteBucket', { id: 'holder' }))).toBe('BUCKET_NOT_EMPTY');
       await ctx.store.run('deleteStream', { name: src, incarnation: null });
       expect((await ctx.store.getBucket('holder'))?.streamCount).toBe(0);
-      expect(refusal(await ctx.store.run('deleteBucket', { id: 'holder' }))).toBe('BUCKET_NOT_EMPTY');
-      await ctx.store.run('deleteStream', { name: v1StreamKey('outside-fork'), incarnation: null });
+      expect((await ctx.store.listStreams('holder', '', null, 10)).names).toEqual([]);
+      // What the listing shows is what holds the bucket: nothing.
       expect(await ctx.store.run('deleteBucket', { id: 'holder' })).toEqual({ kind: 'deleted' });
+      expect((await readAll(ctx.store, v1StreamKey('outside-fork'))).toString()).toBe('history');
       expect(await ctx.store.getBucket('holder')).toBeUndefined();
       expect(refusal(await ctx.store.run('deleteBucket', { id: 'holder' }))).toBe('BUCKET_NOT_FOUND');
       expect(refusal(await ctx.store.run('createStream', createRequest(bucketStreamKey('holder', 'x'), { bucket: 'holder' })))).toBe('BUCKET_NOT_FOUND');
     });
 
-    it('deletes a bucket whose streams all expired, before the sweep, collecting them', async () => {
+    it('deletes a bucket whose streams all expired, before the sweep: collects them, keeping one a fork reads', async () => {
       await ctx.store.run('createBucket', { id: 'expiring' });
       await createIn(ctx.store, 'expiring', ['a', 'b'], { ttlSeconds: 1 });
       await createIn(ctx.store, 'expiring', ['kept-src'], { ttlSeconds: 1 });
+      await ctx.store.run('append', { name: bucketStreamKey('expiring', 'kept-src'), request: appendRequest('kept') });
       const fork = createRequest(v1StreamKey('long-fork'), { ttlSeconds: 3600, fork: { sourceName: bucketStreamKey('expiring', 'kept-src'), offset: null, subOffset: 0 } });
       expectCreated(await ctx.store.run('createStream', fork));
       ctx.clock.nowMs = T0 + 1_000;
       expect((await ctx.store.getBucket('expiring'))?.streamCount).toBe(0);
-      // An expired source that a fork still reads holds the bucket (it answers 410).
-      expect(refusal(await ctx.store.run('deleteBucket', { id: 'expiring' }))).toBe('BUCKET_NOT_EMPTY');
       expect(await mustGet(ctx.store, bucketStreamKey('expiring', 'a'))).toMatchObject({ tail: 0 });
-      await ctx.store.run('deleteStream', { name: v1StreamKey('long-fork'), incarnation: null });
       expect(await ctx.store.run('deleteBucket', { id: 'expiring' })).toEqual({ kind: 'deleted' });
-      for (const id of ['a', 'b', 'kept-src']) expect(await ctx.store.getStream(bucketStreamKey('expiring', id))).toBeUndefined();
+      for (const id of ['a', 'b']) expect(await ctx.store.getStream(bucketStreamKey('expiring', id))).toBeUndefined();
+      // The expired source a fork reads is soft-deleted, as the sweep would, not dropped.
+      expect(await mustGet(ctx.store, bucketStreamKey('expiring', 'kept-src'))).toMatchObject({ deleted: true });
+      expect((await readAll(ctx.store, v1StreamKey('long-fork'))).toString()).toBe('kept');
       await ctx.store.run('createBucket', { id: 'expiring' });
       expect(await ctx.store.listStreams('expiring', '', null, 10)).toEqual({ names: [], nextAfter: null });
     });

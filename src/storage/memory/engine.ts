@@ -141,7 +141,7 @@ export class MemoryStore extends BatchedStore {
       getStream: (name) => this.view(this.streams.get(name)),
       getStreamById: (id) => this.byIdView(id),
       getBucket: (id) => this.buckets.get(id),
-      countBucketRows: (bucket) => [...this.streams.values()].filter((s) => s.bucket === bucket).length,
+      countUndeletedStreams: (bucket) => [...this.streams.values()].filter((s) => s.bucket === bucket && !s.deleted).length,
       expiredBucketStreams: (bucket, nowMs) =>
         [...this.streams.values()]
           .map((s) => this.view(s)!)

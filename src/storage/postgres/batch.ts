@@ -122,9 +122,9 @@ export class PgBatch implements Txn {
     throw this.missing(false, () => this.loadBuckets([id]));
   }
 
-  countBucketRows(bucket: string): number {
+  countUndeletedStreams(bucket: string): number {
     return this.ask(`count ${bucket}`, async () => {
-      const { rows } = await this.query<{ n: number }>('SELECT count(*)::bigint AS n FROM streams WHERE bucket = $1', [bucket]);
+      const { rows } = await this.query<{ n: number }>('SELECT count(*)::bigint AS n FROM streams WHERE bucket = $1 AND deleted = 0', [bucket]);
       return rows[0]!.n;
     });
   }

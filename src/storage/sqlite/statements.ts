@@ -43,7 +43,7 @@ export interface Statements {
   bucket: Database.Statement<[string], { id: string; created_at_ms: number }>;
   insertBucket: Database.Statement<[string, number]>;
   deleteBucket: Database.Statement<[string]>;
-  bucketRows: Database.Statement<[string], { n: number }>;
+  bucketUndeleted: Database.Statement<[string], { n: number }>;
   bucketLive: Database.Statement<[string, number], { n: number }>;
   listFrom: Database.Statement<[string, string, string, number], { name: string }>;
   insertChunk: Database.Statement<[number, number, Buffer, Buffer | null]>;
@@ -99,7 +99,7 @@ export function prepareStatements(db: Database.Database): Statements {
     bucket: db.prepare<[string], { id: string; created_at_ms: number }>(`SELECT * FROM buckets WHERE id = ?`),
     insertBucket: db.prepare<[string, number]>(`INSERT INTO buckets (id, created_at_ms) VALUES (?, ?)`),
     deleteBucket: db.prepare<[string]>(`DELETE FROM buckets WHERE id = ?`),
-    bucketRows: db.prepare<[string], { n: number }>(`SELECT count(*) AS n FROM streams WHERE bucket = ?`),
+    bucketUndeleted: db.prepare<[string], { n: number }>(`SELECT count(*) AS n FROM streams WHERE bucket = ? AND deleted = 0`),
     bucketLive: db.prepare<[string, number], { n: number }>(
       `SELECT count(*) AS n FROM streams WHERE bucket = ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?)`,
     ),

@@ -61,8 +61,8 @@ export class SqliteTxn implements Txn {
     return row ? { id: row.id, createdAtMs: row.created_at_ms } : undefined;
   }
 
-  countBucketRows(bucket: string): number {
-    return this.sql.bucketRows.get(bucket)!.n;
+  countUndeletedStreams(bucket: string): number {
+    return this.sql.bucketUndeleted.get(bucket)!.n;
   }
 
   expiredBucketStreams(bucket: string, nowMs: number): StreamState[] {
