@@ -1,25 +1,12 @@
 /** Reading requests: headers, query parameters and size-limited bodies. */
 import type { IncomingMessage } from 'node:http';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
-import { H, SINGLE_VALUED_REQUEST_HEADERS } from '../protocol/headers.js';
+import { H } from '../protocol/headers.js';
 
 export function header(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name];
   if (Array.isArray(value)) return value.join(', ');
   return value;
-}
-
-/** The refusal of a request that gives a single-valued protocol header more than once, or null. */
-export function repeatedHeaderError(req: IncomingMessage): ProtocolError | null {
-  const raw = req.rawHeaders;
-  let seen: Set<string> | null = null;
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!.toLowerCase();
-    if (!SINGLE_VALUED_REQUEST_HEADERS.has(name)) continue;
-    if (seen?.has(name)) return protocolError('INVALID_HEADER', `the ${name} header is given more than once`);
-    (seen ??= new Set()).add(name);
-  }
-  return null;
 }
 
 /** The Stream-Incarnation a request names, or null. */

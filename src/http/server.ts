@@ -8,6 +8,7 @@ import type { Socket } from 'node:net';
 import { pino, type Logger } from 'pino';
 import { LiveHub } from '../live/hub.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { repeatedHeaderError } from '../protocol/parse.js';
 import { storageRefusal } from '../storage/batched.js';
 import { MemoryStore } from '../storage/memory/engine.js';
 import { PostgresStore } from '../storage/postgres/engine.js';
@@ -23,7 +24,6 @@ import { handleBootstrap, handlePublishSnapshot, handleReadSnapshot, handleReten
 import { DEFAULT_SETTINGS, type ServerSettings } from './settings.js';
 import { ConnectionGuard, writeRefusalAndClose } from './connections.js';
 import { StorageFailureLog } from './failure-log.js';
-import { repeatedHeaderError } from './request.js';
 import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
 
 export interface RillServer {
@@ -108,7 +108,7 @@ function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext
   const pathname = q < 0 ? rawUrl : rawUrl.slice(0, q);
   const search = q < 0 ? '' : rawUrl.slice(q + 1);
   if (req.method === 'OPTIONS') return preflight(req, res);
-  const repeated = repeatedHeaderError(req);
+  const repeated = repeatedHeaderError(req.rawHeaders);
   if (repeated) return sendError(res, repeated);
   const target = route(pathname);
   switch (target.kind) {

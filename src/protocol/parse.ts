@@ -3,7 +3,7 @@
  * error; none of them knows about streams or storage.
  */
 import { protocolError, type ProtocolError } from './errors.js';
-import { MAX_SAFE_PRODUCER_NUMBER, MAX_STREAM_SEQ_BYTES } from './headers.js';
+import { MAX_SAFE_PRODUCER_NUMBER, MAX_STREAM_SEQ_BYTES, SINGLE_VALUED_REQUEST_HEADERS } from './headers.js';
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; error: ProtocolError };
 
@@ -17,6 +17,21 @@ export function parseCanonicalUint(raw: string, max: number): number | undefined
   if (!CANONICAL_UINT.test(raw) || raw.length > 16) return undefined;
   const value = Number(raw);
   return Number.isSafeInteger(value) && value <= max ? value : undefined;
+}
+
+/**
+ * The refusal of a request whose raw header list (name, value, name, value, ...) gives a
+ * single-valued protocol header more than once, or null.
+ */
+export function repeatedHeaderError(rawHeaders: readonly string[]): ProtocolError | null {
+  let seen: Set<string> | null = null;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    if (!SINGLE_VALUED_REQUEST_HEADERS.has(name)) continue;
+    if (seen?.has(name)) return protocolError('INVALID_HEADER', `the ${name} header is given more than once`);
+    (seen ??= new Set()).add(name);
+  }
+  return null;
 }
 
 /** Longest TTL accepted: 100 years, far beyond any real use, small enough to add safely. */
