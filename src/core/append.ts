@@ -60,6 +60,24 @@ function contentTypeError(stream: StreamState, request: AppendRequest): Protocol
   );
 }
 
+/**
+ * What refuses a whole `append-batch` request before its frames are read: the stream
+ * must be live and of the incarnation named, and the batch's Content-Type must be the
+ * stream's, since every frame is a body of that type (a mismatch would refuse each frame
+ * alike, so it refuses the request).
+ */
+export function batchRequestError(stream: StreamState | undefined, contentType: string, incarnation: string | null, nowMs: number): ProtocolError | null {
+  const absent = absenceError(stream, nowMs);
+  if (absent) return absent;
+  const stale = incarnationError(stream!, incarnation);
+  if (stale) return stale;
+  if (contentType === stream!.config.contentType) return null;
+  return protocolError(
+    'CONTENT_TYPE_MISMATCH',
+    `an append batch is sent with the stream's Content-Type (${stream!.config.contentType}), the type of every frame; it came with ${contentType}`,
+  );
+}
+
 function digestError(request: AppendRequest): ProtocolError | null {
   const claimed = request.producer?.digest;
   if (claimed === undefined || claimed === request.bodyDigest) return null;

@@ -73,6 +73,10 @@ const reject = (error: ProtocolError): CreateDecision => ({ outcome: { kind: 're
 
 export function decideCreate(input: CreateInput): CreateDecision {
   const { existing, request, nowMs } = input;
+  // A stream that would be expired the moment it exists is a mistake, never a wish.
+  if (request.expiresAtMs !== null && request.expiresAtMs <= nowMs) {
+    return reject(protocolError('INVALID_EXPIRES_AT', `Stream-Expires-At ${new Date(request.expiresAtMs).toISOString()} is not in the future`));
+  }
   const seen = visibility(existing, nowMs);
   if (seen === 'gone') {
     return reject(protocolError('STREAM_NAME_RESERVED', 'a deleted stream whose history forks still read holds this name'));
@@ -94,25 +98,29 @@ function decideExisting(existing: StreamState, input: CreateInput): CreateDecisi
   const stale = incarnationError(existing, input.request.incarnation);
   if (stale) return reject(stale);
   const conflict = configConflict(existing, input);
-  if (conflict) return reject(protocolError('STREAM_CONFIG_CONFLICT', `the stream exists with a different ${conflict}`));
+  if (conflict) return reject(protocolError('STREAM_CONFIG_CONFLICT', `the stream already exists with ${conflict}`));
   return { outcome: { kind: 'exists', stream: existing }, changes: null };
 }
 
-/** Names the first difference between an existing stream and a create request. */
+/**
+ * Names the first difference between an existing stream and a create request, as the
+ * end of "the stream already exists with ...". Attributes are not configuration: they
+ * are labels `PUT {stream}/attrs` may change at any time, so a create's attributes only
+ * set the first ones, and repeating the create after they changed is still idempotent.
+ */
 function configConflict(existing: StreamState, input: CreateInput): string | null {
   const { request } = input;
   const wanted = requestedConfig(request, input.forkSource);
-  if (wanted.contentType !== existing.config.contentType) return 'content type';
-  if (wanted.ttlSeconds !== existing.config.ttlSeconds) return 'TTL';
-  if (wanted.expiresAtMs !== existing.config.expiresAtMs) return 'expiry';
-  if (request.close && !existing.closed) return 'closure (the stream is open)';
-  if ((request.attrs ?? null) !== existing.attrs) return 'attributes';
+  if (wanted.contentType !== existing.config.contentType) return `another content type (${existing.config.contentType})`;
+  if (wanted.ttlSeconds !== existing.config.ttlSeconds) return 'another TTL';
+  if (wanted.expiresAtMs !== existing.config.expiresAtMs) return 'another expiry time';
+  if (request.close && !existing.closed) return 'no closure: it is open';
   const fork = request.fork;
-  if ((fork === null) !== (existing.fork === null)) return 'fork source';
+  if ((fork === null) !== (existing.fork === null)) return 'another fork source';
   if (fork && existing.fork) {
-    if (input.forkSource?.id !== existing.fork.sourceId) return 'fork source';
-    if (fork.offset !== null && fork.offset !== existing.fork.offset) return 'fork offset';
-    if (fork.subOffset !== existing.fork.subOffset) return 'fork sub-offset';
+    if (input.forkSource?.id !== existing.fork.sourceId) return 'another fork source';
+    if (fork.offset !== null && fork.offset !== existing.fork.offset) return 'another fork offset';
+    if (fork.subOffset !== existing.fork.subOffset) return 'another fork sub-offset';
   }
   return null;
 }

@@ -3,6 +3,7 @@
  * before an offset; retention then drops history before a published snapshot, so a long
  * stream never costs a full replay. Bootstrap serves the snapshot plus what follows it.
  */
+import { encodeOffset } from '../protocol/offset.js';
 import { isJsonContentType } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { splitStoredJson } from '../protocol/json.js';
@@ -103,7 +104,8 @@ export function decideRetention(stream: StreamState | undefined, request: Retent
   });
   if (request.offset === s.earliestOffset) return { kind: 'retained', stream: s, changed: false };
   if (request.offset < s.earliestOffset) return conflict('retention never moves backward');
-  if (s.snapshot === null || request.offset > s.snapshot.offset) return conflict('retention may not pass the latest published snapshot');
+  if (s.snapshot === null) return conflict('the stream has no snapshot: publish one (PUT {stream}/snapshot/{offset}) at or past the retention offset first');
+  if (request.offset > s.snapshot.offset) return conflict(`retention may not pass the latest published snapshot, at ${encodeOffset(s.snapshot.offset)}`);
   const aligned = positionError(s, request.offset, anchor);
   if (aligned) return { kind: 'rejected', error: aligned };
   return { kind: 'retained', stream: { ...touched(s, nowMs), earliestOffset: request.offset }, changed: true };

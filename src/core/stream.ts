@@ -53,7 +53,7 @@ export function absenceError(state: StreamState | undefined, nowMs: number): Pro
 /** Stream-Incarnation: a request that names another incarnation is refused with 412. */
 export function incarnationError(state: StreamState, requested: string | null): ProtocolError | null {
   if (requested === null || requested === state.incarnation) return null;
-  return protocolError('INCARNATION_MISMATCH', 'the stream was recreated: Stream-Incarnation names an earlier incarnation', {
+  return protocolError('INCARNATION_MISMATCH', 'Stream-Incarnation does not name the current incarnation of the stream (it was recreated, or the token is not one this stream was given)', {
     incarnation: state.incarnation,
   });
 }

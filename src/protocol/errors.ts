@@ -33,6 +33,16 @@ export const ERROR_STATUS = {
   INVALID_BATCH: 400,
   INVALID_ATTRS: 400,
   BATCH_HEADERS_NOT_ALLOWED: 400,
+  // 400: a webhook URL refused (scheme, or a loopback, private or link-local host).
+  WEBHOOK_URL_REJECTED: 400,
+  // 401: no valid token (WWW-Authenticate: Bearer goes with every 401).
+  UNAUTHORIZED: 401,
+  TOKEN_EXPIRED: 401,
+  // 401: a subscription's wake token (callback, ack, release) that is not one rill signed.
+  TOKEN_INVALID: 401,
+  // 403: the token may see the target but lacks the permission; a Host not allowed.
+  FORBIDDEN: 403,
+  HOST_NOT_ALLOWED: 403,
   // 403: the producer has been replaced or its key reused.
   PRODUCER_FENCED: 403,
   PRODUCER_KEY_CONFLICT: 403,
@@ -42,6 +52,7 @@ export const ERROR_STATUS = {
   STREAM_NOT_FOUND: 404,
   BUCKET_NOT_FOUND: 404,
   SNAPSHOT_NOT_FOUND: 404,
+  SUBSCRIPTION_NOT_FOUND: 404,
   // 405
   METHOD_NOT_ALLOWED: 405,
   // 409: the request conflicts with the stream's state.
@@ -56,6 +67,13 @@ export const ERROR_STATUS = {
   SNAPSHOT_CONFLICT: 409,
   OFFSET_BEYOND_TAIL_CONFLICT: 409,
   RETENTION_CONFLICT: 409,
+  // 409: subscriptions. A stale wake (generation or wake id) is FENCED and moves nothing.
+  SUBSCRIPTION_ALREADY_EXISTS: 409,
+  SUBSCRIPTION_FULL: 409,
+  FENCED: 409,
+  ALREADY_CLAIMED: 409,
+  NO_PENDING_WORK: 409,
+  INVALID_ACK_OFFSET: 409,
   // 410: the data or the stream is gone.
   STREAM_GONE: 410,
   OFFSET_TRIMMED: 410,
@@ -63,17 +81,23 @@ export const ERROR_STATUS = {
   REQUEST_TIMEOUT: 408,
   // 412
   INCARNATION_MISMATCH: 412,
+  // 411: a quota on bytes needs the body's length before the body.
+  LENGTH_REQUIRED: 411,
   // 413, 414, 416, 429, 431
   PAYLOAD_TOO_LARGE: 413,
+  TOO_MANY_MESSAGES: 413,
   URI_TOO_LONG: 414,
   OFFSET_BEYOND_TAIL: 416,
   PRODUCER_LIMIT: 429,
+  RATE_LIMITED: 429,
+  SUBSCRIPTION_LIMIT: 429,
   HEADERS_TOO_LARGE: 431,
   // 5xx
   INTERNAL: 500,
   UNAVAILABLE: 503,
   TOO_MANY_CONNECTIONS: 503,
   STORAGE_UNAVAILABLE: 503,
+  INSUFFICIENT_STORAGE: 507,
 } as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

@@ -1,17 +1,44 @@
 /**
- * Names in URLs. Bucket ids match `[a-z0-9_-]{4,64}`. Stream ids are 1..122 bytes
- * without `/`, NUL, other control characters or `..`; `streams` is reserved because
- * `/{bucket}/streams` lists a bucket. Names in the bucket-less `/v1/stream/{name}`
- * family follow the stream-id rule too (without the reservation), so that extension
- * routes such as `{stream}/snapshot` can never be mistaken for a stream name.
+ * Names in URLs. Bucket ids match `[a-z0-9_-]{4,64}`. A stream id in a bucket is one
+ * segment of 1..122 bytes without `/`, NUL, other control characters or `..`; `streams`
+ * (the bucket's listing) and `__ds` (its control routes) are reserved. A name in the
+ * bucket-less `/v1/stream/{name}` family is 1..122 bytes of such segments joined by single
+ * `/` (`events/sync-1`); its first segment is not `__ds`, and no later segment is a stream
+ * extension keyword, so that `{name}/snapshot` always means the extension. Subscription
+ * ids are 1..128 bytes of `[A-Za-z0-9._~:-]`.
  */
 
 const BUCKET_ID = /^[a-z0-9_-]{4,64}$/;
 export const MAX_STREAM_ID_BYTES = 122;
-export const RESERVED_STREAM_IDS = new Set(['streams']);
+/** The segment that starts the control routes (`/v1/stream/__ds/...`, `/{bucket}/__ds/...`). */
+export const CONTROL_SEGMENT = '__ds';
+export const RESERVED_STREAM_IDS = new Set(['streams', CONTROL_SEGMENT]);
+
+/** Sub-resources of a stream, on both URL families: `{stream}/{extension}`. */
+export const STREAM_EXTENSIONS = ['snapshot', 'retention', 'bootstrap', 'attrs', 'append-batch', 'stats'] as const;
+export type StreamExtension = (typeof STREAM_EXTENSIONS)[number];
+const EXTENSION_SET: ReadonlySet<string> = new Set(STREAM_EXTENSIONS);
+
+export const MAX_SUBSCRIPTION_ID_BYTES = 128;
+const SUBSCRIPTION_ID = new RegExp(`^[A-Za-z0-9._~:-]{1,${MAX_SUBSCRIPTION_ID_BYTES}}$`);
+
+/** Subscription scopes: the `/v1/stream` family, or one bucket. */
+export const V1_SCOPE = 'v1';
+export function bucketScope(bucket: string): string {
+  return `b/${bucket}`;
+}
+
+/** The bucket of a `b/{bucket}` scope; null for the `v1` scope. */
+export function bucketOfScope(scope: string): string | null {
+  return scope === V1_SCOPE ? null : scope.slice('b/'.length);
+}
 
 export function isValidBucketId(id: string): boolean {
   return BUCKET_ID.test(id);
+}
+
+export function isStreamExtension(segment: string): segment is StreamExtension {
+  return EXTENSION_SET.has(segment);
 }
 
 function hasControlCharacter(value: string): boolean {
@@ -22,25 +49,78 @@ function hasControlCharacter(value: string): boolean {
   return false;
 }
 
-function isValidSegment(id: string): boolean {
-  if (id.length === 0 || Buffer.byteLength(id) > MAX_STREAM_ID_BYTES) return false;
-  if (id === '.' || id.includes('..') || id.includes('/')) return false;
-  return !hasControlCharacter(id);
+/** One path segment: non-empty, not `.`, no `..`, `/` or control character. */
+function isValidSegment(segment: string): boolean {
+  if (segment.length === 0 || segment === '.' || segment.includes('..') || segment.includes('/')) return false;
+  return !hasControlCharacter(segment);
+}
+
+function withinLength(name: string): boolean {
+  return name.length > 0 && Buffer.byteLength(name) <= MAX_STREAM_ID_BYTES;
+}
+
+const STREAM_ID_RULE = `stream ids are 1 to ${MAX_STREAM_ID_BYTES} bytes without "/", control characters or ".."`;
+const V1_NAME_RULE = `stream names are 1 to ${MAX_STREAM_ID_BYTES} bytes of non-empty segments joined by "/", without control characters or ".."`;
+
+/** Why `id` cannot name a stream in a bucket, or null when it can. */
+export function streamIdProblem(id: string): string | null {
+  if (!withinLength(id) || !isValidSegment(id)) return STREAM_ID_RULE;
+  return RESERVED_STREAM_IDS.has(id) ? `"${id}" is reserved and cannot name a stream in a bucket` : null;
+}
+
+/** Why `name` cannot name a stream of the `/v1/stream` family, or null when it can. */
+export function v1NameProblem(name: string): string | null {
+  return v1SegmentsProblem(name.split('/'), name);
+}
+
+/**
+ * Why the segments of a URL (decoded, so one may hold `/` sent as `%2F`) cannot name a
+ * stream of the `/v1/stream` family, or null when they can; `name` is them joined by `/`.
+ */
+export function v1SegmentsProblem(segments: readonly string[], name: string): string | null {
+  if (!withinLength(name)) return V1_NAME_RULE;
+  for (let i = 0; i < segments.length; i++) {
+    const segment = segments[i]!;
+    if (segment.includes('/')) return 'a stream name holds "/" as a path separator, never encoded as %2F';
+    if (!isValidSegment(segment)) return V1_NAME_RULE;
+    if (i > 0 && isStreamExtension(segment)) return extensionInNameProblem(segment);
+  }
+  return segments[0] === CONTROL_SEGMENT ? `a stream name cannot start with "${CONTROL_SEGMENT}", which is reserved for control routes` : null;
+}
+
+export function extensionInNameProblem(extension: string): string {
+  return `"${extension}" names a stream extension, so it cannot be a segment of a stream name after the first`;
 }
 
 export function isValidStreamId(id: string): boolean {
-  return isValidSegment(id) && !RESERVED_STREAM_IDS.has(id);
+  return streamIdProblem(id) === null;
 }
 
 export function isValidV1Name(name: string): boolean {
-  return isValidSegment(name);
+  return v1NameProblem(name) === null;
 }
 
-/** Storage keys keep the two URL families apart. */
+/** Why `path` cannot name a stream in a subscription scope (`v1` or `b/{bucket}`), or null when it can. */
+export function scopedPathProblem(scope: string, path: string): string | null {
+  return scope === V1_SCOPE ? v1NameProblem(path) : streamIdProblem(path);
+}
+
+export function isValidSubscriptionId(id: string): boolean {
+  return SUBSCRIPTION_ID.test(id);
+}
+
+/** Storage keys keep the two URL families apart: `{scope}/{name}`. */
 export function bucketStreamKey(bucket: string, stream: string): string {
-  return `b/${bucket}/${stream}`;
+  return `${bucketScope(bucket)}/${stream}`;
 }
 
 export function v1StreamKey(name: string): string {
-  return `v1/${name}`;
+  return `${V1_SCOPE}/${name}`;
+}
+
+/** A storage key's scope and path: `v1/a/b` -> `v1`, `a/b`; `b/{bucket}/{id}` -> `b/{bucket}`, `{id}`. */
+export function splitStreamKey(key: string): { scope: string; path: string } {
+  if (key.startsWith(`${V1_SCOPE}/`)) return { scope: V1_SCOPE, path: key.slice(V1_SCOPE.length + 1) };
+  const slash = key.indexOf('/', 'b/'.length);
+  return { scope: key.slice(0, slash), path: key.slice(slash + 1) };
 }

@@ -7,7 +7,7 @@ import { describe, expect, test } from 'vitest';
 import { nextCursor, CURSOR_EPOCH_MS, CURSOR_INTERVAL_MS } from '../../src/core/cursor.js';
 import { usableLength, utf8SafeLength } from '../../src/core/window.js';
 import { isJsonContentType, isTextualContentType, normalizeContentType } from '../../src/protocol/content-type.js';
-import { frameJsonBody, ndjsonToArray, splitStoredJson } from '../../src/protocol/json.js';
+import { frameJsonBody, JsonFramer, MAX_JSON_DEPTH, ndjsonToArray, splitStoredJson, type JsonFrameResult } from '../../src/protocol/json.js';
 import { encodeOffset, parseOffsetToken } from '../../src/protocol/offset.js';
 
 describe('offsets', () => {
@@ -64,30 +64,112 @@ describe('content types', () => {
   });
 });
 
-const texts = (messages: Buffer[]) => messages.map((m) => m.toString());
 
 describe('JSON framing', () => {
+  const MANY = 1_000_000;
+  const frameText = (text: string, flatten = true) => frameJsonBody(Buffer.from(text), flatten, MANY);
+  const dataOf = (result: JsonFrameResult) => (result.ok ? result.data.toString() : result.reason);
+  /** Frames `body` in slices of `sliceBytes`, as the server does for large bodies. */
+  const frameSliced = (body: Buffer, flatten: boolean, sliceBytes: number, maxMessages = MANY) => {
+    const framer = new JsonFramer(body, flatten, maxMessages);
+    while (!framer.step(sliceBytes));
+    return framer.result();
+  };
+
   test('flattens exactly one level and keeps every token as written', () => {
-    const framed = frameJsonBody(Buffer.from('[ {"b": 1.50e3, "a" : [1, 2]} , 12345678901234567890, "x\\n y", [[3]] ]'), true);
-    expect(framed.ok && texts(framed.messages)).toEqual(['{"b":1.50e3,"a":[1,2]}\n', '12345678901234567890\n', '"x\\n y"\n', '[[3]]\n']);
-    const single = frameJsonBody(Buffer.from(' {"k" : "v w"} '), true);
-    expect(single.ok && texts(single.messages)).toEqual(['{"k":"v w"}\n']);
+    const framed = frameText('[ {"b": 1.50e3, "a" : [1, 2]} , 12345678901234567890, "x\\n y", [[3]] ]');
+    expect(dataOf(framed)).toBe('{"b":1.50e3,"a":[1,2]}\n12345678901234567890\n"x\\n y"\n[[3]]\n');
+    expect(framed.ok && framed.messageCount).toBe(4);
+    expect(dataOf(frameText(' {"k" : "v w"} '))).toBe('{"k":"v w"}\n');
+    expect(dataOf(frameText('[1, [2]]', false))).toBe('[1,[2]]\n');
   });
 
   test('refuses invalid JSON, invalid UTF-8 and (when flattening) empty arrays', () => {
-    expect(frameJsonBody(Buffer.from('{ invalid }'), true)).toEqual({ ok: false, reason: 'invalid' });
-    expect(frameJsonBody(Buffer.from([0x22, 0xff, 0x22]), true)).toEqual({ ok: false, reason: 'invalid' });
-    expect(frameJsonBody(Buffer.from('[ ]'), true)).toEqual({ ok: false, reason: 'empty-array' });
-    expect(frameJsonBody(Buffer.from('[1]  x'), true)).toEqual({ ok: false, reason: 'invalid' });
+    for (const bad of ['{ invalid }', '[1]  x', '[1,]', '{"a":1,}', '01', '1.', '-', '.5', '1e', '"\\x"', '"a\tb"', '[1 2]', '{"a" 1}', 'tru', 'nul', '[}', '']) {
+      expect(frameText(bad), bad).toMatchObject({ ok: false, reason: 'invalid' });
+    }
+    expect(frameJsonBody(Buffer.from([0x22, 0xff, 0x22]), true, MANY)).toMatchObject({ ok: false, reason: 'invalid' });
+    expect(frameText('[ ]')).toMatchObject({ ok: false, reason: 'empty-array' });
+    expect(dataOf(frameText('[ ]', false))).toBe('[]\n');
+  });
+
+  test('a flattened array may carry at most maxMessages elements; nesting is bounded', () => {
+    expect(frameJsonBody(Buffer.from('[1,2,3]'), true, 3).ok).toBe(true);
+    expect(frameJsonBody(Buffer.from('[1,2,3,4]'), true, 3)).toMatchObject({ ok: false, reason: 'too-many-messages' });
+    expect(frameJsonBody(Buffer.from('[[1,2,3,4]]'), true, 3).ok).toBe(true);
+    const deep = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
+    expect(frameText(deep(MAX_JSON_DEPTH), false).ok).toBe(true);
+    expect(frameText(deep(MAX_JSON_DEPTH + 1), false)).toMatchObject({ ok: false, reason: 'too-deep' });
+  });
+
+  test('accepts exactly what JSON.parse accepts (up to the depth bound), whole or in any slices', () => {
+    const jsonish = fc.oneof(
+      fc.jsonValue().map((v) => JSON.stringify(v, null, 1)),
+      fc.jsonValue().map((v) => JSON.stringify(v)).chain((t) => fc.nat({ max: Math.max(0, t.length - 1) }).map((cut) => t.slice(0, cut) + t.slice(cut + 1))),
+      fc.string({ unit: fc.constantFrom(...'[]{}",:0123456789-+.eEtrufalsn \\\n'.split('')), maxLength: 24 }),
+      fc.string({ unit: 'binary', maxLength: 12 }).map((t) => JSON.stringify(t)),
+    );
+    fc.assert(
+      fc.property(jsonish, fc.boolean(), fc.integer({ min: 1, max: 7 }), (text, flatten, sliceBytes) => {
+        let parsed: unknown;
+        let valid = true;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          valid = false;
+        }
+        const body = Buffer.from(text);
+        const whole = frameJsonBody(body, flatten, MANY);
+        expect(frameSliced(body, flatten, sliceBytes)).toEqual(whole);
+        if (!valid) {
+          expect(whole.ok, text).toBe(false);
+          return;
+        }
+        if (flatten && Array.isArray(parsed) && parsed.length === 0) {
+          expect(whole).toMatchObject({ reason: 'empty-array' });
+          return;
+        }
+        if (!whole.ok) throw new Error(`valid JSON refused: ${text}`);
+        const messages = splitStoredJson(whole.data).map((m) => JSON.parse(m.toString()));
+        expect(messages).toEqual(flatten && Array.isArray(parsed) ? parsed : [parsed]);
+        expect(whole.messageCount).toBe(messages.length);
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  test('accepts exactly the well-formed UTF-8 in strings that a fatal TextDecoder accepts, whole or in any slices', () => {
+    const decoder = new TextDecoder('utf-8', { fatal: true });
+    // The bytes at UTF-8's edges (overlong leads, the surrogate and U+10FFFF limits, the
+    // ranges of second bytes), so that sequences near every rule come up often.
+    const edges = [0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xe1, 0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xff];
+    const interesting = fc.oneof(fc.constantFrom(...edges), fc.integer({ min: 0x20, max: 0xff }));
+    fc.assert(
+      fc.property(fc.array(interesting, { maxLength: 8 }), fc.integer({ min: 1, max: 5 }), (content, sliceBytes) => {
+        const inside = Buffer.from(content.filter((b) => b !== 0x22 && b !== 0x5c));
+        const body = Buffer.concat([Buffer.from('["'), inside, Buffer.from('"]')]);
+        let wellFormed = true;
+        try {
+          decoder.decode(inside);
+        } catch {
+          wellFormed = false;
+        }
+        const whole = frameJsonBody(body, true, MANY);
+        expect(whole.ok).toBe(wellFormed);
+        expect(frameSliced(body, true, sliceBytes)).toEqual(whole);
+        if (whole.ok) expect(whole.data).toEqual(Buffer.concat([Buffer.from('"'), inside, Buffer.from('"\n')]));
+      }),
+      { numRuns: 5000 },
+    );
   });
 
   test('any JSON array round-trips through storage to the same values', () => {
     fc.assert(
       fc.property(fc.array(fc.jsonValue(), { minLength: 1, maxLength: 20 }), (values) => {
         const pretty = JSON.stringify(values, null, 2);
-        const framed = frameJsonBody(Buffer.from(pretty), true);
+        const framed = frameText(pretty);
         if (!framed.ok) throw new Error('valid JSON refused');
-        const stored = Buffer.concat(framed.messages);
+        const stored = framed.data;
         expect(splitStoredJson(stored)).toHaveLength(values.length);
         expect(JSON.parse(ndjsonToArray(stored).toString())).toEqual(JSON.parse(JSON.stringify(values)));
         expect(stored.includes(Buffer.from('\n\n'))).toBe(false);
