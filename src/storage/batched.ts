@@ -5,11 +5,27 @@
  * with STORAGE_UNAVAILABLE and none of them applied.
  */
 import { touched } from '../core/stream.js';
+import type { LinkView, SubscriptionState } from '../core/subscription-types.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings, type StreamState } from '../core/types.js';
+import { isJsonContentType } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { countJsonMessages } from '../protocol/json.js';
+import { InsufficientStorageError, type DiskSpace } from './disk-space.js';
 import { Executor, type Txn } from './executor.js';
 import { MissingState } from './missing.js';
-import type { BucketInfo, Command, CommandName, CommitEvent, Store, StoreCommands, StoreOptions, StreamListing } from './store.js';
+import type {
+  BucketInfo,
+  BucketListing,
+  Command,
+  CommandName,
+  CommitEvent,
+  StorageObserver,
+  Store,
+  StoreCommands,
+  StoreOptions,
+  StoreTotals,
+  StreamListing,
+} from './store.js';
 
 interface Pending {
   kind: CommandName;
@@ -100,7 +116,8 @@ export function storageRefusal(error: unknown): ProtocolError | null {
     error instanceof CommandFailedError ||
     error instanceof DurabilityLostError ||
     error instanceof ReadNotSettledError ||
-    error instanceof ReadUnavailableError;
+    error instanceof ReadUnavailableError ||
+    error instanceof InsufficientStorageError;
   return typed ? error.protocol : null;
 }
 
@@ -123,6 +140,9 @@ export abstract class BatchedStore implements Store {
   /** Sliding-TTL renewals from reads, stored with the next batch. */
   protected readonly pendingTouches = new Map<number, number>();
   protected closed = false;
+  private readonly observers: StorageObserver[] = [];
+  /** The observers that take what durable batches appended. */
+  private readonly appendObservers: StorageObserver[] = [];
 
   constructor(options: StoreOptions) {
     this.settings = options.producers ?? DEFAULT_PRODUCER_SETTINGS;
@@ -168,6 +188,14 @@ export abstract class BatchedStore implements Store {
     this.schedule();
   }
 
+  /** The engine's free-space limit on writes (disk-space.ts), if it has one. */
+  protected diskSpace: DiskSpace | null = null;
+
+  /** True when a batch failed because the storage ran out of space (answered 507, not 503). */
+  protected isOutOfSpace(_error: unknown): boolean {
+    return false;
+  }
+
   /** True when an error thrown inside a batch is the storage failing, not a command's own fault. */
   protected isStorageFault(_error: unknown): boolean {
     return false;
@@ -180,11 +208,25 @@ export abstract class BatchedStore implements Store {
   abstract chunkAt(stream: StreamState, position: number): Promise<{ start: number; data: Buffer } | null>;
   abstract getBucket(id: string): Promise<BucketInfo | undefined>;
   abstract listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing>;
+  abstract listBuckets(after: string | null, limit: number): Promise<BucketListing>;
+  abstract totals(): Promise<StoreTotals>;
+  abstract heldBytes(): Promise<number>;
+  abstract streamKeys(after: string | null, limit: number): Promise<string[]>;
+  abstract countProducers(stream: StreamState): Promise<number>;
+  abstract getSubscription(key: string): Promise<SubscriptionState | undefined>;
+  abstract listSubscriptions(scope: string | null, afterKey: string | null, limit: number): Promise<SubscriptionState[]>;
+  abstract subscriptionLinks(subKey: string, afterPath: string | null, limit: number): Promise<LinkView[]>;
+  abstract linkIndex(after: { stream: string; subKey: string } | null, limit: number): Promise<Array<{ stream: string; subKey: string }>>;
+  abstract dueSubscriptions(nowMs: number, limit: number): Promise<string[]>;
+  abstract getMeta(key: string): Promise<string | undefined>;
+  abstract compareAndSetMeta(key: string, expected: string | undefined, value: string): Promise<boolean>;
   protected abstract closeEngine(): void | Promise<void>;
 
   run<K extends CommandName>(kind: K, input: StoreCommands[K]['input']): Promise<StoreCommands[K]['output']> {
     if (this.fatal !== undefined) return Promise.reject(new StorageUnavailableError(this.fatal));
     if (this.closed) return Promise.reject(new StorageUnavailableError(new Error('store is closed')));
+    const noSpace = this.diskSpace?.admit(kind, input);
+    if (noSpace) return Promise.reject(noSpace);
     return new Promise((resolve, reject) => {
       this.queue.push({ kind, input: input as never, resolve: resolve as (v: unknown) => void, reject });
       this.schedule();
@@ -205,6 +247,11 @@ export abstract class BatchedStore implements Store {
   protected withPendingTouch(stream: StreamState): StreamState {
     const touchedAtMs = this.pendingTouches.get(stream.id);
     return touchedAtMs === undefined ? stream : touched(stream, touchedAtMs);
+  }
+
+  observe(observer: StorageObserver): void {
+    this.observers.push(observer);
+    if (observer.batchDurable) this.appendObservers.push(observer);
   }
 
   onCommit(listener: (events: CommitEvent[]) => void): () => void {
@@ -257,6 +304,7 @@ export abstract class BatchedStore implements Store {
   // A command that throws (a broken invariant) aborts the transaction; the batch then
   // runs again without it, so one bad command never fails the others.
   private commitSync(work: BatchWork): void {
+    const startedMs = this.observers.length > 0 ? performance.now() : 0;
     for (;;) {
       try {
         this.transact((txn) => {
@@ -269,11 +317,12 @@ export abstract class BatchedStore implements Store {
         if (!this.dropFaulty(work, error)) return this.refuse(work, error);
       }
     }
-    this.whenDurable((error) => this.settle(work, error));
+    this.committed(work, startedMs);
   }
 
   /** As commitSync, for engines whose transaction may stop to load state (MissingState). */
   private async commitAsync(work: BatchWork): Promise<void> {
+    const startedMs = this.observers.length > 0 ? performance.now() : 0;
     for (;;) {
       try {
         await this.transactAsync!(work.batch, work.touches.keys(), async (txn) => {
@@ -286,7 +335,19 @@ export abstract class BatchedStore implements Store {
         if (!this.dropFaulty(work, error)) return this.refuse(work, error);
       }
     }
-    this.whenDurable((error) => this.settle(work, error));
+    this.committed(work, startedMs);
+  }
+
+  /** The batch committed: measured (when observed), then answered once durable. */
+  private committed(work: BatchWork, startedMs: number): void {
+    const observers = this.observers;
+    if (observers.length === 0) return this.whenDurable((error) => this.settle(work, error));
+    const committedMs = performance.now();
+    for (const observer of observers) observer.batchCommitted(work.batch.length, (committedMs - startedMs) / 1000);
+    this.whenDurable((error) => {
+      if (error === undefined && this.appendObservers.length > 0) observeAppends(this.appendObservers, work, (performance.now() - committedMs) / 1000);
+      this.settle(work, error);
+    });
   }
 
   private startBatch(txn: Txn, work: BatchWork): Executor {
@@ -330,9 +391,16 @@ export abstract class BatchedStore implements Store {
   /** The batch could not commit: none of it applied, and the reads' renewals wait for the next. */
   private refuse(work: BatchWork, error: unknown): void {
     for (const [id, at] of work.touches) this.touchAt(id, at);
-    const refusal = error instanceof CommitOutcomeUnknownError ? new DurabilityLostError(error.cause) : new StorageUnavailableError(error);
+    const refusal = this.refusalOf(error);
     for (const op of work.batch) op.reject(work.failed.get(op) ?? refusal);
+    for (const observer of this.observers) observer.batchRefused();
     this.batchEnded();
+  }
+
+  private refusalOf(error: unknown): Error {
+    if (error instanceof CommitOutcomeUnknownError) return new DurabilityLostError(error.cause);
+    if (this.isOutOfSpace(error instanceof StorageFailure ? error.cause : error)) return this.diskSpace?.ranOut() ?? new InsufficientStorageError(0);
+    return new StorageUnavailableError(error);
   }
 
   /** Answers a committed batch once it is durable; only then do readers hear of it. */
@@ -358,6 +426,21 @@ export abstract class BatchedStore implements Store {
     this.fatal = error;
     for (const listener of this.fatalListeners) listener(error);
   }
+}
+
+/** Tells the observer what a durable batch appended: bytes, and messages (a JSON append holds one per line). */
+function observeAppends(observers: readonly StorageObserver[], work: BatchWork, waitSeconds: number): void {
+  let bytes = 0;
+  let messages = 0;
+  for (const op of work.batch) {
+    if (op.kind !== 'append' || work.failed.has(op)) continue;
+    const outcome = work.outcomes.get(op) as { kind: string; closeOnly?: boolean } | undefined;
+    if (outcome?.kind !== 'appended' || outcome.closeOnly) continue;
+    const request = (op.input as StoreCommands['append']['input']).request;
+    bytes += request.data.length;
+    messages += request.contentType !== null && isJsonContentType(request.contentType) ? countJsonMessages(request.data) : 1;
+  }
+  for (const observer of observers) observer.batchDurable!(waitSeconds, bytes, messages);
 }
 
 /** One batch of commands on its way through a transaction. */

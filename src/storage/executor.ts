@@ -18,7 +18,9 @@ import { decideCreate, type ChunkView } from '../core/create.js';
 import { forgetCutoffMs } from '../core/producer.js';
 import { decideDelete, decideExpire, decideRelease, touched } from '../core/stream.js';
 import type { AppendChanges, ProducerRecord, ProducerSettings, ProducerView, StreamState } from '../core/types.js';
+import type { LinkView, SubscriptionLink, SubscriptionState } from '../core/subscription-types.js';
 import type { CommandName, CommitEvent, StoreCommands } from './store.js';
+import { SubscriptionSteps } from './subscription-steps.js';
 
 /** Synchronous access to one engine's state inside an open transaction. */
 export interface Txn {
@@ -52,6 +54,32 @@ export interface Txn {
   /** The lowest earliest offset among every stream forked, directly or not, from this one. */
   descendantsEarliest(streamId: number): number | null;
 
+  // ---- subscriptions (core/subscription-types.ts) ------------------------------------
+  getSubscription(key: string): SubscriptionState | undefined;
+  putSubscription(subscription: SubscriptionState): void;
+  /** Removes the subscription with all its links. */
+  dropSubscription(key: string): void;
+  countSubscriptions(): number;
+  /** The scope's subscriptions that have a pattern (at most maxSubscriptions exist). */
+  patternSubscriptions(scope: string): SubscriptionState[];
+  /** Keys of every subscription of the scope (a bucket being deleted drops them). */
+  scopeSubscriptionKeys(scope: string): string[];
+  getLink(subKey: string, stream: string): SubscriptionLink | undefined;
+  putLink(link: SubscriptionLink): void;
+  dropLink(subKey: string, stream: string): void;
+  /** Removes every link to the stream: it was deleted or expired. */
+  dropStreamLinks(stream: string): void;
+  countLinks(subKey: string): number;
+  /** The subscription's links in path order (bytewise) after `afterPath`, with their streams' tails. */
+  links(subKey: string, afterPath: string | null, limit: number): LinkView[];
+  /** Links whose stream (undeleted) has a tail beyond the acked offset, in path order, at most `limit`. */
+  pendingLinks(subKey: string, limit: number): LinkView[];
+  /**
+   * Undeleted streams whose storage key starts with `keyPrefix` (a scope and a literal path
+   * prefix), in key order, at most `limit`: the candidates for a new pattern.
+   */
+  streamsByPrefix(keyPrefix: string, limit: number): Array<{ name: string; tail: number }>;
+
   /**
    * For engines whose reads may throw MissingState (missing.ts): a step (one command, or
    * the reads' TTL renewals) begins, and `rewindStep` undoes its changes so far.
@@ -68,11 +96,15 @@ export function newIncarnation(): string {
 export class Executor {
   readonly events = new Map<string, CommitEvent>();
 
+  private readonly subs: SubscriptionSteps;
+
   constructor(
     private readonly txn: Txn,
     private readonly settings: ProducerSettings,
     private readonly nowMs: number,
-  ) {}
+  ) {
+    this.subs = new SubscriptionSteps(txn, nowMs, (name, request) => this.append(name, request));
+  }
 
   /** Each command's step, built once: a table made per call cost a closure per command (hot on appends). */
   private static readonly steps: { [N in CommandName]: (e: Executor, i: StoreCommands[N]['input']) => StoreCommands[N]['output'] } = {
@@ -85,6 +117,15 @@ export class Executor {
     publishSnapshot: (e, i) => e.publishSnapshot(i.name, i.request, i.body),
     setRetention: (e, i) => e.setRetention(i.name, i.request),
     putAttrs: (e, i) => e.putAttrs(i.name, i.attrs, i.incarnation),
+    createSubscription: (e, i) => e.subs.create(i),
+    deleteSubscription: (e, i) => e.subs.delete(i),
+    addSubscriptionStreams: (e, i) => e.subs.addStreams(i),
+    removeSubscriptionStream: (e, i) => e.subs.removeStream(i),
+    wakeSubscription: (e, i) => e.subs.wake(i),
+    claimSubscription: (e, i) => e.subs.claim(i),
+    ackSubscription: (e, i) => e.subs.ack(i),
+    releaseSubscription: (e, i) => e.subs.release(i),
+    recordDelivery: (e, i) => e.subs.recordDelivery(i),
   };
 
   run<K extends CommandName>(kind: K, input: StoreCommands[K]['input']): StoreCommands[K]['output'] {
@@ -125,6 +166,7 @@ export class Executor {
     );
     if (outcome.kind !== 'deleted') return outcome;
     for (const stream of expire) this.expire(stream);
+    this.subs.bucketGone(id);
     this.txn.dropBucket(id);
     return outcome;
   }
@@ -151,7 +193,12 @@ export class Executor {
       this.changed(changes.source);
     }
     this.txn.insertStream(changes.stream);
-    for (const chunk of changes.chunks) this.txn.appendChunk(changes.stream.id, chunk.start, chunk.data);
+    let ownDataFrom = changes.stream.tail;
+    for (const chunk of changes.chunks) {
+      this.txn.appendChunk(changes.stream.id, chunk.start, chunk.data);
+      ownDataFrom = Math.min(ownDataFrom, chunk.start);
+    }
+    this.subs.streamCreated(changes.stream, ownDataFrom);
     this.changed(changes.stream);
     return outcome;
   }
@@ -185,6 +232,7 @@ export class Executor {
     const decision = decideDelete(this.txn.getStream(name), incarnation, this.nowMs);
     if (decision.kind === 'soft-deleted') {
       this.txn.updateStream(decision.next);
+      this.subs.streamGone(decision.next);
       this.changed(decision.next);
       return decision;
     }
@@ -206,6 +254,7 @@ export class Executor {
     const decision = decideExpire(stream, this.nowMs);
     if (decision.kind === 'soft-deleted') {
       this.txn.updateStream(decision.next);
+      this.subs.streamGone(decision.next);
       this.changed(decision.next);
     } else if (decision.kind === 'dropped') {
       this.drop(decision.dropped);
@@ -250,6 +299,7 @@ export class Executor {
     let current: StreamState | undefined = stream;
     while (current) {
       this.txn.dropStream(current);
+      this.subs.streamGone(current);
       this.dropped(current);
       const sourceId: number | undefined = current.fork?.sourceId;
       const source = sourceId === undefined ? undefined : this.txn.getStreamById(sourceId);

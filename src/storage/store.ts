@@ -9,11 +9,13 @@ import type { PublishSnapshotOutcome, PublishSnapshotRequest, RetentionOutcome, 
 import type { BucketCreateOutcome, BucketDeleteOutcome, BucketState } from '../core/bucket.js';
 import type { CreateOutcome, CreateRequest } from '../core/create.js';
 import type { DeleteDecision } from '../core/stream.js';
+import type { LinkView, SubscriptionState } from '../core/subscription-types.js';
+import type { SubscriptionCommands } from './subscription-steps.js';
 import type { AppendOutcome, AppendRequest, ProducerSettings, StreamState } from '../core/types.js';
 
 export type DeleteOutcome = Exclude<DeleteDecision, { kind: 'dropped' }> | { kind: 'dropped' };
 
-export interface StoreCommands {
+export interface StoreCommands extends SubscriptionCommands {
   createBucket: { input: { id: string }; output: BucketCreateOutcome };
   deleteBucket: { input: { id: string }; output: BucketDeleteOutcome };
   createStream: { input: CreateRequest; output: CreateOutcome };
@@ -39,6 +41,36 @@ export interface CommitEvent {
 
 export interface BucketInfo extends BucketState {
   streamCount: number;
+}
+
+export interface BucketListing {
+  buckets: BucketInfo[];
+  /** Present when more buckets follow: pass as `after` to continue. */
+  nextAfter: string | null;
+}
+
+/** What the store holds, for metrics and `rill stats`. */
+export interface StoreTotals {
+  buckets: number;
+  /** Streams not deleted (those past their expiry but not yet collected included). */
+  streams: number;
+  producers: number;
+}
+
+/**
+ * Told of every batch (ops/metrics.ts implements it). Called once per batch, never per
+ * command, so that measuring costs the append path next to nothing.
+ */
+export interface StorageObserver {
+  /** A batch of `commands` ran and committed in `commitSeconds`. */
+  batchCommitted(commands: number, commitSeconds: number): void;
+  /**
+   * A committed batch became durable `waitSeconds` after its COMMIT, having appended this
+   * much. Optional: only when some observer has it does a batch add up its appends.
+   */
+  batchDurable?(waitSeconds: number, appendedBytes: number, appendedMessages: number): void;
+  /** A batch failed to commit: the storage failed, and its commands were refused. */
+  batchRefused(): void;
 }
 
 export interface StreamListing {
@@ -68,7 +100,27 @@ export interface StoreOptions {
   nowMs?: () => number;
 }
 
-export interface Store {
+/** Reads of subscription state outside a batch, for the service, GET and listings. */
+export interface SubscriptionReads {
+  getSubscription(key: string): Promise<SubscriptionState | undefined>;
+  /** Subscriptions whose key starts with `scope + '/'` (every one when null), in key order after `afterKey`. */
+  listSubscriptions(scope: string | null, afterKey: string | null, limit: number): Promise<SubscriptionState[]>;
+  /** A subscription's links in path order after `afterPath`, with their streams' tails. */
+  subscriptionLinks(subKey: string, afterPath: string | null, limit: number): Promise<LinkView[]>;
+  /** Every (stream, subscription) membership, in stream key order after `after`, for the service's index of linked streams. */
+  linkIndex(after: { stream: string; subKey: string } | null, limit: number): Promise<Array<{ stream: string; subKey: string }>>;
+  /**
+   * Keys of subscriptions the server must act on at `nowMs`: a webhook delivery due, a
+   * lease expired, or a linked stream with unacknowledged data and no wake in flight.
+   */
+  dueSubscriptions(nowMs: number, limit: number): Promise<string[]>;
+  /** A small durable value (signing keys, the token secret). */
+  getMeta(key: string): Promise<string | undefined>;
+  /** Stores `value` only when the current value is `expected` (undefined: absent); answers whether it did. */
+  compareAndSetMeta(key: string, expected: string | undefined, value: string): Promise<boolean>;
+}
+
+export interface Store extends SubscriptionReads {
   run<K extends CommandName>(kind: K, input: StoreCommands[K]['input']): Promise<StoreCommands[K]['output']>;
 
   /** The committed state of a stream, including deleted or expired ones still stored. */
@@ -89,6 +141,23 @@ export interface Store {
   chunkAt(stream: StreamState, position: number): Promise<{ start: number; data: Buffer } | null>;
   getBucket(id: string): Promise<BucketInfo | undefined>;
   listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing>;
+  /** Buckets in id order after `after`, each with its stream count. */
+  listBuckets(after: string | null, limit: number): Promise<BucketListing>;
+  /** Cheap: /metrics reads these on every scrape. */
+  totals(): Promise<StoreTotals>;
+  /**
+   * Bytes the streams `totals` counts hold, each from its earliest offset to its tail (a
+   * fork's inherited history included). May cost a look-up per stream: not for /metrics.
+   */
+  heldBytes(): Promise<number>;
+  /** Keys of the streams `totals` counts (not deleted), in key order after `after`. */
+  streamKeys(after: string | null, limit: number): Promise<string[]>;
+  /** Producer records the stream holds. */
+  countProducers(stream: StreamState): Promise<number>;
+  /** Stream-cache hits and misses since the store opened, for engines that keep one. */
+  cacheCounters?(): { hits: number; misses: number };
+  /** Tells `observer` (beside any others) of every batch from now on. */
+  observe(observer: StorageObserver): void;
   /** A read renewed the stream's sliding TTL. Kept in memory, stored with the next batch. */
   touch(stream: StreamState, nowMs: number): void;
 

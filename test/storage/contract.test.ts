@@ -661,6 +661,34 @@ function bucketTests(ctx: Ctx): void {
       expect((await ctx.store.listStreams('lis', '', null, 10)).names).toEqual(['a0', 't-a']);
     });
 
+    it('totals count the streams not deleted and the bytes they hold; streamKeys pages through those streams in key order', async () => {
+      await ctx.store.run('createBucket', { id: 'tot' });
+      await createIn(ctx.store, 'tot', ['x', 'gone']);
+      const x = bucketStreamKey('tot', 'x');
+      // Ten appends: with tiny seal marks some are indexed and some still recent.
+      for (let i = 0; i < 10; i++) await ctx.store.run('append', { name: x, request: appendRequest(`x${i}`) });
+      await ctx.store.run('append', { name: bucketStreamKey('tot', 'gone'), request: appendRequest('doomed') });
+      const src = v1StreamKey('tot-src');
+      expectCreated(await ctx.store.run('createStream', createRequest(src)));
+      await ctx.store.run('append', { name: src, request: appendRequest('hello') });
+      const fork = await forkOf(ctx.store, src, v1StreamKey('tot-fork'));
+      await ctx.store.run('append', { name: fork, request: appendRequest('!!') });
+      await ctx.store.run('deleteStream', { name: bucketStreamKey('tot', 'gone'), incarnation: null });
+      // x holds 20 bytes, the source 5, the fork its 5 inherited and 2 of its own.
+      expect(await ctx.store.totals()).toEqual({ buckets: 1, streams: 3, producers: 0 });
+      expect(await ctx.store.heldBytes()).toBe(20 + 5 + 7);
+      const keys = [x, src, fork].sort(byBytes);
+      expect(await ctx.store.streamKeys(null, 10)).toEqual(keys);
+      expect(await ctx.store.streamKeys(null, 2)).toEqual(keys.slice(0, 2));
+      expect(await ctx.store.streamKeys(keys[1]!, 2)).toEqual(keys.slice(2));
+      expect(await ctx.store.streamKeys(keys[2]!, 2)).toEqual([]);
+      // A deleted source the fork still reads is kept, but no longer counted or listed.
+      await ctx.store.run('deleteStream', { name: src, incarnation: null });
+      expect(await ctx.store.totals()).toMatchObject({ streams: 2 });
+      expect(await ctx.store.heldBytes()).toBe(20 + 7);
+      expect(await ctx.store.streamKeys(null, 10)).toEqual([x, fork].sort(byBytes));
+    });
+
     it('leaves deleted and expired streams out of a listing', async () => {
       await ctx.store.run('createBucket', { id: 'hide' });
       await createIn(ctx.store, 'hide', ['keep', 'gone']);

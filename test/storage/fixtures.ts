@@ -120,7 +120,8 @@ export async function emptyDatabase(url: string): Promise<void> {
   const client = new pg.Client(url);
   await client.connect();
   try {
-    await client.query('TRUNCATE streams, chunks, producers, snapshots, buckets');
+    await client.query('TRUNCATE streams, chunks, producers, snapshots, buckets, subscriptions, subscription_links');
+    await client.query(`DELETE FROM rill_meta WHERE key <> 'schema_version'`);
   } finally {
     await client.end();
   }

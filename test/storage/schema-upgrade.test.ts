@@ -24,6 +24,8 @@ function asSchema3WithCrashLeftovers(dataDir: string, streamId: number, tail: nu
   const db = new Database(join(dataDir, 'rill.db'));
   try {
     db.exec(`
+      DROP TABLE subscriptions;
+      DROP TABLE subscription_links;
       DROP TABLE recent_batches;
       ALTER TABLE chunks DROP COLUMN bounds;
       CREATE TABLE recent_chunks (id INTEGER PRIMARY KEY AUTOINCREMENT, stream_id INTEGER NOT NULL, start INTEGER NOT NULL, data BLOB NOT NULL);

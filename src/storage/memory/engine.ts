@@ -5,12 +5,15 @@
  */
 import type { BucketState } from '../../core/bucket.js';
 import { expiryMs } from '../../core/stream.js';
+import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore } from '../batched.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
 import { summarizeProducers } from '../producer-summary.js';
-import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
+import type { BucketInfo, BucketListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
+import { compareBytewise, subscriptionMethods } from '../subscription-columns.js';
+import { MemorySubscriptions } from './subscriptions.js';
 
 interface StreamData {
   /** Own chunks in position order. */
@@ -34,11 +37,6 @@ function lastAtOrBefore(chunks: StoredChunk[], position: number): number {
   return found;
 }
 
-/** Listings sort names as UTF-8 bytes, like SQLite's BINARY collation (not UTF-16 code units). */
-function byUtf8(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b));
-}
-
 export class MemoryStore extends BatchedStore {
   private readonly streams = new Map<string, StreamState>();
   private readonly byId = new Map<number, string>();
@@ -46,6 +44,11 @@ export class MemoryStore extends BatchedStore {
   private readonly buckets = new Map<string, BucketState>();
   private nextId = 1;
   private undo: Array<() => void> | null = null;
+  private readonly subscriptions = new MemorySubscriptions(
+    (step) => this.record(step),
+    () => [...this.streams.values()].map((s) => this.view(s)!),
+    (name) => this.view(this.streams.get(name)),
+  );
   private readonly txn: Txn = this.createTxn();
 
   constructor(options: StoreOptions) {
@@ -138,6 +141,7 @@ export class MemoryStore extends BatchedStore {
 
   private createTxn(): Txn {
     return {
+      ...subscriptionMethods(this.subscriptions),
       getStream: (name) => this.view(this.streams.get(name)),
       getStreamById: (id) => this.byIdView(id),
       getBucket: (id) => this.buckets.get(id),
@@ -258,10 +262,67 @@ export class MemoryStore extends BatchedStore {
     const ids = [...this.streams.values()]
       .filter((s) => s.bucket === bucket && !s.deleted && (expiryMs(s) ?? Infinity) > now)
       .map((s) => s.name.slice(keyPrefix.length))
-      .filter((id) => id.startsWith(prefix) && (after === null || byUtf8(id, after) > 0))
-      .sort(byUtf8);
+      .filter((id) => id.startsWith(prefix) && (after === null || compareBytewise(id, after) > 0))
+      .sort(compareBytewise);
     const names = ids.slice(0, limit);
     return { names, nextAfter: ids.length > limit ? names[names.length - 1]! : null };
+  }
+
+  async listBuckets(after: string | null, limit: number): Promise<BucketListing> {
+    const ids = [...this.buckets.keys()].filter((id) => after === null || id > after).sort();
+    const buckets = await Promise.all(ids.slice(0, limit).map(async (id) => (await this.getBucket(id))!));
+    return { buckets, nextAfter: ids.length > limit ? buckets[buckets.length - 1]!.id : null };
+  }
+
+  async totals(): Promise<StoreTotals> {
+    let producers = 0;
+    for (const data of this.data.values()) producers += data.producers.size;
+    const streams = [...this.streams.values()].filter((s) => !s.deleted).length;
+    return { buckets: this.buckets.size, streams, producers };
+  }
+
+  async heldBytes(): Promise<number> {
+    let bytes = 0;
+    for (const s of this.streams.values()) if (!s.deleted) bytes += s.tail - s.earliestOffset;
+    return bytes;
+  }
+
+  async streamKeys(after: string | null, limit: number): Promise<string[]> {
+    const keys = [...this.streams.values()].filter((s) => !s.deleted && (after === null || compareBytewise(s.name, after) > 0)).map((s) => s.name);
+    return keys.sort(compareBytewise).slice(0, limit);
+  }
+
+  async countProducers(stream: StreamState): Promise<number> {
+    return this.data.get(stream.id)?.producers.size ?? 0;
+  }
+
+  // Subscriptions: memory holds nothing uncommitted between batches, so reads answer at once.
+  getSubscription(key: string): Promise<SubscriptionState | undefined> {
+    return this.subscriptions.reads.getSubscription(key);
+  }
+
+  listSubscriptions(scope: string | null, afterKey: string | null, limit: number): Promise<SubscriptionState[]> {
+    return this.subscriptions.reads.listSubscriptions(scope, afterKey, limit);
+  }
+
+  subscriptionLinks(subKey: string, afterPath: string | null, limit: number): Promise<LinkView[]> {
+    return this.subscriptions.reads.subscriptionLinks(subKey, afterPath, limit);
+  }
+
+  linkIndex(after: { stream: string; subKey: string } | null, limit: number): Promise<Array<{ stream: string; subKey: string }>> {
+    return this.subscriptions.reads.linkIndex(after, limit);
+  }
+
+  dueSubscriptions(nowMs: number, limit: number): Promise<string[]> {
+    return this.subscriptions.reads.dueSubscriptions(nowMs, limit);
+  }
+
+  getMeta(key: string): Promise<string | undefined> {
+    return this.subscriptions.reads.getMeta(key);
+  }
+
+  compareAndSetMeta(key: string, expected: string | undefined, value: string): Promise<boolean> {
+    return this.subscriptions.reads.compareAndSetMeta(key, expected, value);
   }
 
   protected closeEngine(): void {}

@@ -17,9 +17,11 @@ import type { Txn } from '../executor.js';
 import { MissingState } from '../missing.js';
 import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../producer-columns.js';
 import { summarizeProducers } from '../producer-summary.js';
+import { forwardSubscriptionTxn, type SubscriptionTxn } from '../subscription-columns.js';
 import type { Command } from '../store.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { ChunkWindows, type Queryable } from './chunks.js';
+import { PgSubscriptions } from './subscriptions.js';
 import { PendingWrites, sendAll, UndoLog, writeStatements } from './writes.js';
 
 type Summary = NonNullable<ProducerView['others']>;
@@ -35,6 +37,9 @@ const PRODUCER_SELECT = `SELECT p.stream_id, ${PRODUCER_COLUMNS.map((c) => `p.${
 function producerOf(row: Record<string, unknown>): ProducerRecord {
   return producerFromValues(PRODUCER_COLUMNS.map((column) => row[column]) as ProducerValues);
 }
+
+// Declares the subscription methods forwarded at the end of this file.
+export interface PgBatch extends SubscriptionTxn {}
 
 export class PgBatch implements Txn {
   private readonly byName = new Map<string, StreamState | null>();
@@ -64,9 +69,22 @@ export class PgBatch implements Txn {
   roundTrips = 0;
   /** Some of the batch's writes were sent before its end (to answer a question over many rows). */
   sentWrites = false;
+  /** Times the batch's writes were sent. */
+  private flushes = 0;
+  readonly subscriptions: PgSubscriptions;
 
   constructor(private readonly db: Queryable) {
     this.windows = new ChunkWindows(db);
+    this.subscriptions = new PgSubscriptions({
+      undo: this.undo,
+      writes: () => this.writes,
+      flushes: () => this.flushes,
+      knownStream: (name) => this.byName.get(name),
+      knownStreamNames: () => [...this.byName.keys()],
+      ask: (key, load) => this.ask(key, load),
+      missing: (flushFirst, load) => this.missing(flushFirst, load),
+      db,
+    });
   }
 
   /** Loads, in a few round trips, the streams, producers and buckets the commands name. */
@@ -83,7 +101,7 @@ export class PgBatch implements Txn {
       } else if (c.kind === 'append') {
         names.add(c.input.name);
         if (c.input.request.producer) producerKeys.push([c.input.name, c.input.request.producer.id]);
-      } else if (c.kind !== 'expireStreams') names.add(c.input.name);
+      } else if ('name' in c.input) names.add(c.input.name);
     }
     // Sent together, run in this order: producers are read once their streams are locked.
     this.roundTrips++;
@@ -284,7 +302,9 @@ export class PgBatch implements Txn {
       if (stream) this.stored.set(id, stream);
       else this.stored.delete(id);
     }
+    this.subscriptions.sent(this.writes);
     this.writes = new PendingWrites();
+    this.flushes++;
     this.roundTrips++;
     await sendAll(this.db, statements);
   }
@@ -426,3 +446,6 @@ export class PgBatch implements Txn {
     return { start: at, data: chunk.data.subarray(at - chunk.start) };
   }
 }
+
+// The subscription methods are PgSubscriptions' (subscriptions.ts).
+forwardSubscriptionTxn(PgBatch, (batch) => batch.subscriptions);

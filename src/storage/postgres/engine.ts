@@ -8,12 +8,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { StreamState } from '../../core/types.js';
 import { BatchedStore, CommitOutcomeUnknownError, ReadUnavailableError } from '../batched.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
-import type { BucketInfo, Command, RemoteCommits, StoreOptions, StreamListing } from '../store.js';
+import type { BucketInfo, BucketListing, Command, RemoteCommits, StoreOptions, StoreTotals, StreamListing } from '../store.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
+import { linkFromRow, subscriptionFromRecord, type LinkRow } from '../subscription-columns.js';
 import { PgBatch } from './batch.js';
 import { preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
 import { hintPayloads, HintListener } from './notify.js';
@@ -264,6 +266,100 @@ export class PostgresStore extends BatchedStore {
     const ids = rows.map((r) => r.name.slice(keyPrefix.length)).filter((id) => id.startsWith(prefix));
     const names = ids.slice(0, limit);
     return { names, nextAfter: ids.length > limit ? names[names.length - 1]! : null };
+  }
+
+  async listBuckets(after: string | null, limit: number): Promise<BucketListing> {
+    const { rows } = await this.query<{ id: string; created_at_ms: number; n: number }>(
+      `SELECT b.id, b.created_at_ms, (SELECT count(*)::bigint FROM streams s
+         WHERE s.bucket = b.id AND s.deleted = 0 AND (s.expiry_ms IS NULL OR s.expiry_ms > $2)) AS n
+       FROM buckets b WHERE b.id > $1 ORDER BY b.id LIMIT $3`,
+      [after ?? '', this.now(), limit + 1],
+    );
+    const buckets = rows.slice(0, limit).map((row) => ({ id: row.id, createdAtMs: row.created_at_ms, streamCount: row.n }));
+    return { buckets, nextAfter: rows.length > limit ? buckets[buckets.length - 1]!.id : null };
+  }
+
+  async totals(): Promise<StoreTotals> {
+    const { rows } = await this.query<StoreTotals>(
+      `SELECT (SELECT count(*)::bigint FROM buckets) AS buckets, (SELECT count(*)::bigint FROM streams WHERE deleted = 0) AS streams,
+         (SELECT count(*)::bigint FROM producers) AS producers`,
+    );
+    return rows[0]!;
+  }
+
+  async heldBytes(): Promise<number> {
+    const { rows } = await this.query<{ bytes: number }>('SELECT coalesce(sum(tail - earliest_offset), 0)::bigint AS bytes FROM streams WHERE deleted = 0');
+    return rows[0]!.bytes;
+  }
+
+  async streamKeys(after: string | null, limit: number): Promise<string[]> {
+    const { rows } = await this.query<{ name: string }>('SELECT name FROM streams WHERE deleted = 0 AND name > $1 ORDER BY name LIMIT $2', [after ?? '', limit]);
+    return rows.map((r) => r.name);
+  }
+
+  async countProducers(stream: StreamState): Promise<number> {
+    const { rows } = await this.query<{ n: number }>('SELECT count(*)::bigint AS n FROM producers WHERE stream_id = $1', [stream.id]);
+    return rows[0]!.n;
+  }
+
+  // ---- subscriptions ------------------------------------------------------------------
+
+  async getSubscription(key: string): Promise<SubscriptionState | undefined> {
+    const { rows } = await this.query<{ record: string }>('SELECT record FROM subscriptions WHERE key = $1', [key]);
+    return rows[0] ? subscriptionFromRecord(rows[0].record) : undefined;
+  }
+
+  async listSubscriptions(scope: string | null, afterKey: string | null, limit: number): Promise<SubscriptionState[]> {
+    const prefix = scope === null ? '' : `${scope}/`;
+    // The scope's keys are one contiguous run from its prefix on ("C" collation).
+    const { rows } = await this.query<{ key: string; record: string }>(
+      'SELECT key, record FROM subscriptions WHERE key >= $1 AND key > $2 ORDER BY key LIMIT $3',
+      [prefix, afterKey ?? '', limit],
+    );
+    return rows.filter((row) => row.key.startsWith(prefix)).map((row) => subscriptionFromRecord(row.record));
+  }
+
+  async subscriptionLinks(subKey: string, afterPath: string | null, limit: number): Promise<LinkView[]> {
+    const { rows } = await this.query<LinkRow & { tail: number | null }>(
+      `SELECT l.*, CASE WHEN s.deleted = 0 THEN s.tail END AS tail FROM subscription_links l LEFT JOIN streams s ON s.name = l.stream
+       WHERE l.sub_key = $1 AND l.path > $2 ORDER BY l.path LIMIT $3`,
+      [subKey, afterPath ?? '', limit],
+    );
+    return rows.map((row) => ({ link: linkFromRow(row), tail: row.tail }));
+  }
+
+  async linkIndex(after: { stream: string; subKey: string } | null, limit: number): Promise<Array<{ stream: string; subKey: string }>> {
+    const { rows } = await this.query<{ stream: string; sub_key: string }>(
+      'SELECT stream, sub_key FROM subscription_links WHERE (stream, sub_key) > ($1, $2) ORDER BY stream, sub_key LIMIT $3',
+      [after?.stream ?? '', after?.subKey ?? '', limit],
+    );
+    return rows.map((row) => ({ stream: row.stream, subKey: row.sub_key }));
+  }
+
+  /** Due by time (subscription-columns.ts: dueAtMs), or idle with some link's stream beyond its cursor. */
+  async dueSubscriptions(nowMs: number, limit: number): Promise<string[]> {
+    const { rows } = await this.query<{ key: string }>(
+      `SELECT key FROM subscriptions WHERE due_ms <= $1
+       UNION SELECT u.key FROM subscriptions u WHERE u.awake = 0 AND EXISTS (SELECT 1 FROM subscription_links l JOIN streams s ON s.name = l.stream
+         WHERE l.sub_key = u.key AND s.deleted = 0 AND s.tail > l.acked)
+       ORDER BY key LIMIT $2`,
+      [nowMs, limit],
+    );
+    return rows.map((row) => row.key);
+  }
+
+  async getMeta(key: string): Promise<string | undefined> {
+    const { rows } = await this.query<{ value: string }>('SELECT value FROM rill_meta WHERE key = $1', [key]);
+    return rows[0]?.value;
+  }
+
+  /** One statement, atomic across nodes: of two setting the same absent key, one inserts and the other finds it taken. */
+  async compareAndSetMeta(key: string, expected: string | undefined, value: string): Promise<boolean> {
+    const { rows } =
+      expected === undefined
+        ? await this.query('INSERT INTO rill_meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING RETURNING key', [key, value])
+        : await this.query('UPDATE rill_meta SET value = $2 WHERE key = $1 AND value = $3 RETURNING key', [key, value, expected]);
+    return rows.length === 1;
   }
 
   private async versions(names: string[]): Promise<Map<string, string>> {

@@ -9,7 +9,7 @@
  */
 import type { PoolClient } from 'pg';
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** Any constant of our own: only rill's migrations take this advisory lock. */
 const MIGRATION_LOCK = 0x72696c6c;
@@ -70,6 +70,30 @@ const MIGRATIONS: Record<number, string> = {
     );
     CREATE INDEX producers_seen ON producers (stream_id, last_seen_ms);
     CREATE TABLE snapshots (stream_id BIGINT PRIMARY KEY, data BYTEA NOT NULL);
+  `,
+  // Subscriptions, as in SQLite's schema 8 (subscription-columns.ts).
+  2: `
+    CREATE TABLE subscriptions (
+      key TEXT COLLATE "C" PRIMARY KEY,
+      scope TEXT COLLATE "C" NOT NULL,
+      record TEXT NOT NULL,
+      awake SMALLINT NOT NULL,
+      due_ms BIGINT,
+      has_pattern SMALLINT NOT NULL
+    );
+    CREATE INDEX subscriptions_due ON subscriptions (due_ms) WHERE due_ms IS NOT NULL;
+    CREATE INDEX subscriptions_pattern ON subscriptions (scope) WHERE has_pattern = 1;
+    CREATE TABLE subscription_links (
+      sub_key TEXT COLLATE "C" NOT NULL,
+      stream TEXT COLLATE "C" NOT NULL,
+      path TEXT COLLATE "C" NOT NULL,
+      explicit SMALLINT NOT NULL,
+      glob SMALLINT NOT NULL,
+      acked BIGINT NOT NULL,
+      PRIMARY KEY (sub_key, stream)
+    );
+    CREATE INDEX subscription_links_stream ON subscription_links (stream, sub_key);
+    CREATE INDEX subscription_links_path ON subscription_links (sub_key, path);
   `,
 };
 

@@ -5,9 +5,11 @@
  * (`unnest`), and the common ones (streams, chunks, producers) go in one statement.
  */
 import type { BucketState } from '../../core/bucket.js';
+import type { SubscriptionLink, SubscriptionState } from '../../core/subscription-types.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { PRODUCER_COLUMNS, producerValues } from '../producer-columns.js';
 import { STREAM_VALUE_COLUMNS, streamColumnValues } from '../stream-columns.js';
+import { LINK_COLUMNS, linkRow, SUBSCRIPTION_COLUMNS, subscriptionRow } from '../subscription-columns.js';
 import type { Queryable } from './chunks.js';
 import { HINT_CHANNEL } from './notify.js';
 
@@ -41,6 +43,18 @@ export class UndoLog {
   }
 }
 
+/** A link as a batch last wrote it: `link` null when dropped. */
+export interface LinkWrite {
+  subKey: string;
+  stream: string;
+  link: SubscriptionLink | null;
+}
+
+/** The key of a link in the batch's maps (keys and stream names hold no NUL). */
+export function linkKey(subKey: string, stream: string): string {
+  return `${subKey}\u0000${stream}`;
+}
+
 /** Appends larger than this are inserted on their own, as binary parameters, not in a hex-encoded array. */
 const LARGE_CHUNK_BYTES = 256 * 1024;
 
@@ -56,9 +70,25 @@ export class PendingWrites {
   /** Chunks before the position are trimmed, by stream. */
   readonly trims = new Map<number, number>();
   readonly buckets = new Map<string, BucketState | null>();
+  /**
+   * A subscription's final state, or null when dropped. `insert` when the batch found no
+   * row for it: should another node have created one meanwhile, the INSERT conflicts and
+   * the batch runs again, instead of overwriting it.
+   */
+  readonly subscriptions = new Map<string, { state: SubscriptionState | null; insert: boolean }>();
+  /** By linkKey: a link's final state, or null when dropped. */
+  readonly links = new Map<string, LinkWrite>();
+  /** Subscriptions whose every stored link goes (they were dropped), before `links` are written. */
+  readonly subscriptionLinkDrops = new Map<string, true>();
+  /** Streams whose every stored link goes (deleted or expired), before `links` are written. */
+  readonly streamLinkDrops = new Map<string, true>();
 
   get empty(): boolean {
     return (
+      this.subscriptions.size === 0 &&
+      this.links.size === 0 &&
+      this.subscriptionLinkDrops.size === 0 &&
+      this.streamLinkDrops.size === 0 &&
       this.streams.size === 0 &&
       this.chunks.length === 0 &&
       this.producers.size === 0 &&
@@ -83,6 +113,8 @@ const STREAM_COLUMN_TYPES: Record<string, string> = {
   snapshot_content_type: 'text',
   snapshot_digest: 'text',
 };
+const SUBSCRIPTION_COLUMN_TYPES: Record<string, string> = { key: 'text', scope: 'text', record: 'text', awake: 'smallint', has_pattern: 'smallint' };
+const LINK_COLUMN_TYPES: Record<string, string> = { sub_key: 'text', stream: 'text', path: 'text', explicit: 'smallint', glob: 'smallint' };
 const PRODUCER_COLUMN_TYPES: Record<string, string> = { producer_id: 'text', receipt_closed: 'smallint', digest: 'text', claim_digest: 'text' };
 
 /** `INSERT ... SELECT * FROM unnest($n::type[], ...)` parameters for rows given as value lists. */
@@ -225,7 +257,54 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
   }
   const bucketDrops = [...writes.buckets.entries()].filter(([, b]) => b === null).map(([id]) => id);
   if (bucketDrops.length > 0) out.push({ text: 'DELETE FROM buckets WHERE id = ANY($1::text[])', values: [bucketDrops] });
+  out.push(...subscriptionStatements(writes));
   return out;
+}
+
+/** Subscriptions and links: whole drops first, then single deletes, then inserts and updates. */
+function subscriptionStatements(writes: PendingWrites): Statement[] {
+  const out: Statement[] = [];
+  const dropsBy = (column: string, keys: Map<string, true>) => {
+    if (keys.size > 0) out.push({ text: `DELETE FROM subscription_links WHERE ${column} = ANY($1::text[])`, values: [[...keys.keys()]] });
+  };
+  dropsBy('sub_key', writes.subscriptionLinkDrops);
+  dropsBy('stream', writes.streamLinkDrops);
+  const subscriptions = [...writes.subscriptions.entries()];
+  const dropped = subscriptions.filter(([, w]) => w.state === null).map(([key]) => key);
+  if (dropped.length > 0) out.push({ text: 'DELETE FROM subscriptions WHERE key = ANY($1::text[])', values: [dropped] });
+  const links = [...writes.links.values()];
+  const unlinked = links.filter((w) => w.link === null);
+  if (unlinked.length > 0) {
+    out.push({
+      text: 'DELETE FROM subscription_links l USING unnest($1::text[], $2::text[]) d(k, s) WHERE l.sub_key = d.k AND l.stream = d.s',
+      values: [unlinked.map((w) => w.subKey), unlinked.map((w) => w.stream)],
+    });
+  }
+  const valuesOf = (state: SubscriptionState) => {
+    const row = subscriptionRow(state);
+    return SUBSCRIPTION_COLUMNS.map((c) => row[c]);
+  };
+  const rowsOf = (insert: boolean) => subscriptions.flatMap(([, w]) => (w.state !== null && w.insert === insert ? [valuesOf(w.state)] : []));
+  const inserts = rowsOf(true);
+  if (inserts.length > 0) out.push(insertRows('subscriptions', SUBSCRIPTION_COLUMNS, SUBSCRIPTION_COLUMN_TYPES, inserts, null));
+  const upserts = rowsOf(false);
+  if (upserts.length > 0) out.push(insertRows('subscriptions', SUBSCRIPTION_COLUMNS, SUBSCRIPTION_COLUMN_TYPES, upserts, 'key'));
+  const linked = links.flatMap((w) => {
+    if (w.link === null) return [];
+    const row = linkRow(w.link);
+    return [LINK_COLUMNS.map((c) => row[c])];
+  });
+  if (linked.length > 0) out.push(insertRows('subscription_links', LINK_COLUMNS, LINK_COLUMN_TYPES, linked, 'sub_key, stream'));
+  return out;
+}
+
+/** Rows inserted from arrays; with `conflictKey`, a row already stored under that key is updated instead. */
+function insertRows(table: string, columns: readonly string[], types: Record<string, string>, rows: unknown[][], conflictKey: string | null): Statement {
+  const { arrays, select } = unnestOf(columns, types, rows, 1);
+  const keyColumns = conflictKey?.split(', ') ?? [];
+  const updates = columns.filter((c) => !keyColumns.includes(c)).map((c) => `${c} = EXCLUDED.${c}`);
+  const onConflict = conflictKey === null ? '' : ` ON CONFLICT (${conflictKey}) DO UPDATE SET ${updates.join(', ')}`;
+  return { text: `INSERT INTO ${table} (${columns.join(', ')}) ${select}${onConflict}`, values: arrays };
 }
 
 /**

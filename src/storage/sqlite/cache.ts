@@ -17,6 +17,9 @@ export class StreamCache {
   private undo: Array<() => void> | null = null;
   /** For each name the current transaction changed: its state before and after it. */
   private changes: Map<string, StreamChange> | null = null;
+  /** Lookups the cache answered, and those that went to the database (counted by StreamRows, for metrics). */
+  hits = 0;
+  misses = 0;
 
   constructor(private readonly maxEntries: number) {}
 

@@ -11,11 +11,13 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { StreamState } from '../../core/types.js';
 import { BatchedStore, ReadNotSettledError, StorageUnavailableError } from '../batched.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
+import { DiskSpace } from '../disk-space.js';
 import type { Txn } from '../executor.js';
-import type { BucketInfo, StoreOptions, StreamListing } from '../store.js';
+import type { BucketInfo, BucketListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
 import { StreamCache } from './cache.js';
 import { appendAt, appendsOfRow } from './chunk-rows.js';
 import { lockDataDir } from './dir-lock.js';
@@ -25,6 +27,7 @@ import { ProducerCache } from './producer-cache.js';
 import { migrate } from './schema.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { StreamRows } from './stream-rows.js';
+import { SqliteSubscriptions } from './subscriptions.js';
 import { SqliteTxn } from './txn.js';
 
 export type { RecentIndexing } from './held-writes.js';
@@ -42,6 +45,8 @@ export const DEFAULT_STREAM_CACHE_ENTRIES = 20_000;
  * that stream's readers forever. Past this many waits the read is refused with 503.
  */
 export const MAX_REMOVAL_WAITS = 100;
+/** Streams heldBytes sums between two turns of the event loop (about 10 ms of work). */
+const HELD_PAGE = 5000;
 
 /** SQLite result codes that mean the storage failed, not that a statement broke a rule. */
 const STORAGE_FAULT_CODES = ['SQLITE_FULL', 'SQLITE_IOERR', 'SQLITE_NOMEM', 'SQLITE_BUSY', 'SQLITE_LOCKED', 'SQLITE_READONLY', 'SQLITE_CORRUPT', 'SQLITE_CANTOPEN', 'SQLITE_NOTADB', 'SQLITE_PROTOCOL', 'SQLITE_NOLFS'];
@@ -60,6 +65,13 @@ export interface SqliteStoreOptions extends StoreOptions {
   streamCacheEntries?: number;
   /** The WAL flush; tests pass a stand-in to hold commits between COMMIT and durable. */
   fdatasync?: Fdatasync;
+  /**
+   * Below this much free space on the data directory's filesystem, writes that add data
+   * are refused with 507 while deletes and retention go on (disk-space.ts); 0 turns it off.
+   */
+  minFreeDiskBytes?: number;
+  /** Told when writes start being refused for want of disk space, and when they are accepted again. */
+  onDiskSpace?: (full: boolean, freeBytes: number) => void;
 }
 
 export class SqliteStore extends BatchedStore {
@@ -72,6 +84,7 @@ export class SqliteStore extends BatchedStore {
   /** Appends and producer changes not yet in `chunks` and `producers`. */
   private readonly heldWrites: HeldWrites;
   private readonly txn: SqliteTxn;
+  private readonly subscriptions: SqliteSubscriptions;
   private readonly runTransaction: (body: (txn: Txn) => void) => void;
   private readonly durability: WalDurability;
   /** The data directory's lock (dir-lock.ts), released last on close. */
@@ -102,19 +115,46 @@ export class SqliteStore extends BatchedStore {
       this.sql = prepareStatements(this.db);
       this.heldWrites = new HeldWrites(this.db, this.sql, options.recentIndexing ?? DEFAULT_RECENT_INDEXING);
       this.streams = new StreamRows(this.db, this.sql, this.cache, this.heldWrites.recent, (stream) => this.withPendingTouch(stream));
-      this.txn = new SqliteTxn(this.sql, this.streams, this.heldWrites, this.producers, this.chunkSource);
+      this.subscriptions = new SqliteSubscriptions(this.db, this.streams);
+      this.txn = new SqliteTxn(this.sql, this.streams, this.heldWrites, this.producers, this.chunkSource, this.subscriptions);
       // Appends and producer changes a crash left in `recent_batches` are applied before anything reads them.
       this.heldWrites.recover();
       this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync, () => this.commitHeld());
-      this.runTransaction = this.db.transaction((body: (txn: Txn) => void) => {
+      const transaction = this.db.transaction((body: (txn: Txn) => void) => {
         body(this.txn);
         this.txn.finish();
       });
+      this.runTransaction = (body) => {
+        try {
+          transaction(body);
+        } catch (error) {
+          this.subscriptions.forgetCached();
+          throw error;
+        }
+      };
+      this.diskSpace = this.watchDiskSpace(options);
     } catch (error) {
       // A store that failed to open (say, a newer schema) leaves the directory to the next.
       this.dirLock.close();
       throw error;
     }
+  }
+
+  private watchDiskSpace(options: SqliteStoreOptions): DiskSpace | null {
+    const minFreeBytes = options.minFreeDiskBytes ?? 0;
+    if (minFreeBytes === 0) return null;
+    const freePages = this.db.prepare('PRAGMA freelist_count').pluck();
+    const pageSize = this.db.pragma('page_size', { simple: true }) as number;
+    return new DiskSpace({
+      path: options.dataDir,
+      minFreeBytes,
+      freeInStoreBytes: () => (freePages.get() as number) * pageSize,
+      onChange: options.onDiskSpace,
+    });
+  }
+
+  protected override isOutOfSpace(error: unknown): boolean {
+    return error instanceof Database.SqliteError && error.code === 'SQLITE_FULL';
   }
 
   /** One batch's transaction: the executor's steps, its batch row, COMMIT; then a slice of indexing when one is due. */
@@ -279,6 +319,100 @@ export class SqliteStore extends BatchedStore {
       names.push(id);
     }
     return this.answerWhenDurable(seen, { names, nextAfter: null });
+  }
+
+  async listBuckets(after: string | null, limit: number): Promise<BucketListing> {
+    const seen = this.durability.lastCommit();
+    const now = this.now();
+    const rows = this.db.prepare<[string, number], { id: string; created_at_ms: number }>('SELECT id, created_at_ms FROM buckets WHERE id > ? ORDER BY id LIMIT ?').all(after ?? '', limit + 1);
+    const buckets = rows.slice(0, limit).map((row) => ({ id: row.id, createdAtMs: row.created_at_ms, streamCount: this.sql.bucketLive.get(row.id, now)!.n }));
+    return this.answerWhenDurable(seen, { buckets, nextAfter: rows.length > limit ? buckets[buckets.length - 1]!.id : null });
+  }
+
+  /** Held producer changes are written to their table first (as a query over one stream's records does), so that the count holds them. */
+  async totals(): Promise<StoreTotals> {
+    this.inOwnTransaction(() => this.heldWrites.writeAllProducers());
+    const seen = this.durability.lastCommit();
+    const row = this.db
+      .prepare<[], StoreTotals>(
+        `SELECT (SELECT count(*) FROM buckets) AS buckets, (SELECT count(*) FROM streams WHERE deleted = 0) AS streams, (SELECT count(*) FROM producers) AS producers`,
+      )
+      .get()!;
+    return this.answerWhenDurable(seen, row);
+  }
+
+  /**
+   * A row's tail may lag its chunks (stream-rows.ts), so each stream costs an indexed
+   * look-up of its last chunk: about 2 µs. Pages of HELD_PAGE streams, with the event loop
+   * let go between them, keep 100,000 streams from stalling requests; the sum is of each
+   * stream as its page read it.
+   */
+  async heldBytes(): Promise<number> {
+    let bytes = 0;
+    for (let afterId = 0; ; ) {
+      const seen = this.durability.lastCommit();
+      const rows = this.sql.heldPage.all(afterId, HELD_PAGE);
+      for (const row of rows) bytes += this.streams.tailOf(row.id, row.tail, () => row.indexed_end ?? undefined) - row.earliest_offset;
+      await this.answerWhenDurable(seen, null);
+      if (rows.length < HELD_PAGE) return bytes;
+      afterId = rows[rows.length - 1]!.id;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  async streamKeys(after: string | null, limit: number): Promise<string[]> {
+    const seen = this.durability.lastCommit();
+    return this.answerWhenDurable(seen, this.sql.streamKeysAfter.all(after ?? '', limit));
+  }
+
+  async countProducers(stream: StreamState): Promise<number> {
+    this.inOwnTransaction(() => this.heldWrites.writeStreamProducers(stream.id));
+    const seen = this.durability.lastCommit();
+    const row = this.db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM producers WHERE stream_id = ?').get(stream.id)!;
+    return this.answerWhenDurable(seen, row.n);
+  }
+
+  // ---- subscriptions: answered once every commit they could see is durable ------------
+
+  getSubscription(key: string): Promise<SubscriptionState | undefined> {
+    return this.durableAnswer(() => this.subscriptions.getSubscription(key));
+  }
+
+  listSubscriptions(scope: string | null, afterKey: string | null, limit: number): Promise<SubscriptionState[]> {
+    return this.durableAnswer(() => this.subscriptions.listSubscriptions(scope, afterKey, limit));
+  }
+
+  subscriptionLinks(subKey: string, afterPath: string | null, limit: number): Promise<LinkView[]> {
+    return this.durableAnswer(() => this.subscriptions.links(subKey, afterPath, limit));
+  }
+
+  linkIndex(after: { stream: string; subKey: string } | null, limit: number): Promise<Array<{ stream: string; subKey: string }>> {
+    return this.durableAnswer(() => this.subscriptions.linkIndex(after, limit));
+  }
+
+  dueSubscriptions(nowMs: number, limit: number): Promise<string[]> {
+    return this.durableAnswer(() => this.subscriptions.dueSubscriptions(nowMs, limit));
+  }
+
+  getMeta(key: string): Promise<string | undefined> {
+    return this.durableAnswer(() => this.subscriptions.getMeta(key));
+  }
+
+  /** Its own transaction, counted as a commit so that the answer waits for an fsync that covers it. */
+  compareAndSetMeta(key: string, expected: string | undefined, value: string): Promise<boolean> {
+    if (this.closed) return Promise.reject(new StorageUnavailableError(new Error('store is closed')));
+    const stored = this.subscriptions.compareAndSetMeta(key, expected, value);
+    if (stored) this.durability.committed(new Map());
+    return this.answerWhenDurable(this.durability.lastCommit(), stored);
+  }
+
+  private durableAnswer<T>(read: () => T): Promise<T> {
+    const seen = this.durability.lastCommit();
+    return this.answerWhenDurable(seen, read());
+  }
+
+  cacheCounters(): { hits: number; misses: number } {
+    return { hits: this.cache.hits, misses: this.cache.misses };
   }
 
   private async answerWhenDurable<T>(seq: number, answer: T): Promise<T> {

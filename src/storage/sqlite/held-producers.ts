@@ -113,6 +113,11 @@ export class HeldProducers {
     this.change(streamId, producerId, null);
   }
 
+  /** Streams with changes held, sealed or not. */
+  streamIds(): number[] {
+    return [...new Set([...this.sealed.streamIds(), ...this.held.streamIds()])];
+  }
+
   /** Drops what is held of a stream being deleted: its rows in `producers` go with it. */
   dropStream(streamId: number): void {
     this.takeStream(streamId);

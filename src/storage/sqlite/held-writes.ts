@@ -165,6 +165,11 @@ export class HeldWrites {
     this.writeProducerChanges(this.producers.takeStream(streamId));
   }
 
+  /** Writes every held producer change to `producers` now, so that counting the table counts them. */
+  writeAllProducers(): void {
+    for (const streamId of this.producers.streamIds()) this.writeStreamProducers(streamId);
+  }
+
   begin(): void {
     this.recent.begin();
     this.producers.begin();

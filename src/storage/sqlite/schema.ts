@@ -4,7 +4,7 @@
  */
 import type Database from 'better-sqlite3';
 
-export const SCHEMA_VERSION = 7;
+export const SCHEMA_VERSION = 8;
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -103,6 +103,34 @@ const MIGRATIONS: Record<number, string> = {
   // them after a crash, so it must refuse this.
   7: `
     ALTER TABLE recent_batches ADD COLUMN producers TEXT;
+  `,
+  // Subscriptions (see subscription-columns.ts): the state as JSON with the columns the
+  // engine queries on, and one row per (subscription, stream) link with its cursor. A
+  // rill of schema 7 would serve the streams without them, never waking a subscriber
+  // nor dropping the links of streams it deletes, so it must refuse this.
+  8: `
+    CREATE TABLE subscriptions (
+      key TEXT PRIMARY KEY,
+      scope TEXT NOT NULL,
+      record TEXT NOT NULL,
+      awake INTEGER NOT NULL,
+      due_ms INTEGER,
+      has_pattern INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX subscriptions_due ON subscriptions (due_ms) WHERE due_ms IS NOT NULL;
+    CREATE INDEX subscriptions_pattern ON subscriptions (scope) WHERE has_pattern = 1;
+    CREATE TABLE subscription_links (
+      sub_key TEXT NOT NULL,
+      stream TEXT NOT NULL,
+      path TEXT NOT NULL,
+      explicit INTEGER NOT NULL,
+      glob INTEGER NOT NULL,
+      acked INTEGER NOT NULL,
+      PRIMARY KEY (sub_key, stream)
+    ) WITHOUT ROWID;
+    CREATE INDEX subscription_links_stream ON subscription_links (stream, sub_key);
+    -- With the key's stream, it holds all a scan for pending links reads.
+    CREATE INDEX subscription_links_path ON subscription_links (sub_key, path, acked);
   `,
 };
 

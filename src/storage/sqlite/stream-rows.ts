@@ -67,19 +67,26 @@ export class StreamRows {
   /**
    * A stored row as a stream state. Its tail is the greater of the row's and the end of
    * the stream's last chunk (plain appends leave the row's behind, see update); every
-   * recent append lies after every indexed one, so a recent one ends last.
+   * recent append lies after every indexed one, so a recent one ends last (tailOf).
    */
   fromRow(row: StreamRow): StreamState {
     const stream = rowToStream(row);
-    const chunkEnd = this.recent.lastEnd(stream.id) ?? this.sql.lastChunkEnd.get(stream.id)?.end;
-    if (chunkEnd === undefined || chunkEnd <= stream.tail) return stream;
-    return { ...stream, tail: chunkEnd };
+    const tail = this.tailOf(stream.id, stream.tail, () => this.sql.lastChunkEnd.get(stream.id)?.end);
+    return tail === stream.tail ? stream : { ...stream, tail };
+  }
+
+  /** The tail of a stream whose row holds `rowTail`; `indexedEnd` is where its last indexed chunk ends, looked up only when needed. */
+  tailOf(id: number, rowTail: number, indexedEnd: () => number | undefined): number {
+    const chunkEnd = this.recent.lastEnd(id) ?? indexedEnd();
+    return chunkEnd === undefined || chunkEnd <= rowTail ? rowTail : chunkEnd;
   }
 
   /** A stream from the cache, or from SQLite (then cached), as reads see it. */
   private cached(fromCache: StreamState | undefined, load: () => StreamRow | undefined): StreamState | undefined {
     let stream = fromCache;
-    if (!stream) {
+    if (stream) this.cache.hits++;
+    else {
+      this.cache.misses++;
       const row = load();
       if (!row) return undefined;
       stream = this.fromRow(row);

@@ -12,11 +12,16 @@ import type { ProducerRecord, ProducerView, StreamState } from '../../core/types
 import { chunkFromChain, type ChunkSource } from '../chain.js';
 import type { Txn } from '../executor.js';
 import { producerFromValues } from '../producer-columns.js';
+import { forwardSubscriptionTxn, type SubscriptionTxn } from '../subscription-columns.js';
 import { rowFrom } from './chunk-rows.js';
 import type { HeldWrites } from './held-writes.js';
 import type { ProducerCache } from './producer-cache.js';
 import type { Statements } from './statements.js';
 import type { StreamRows } from './stream-rows.js';
+import type { SqliteSubscriptions } from './subscriptions.js';
+
+// Declares the subscription methods forwarded below.
+export interface SqliteTxn extends SubscriptionTxn {}
 
 export class SqliteTxn implements Txn {
   private nextId: number;
@@ -30,6 +35,7 @@ export class SqliteTxn implements Txn {
     private readonly producers: ProducerCache,
     /** The engine's appends, recent and indexed, for reads through fork links. */
     private readonly chunks: ChunkSource,
+    readonly subscriptions: SqliteSubscriptions,
   ) {
     this.nextId = Number(sql.nextId.get()!.value);
     this.persistedNextId = this.nextId;
@@ -183,3 +189,6 @@ export class SqliteTxn implements Txn {
     for (const id of this.sql.forgetProducers.all(streamId, seenAtOrBeforeMs)) this.held.producers.delete(streamId, id);
   }
 }
+
+// The subscription methods are SqliteSubscriptions' (subscriptions.ts).
+forwardSubscriptionTxn(SqliteTxn, (txn) => txn.subscriptions);

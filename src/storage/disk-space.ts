@@ -1,0 +1,128 @@
+/**
+ * Free disk space as a limit on writes (the way Elasticsearch's flood-stage watermark and
+ * RabbitMQ's disk_free_limit work): once the data directory's filesystem has less than
+ * `minFreeBytes` free, writes that add data are refused with 507 INSUFFICIENT_STORAGE
+ * before they reach the database, while deletes, retention and expiry still run. They
+ * have that room to work in, so an operator can always free space through rill, and a
+ * restart on such a disk has room to open the database and recover.
+ *
+ * Writes resume once free space is back above the limit by a quarter of it.
+ *
+ * Free space counts the database's own free pages (`freeInStoreBytes`): a deleted
+ * stream's pages are reused by later writes before the file grows, so writes resume as
+ * soon as a delete frees enough, although the filesystem shows no more free space.
+ */
+import { statfsSync } from 'node:fs';
+import { protocolError } from '../protocol/errors.js';
+import type { CommandName, StoreCommands } from './store.js';
+
+/** Refused before it reached the database: the disk is below its free-space limit. */
+export class InsufficientStorageError extends Error {
+  readonly protocol = protocolError('INSUFFICIENT_STORAGE', 'the server is short of disk space; the write was not applied (deletes and retention still work)', {
+    retryAfterSeconds: 10,
+  });
+  constructor(readonly freeBytes: number) {
+    super(`insufficient storage: ${freeBytes} bytes free`);
+  }
+}
+
+/**
+ * Disk bytes a command may take, or 0 for one that frees space or takes next to none.
+ * Data is counted twice: it is written to the WAL, then to the database file (and held
+ * appends once more when they are indexed, which the limit's room absorbs).
+ */
+export function bytesAdded<K extends CommandName>(kind: K, input: StoreCommands[K]['input']): number {
+  const ROW_BYTES = 4096;
+  switch (kind) {
+    case 'append':
+      return 2 * (input as StoreCommands['append']['input']).request.data.length + ROW_BYTES;
+    case 'createStream':
+      return 2 * (input as StoreCommands['createStream']['input']).data.length + ROW_BYTES;
+    case 'publishSnapshot':
+      return 2 * (input as StoreCommands['publishSnapshot']['input']).body.length + ROW_BYTES;
+    case 'putAttrs':
+    case 'createBucket':
+      return ROW_BYTES;
+    case 'createSubscription':
+      return ROW_BYTES * 4;
+    case 'addSubscriptionStreams':
+      return ROW_BYTES + 256 * (input as StoreCommands['addSubscriptionStreams']['input']).paths.length;
+    default:
+      // deleteBucket, deleteStream, expireStreams, setRetention: these free space. Wakes,
+      // claims, acks and deliveries rewrite rows in place: refusing them on a full disk
+      // would stall workers on the data already stored.
+      return 0;
+  }
+}
+
+export interface DiskSpaceOptions {
+  /** A path on the filesystem to watch (the data directory). */
+  path: string;
+  minFreeBytes: number;
+  /** Free pages inside the store, reused before the file grows. */
+  freeInStoreBytes: () => number;
+  /** Called when writes start being refused (full: true) and when they are accepted again. */
+  onChange?: (full: boolean, freeBytes: number) => void;
+}
+
+/** How long a reading of the filesystem's free space is trusted, less what was admitted since. */
+const READING_MS = 100;
+
+export class DiskSpace {
+  private freeBytes = Number.POSITIVE_INFINITY;
+  private readAtMs = Number.NEGATIVE_INFINITY;
+  private full = false;
+
+  constructor(private readonly options: DiskSpaceOptions) {
+    this.read();
+  }
+
+  /**
+   * Admits a command, counting the space it may take, or answers its refusal. Once
+   * writes are refused, they are admitted again only when free space is back above the
+   * limit by a quarter of it, so that writes do not flap in and out at the edge (nor small
+   * ones keep trickling in after large ones are refused).
+   */
+  admit<K extends CommandName>(kind: K, input: StoreCommands[K]['input']): InsufficientStorageError | null {
+    const bytes = bytesAdded(kind, input);
+    if (bytes === 0) return null;
+    if (performance.now() - this.readAtMs >= READING_MS) this.read();
+    if (this.freeBytes - bytes < this.options.minFreeBytes + (this.full ? this.resumeMarginBytes : 0)) {
+      this.setFull(true);
+      return new InsufficientStorageError(this.freeBytes);
+    }
+    this.freeBytes -= bytes;
+    this.setFull(false);
+    return null;
+  }
+
+  private get resumeMarginBytes(): number {
+    return Math.floor(this.options.minFreeBytes / 4);
+  }
+
+  /** The database itself ran out of space (another process filled the disk): refuse until a new reading says otherwise. */
+  ranOut(): InsufficientStorageError {
+    this.read();
+    this.freeBytes = Math.min(this.freeBytes, this.options.minFreeBytes - 1);
+    this.setFull(true);
+    return new InsufficientStorageError(this.freeBytes);
+  }
+
+  get isFull(): boolean {
+    return this.full;
+  }
+
+  private read(): void {
+    const fs = statfsSync(this.options.path);
+    this.freeBytes = fs.bavail * fs.bsize + this.options.freeInStoreBytes();
+    this.readAtMs = performance.now();
+    if (this.freeBytes < this.options.minFreeBytes) this.setFull(true);
+    else if (this.freeBytes >= this.options.minFreeBytes + this.resumeMarginBytes) this.setFull(false);
+  }
+
+  private setFull(full: boolean): void {
+    if (full === this.full) return;
+    this.full = full;
+    this.options.onChange?.(full, this.freeBytes);
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * The stored form of subscriptions and their links, shared by every engine: one row of
+ * `subscriptions` (the whole state as JSON, plus the columns the engines query on) and
+ * one row of `subscription_links`, and the few questions every engine answers the same
+ * way over them (is a link pending, is a subscription due, path order).
+ */
+import type { LinkView, SubscriptionLink, SubscriptionState } from '../core/subscription-types.js';
+import type { StreamState } from '../core/types.js';
+import type { Txn } from './executor.js';
+
+/** The subscription methods of Txn, each engine's in a file of its own. */
+export const SUBSCRIPTION_TXN_METHODS = [
+  'getSubscription',
+  'putSubscription',
+  'dropSubscription',
+  'countSubscriptions',
+  'patternSubscriptions',
+  'scopeSubscriptionKeys',
+  'getLink',
+  'putLink',
+  'dropLink',
+  'dropStreamLinks',
+  'countLinks',
+  'links',
+  'pendingLinks',
+  'streamsByPrefix',
+] as const satisfies ReadonlyArray<keyof Txn>;
+
+export type SubscriptionTxn = Pick<Txn, (typeof SUBSCRIPTION_TXN_METHODS)[number]>;
+
+/** `source`'s subscription methods, bound, to spread into a Txn object. */
+export function subscriptionMethods(source: SubscriptionTxn): SubscriptionTxn {
+  return Object.fromEntries(SUBSCRIPTION_TXN_METHODS.map((name) => [name, source[name].bind(source)])) as unknown as SubscriptionTxn;
+}
+
+/**
+ * Gives a Txn class the subscription methods of the object `of(txn)` answers; the class
+ * declares them with an interface of its name extending SubscriptionTxn.
+ */
+export function forwardSubscriptionTxn<T>(txnClass: { prototype: T }, of: (txn: T) => SubscriptionTxn): void {
+  for (const name of SUBSCRIPTION_TXN_METHODS) {
+    Object.defineProperty(txnClass.prototype, name, {
+      value(this: T, ...args: unknown[]) {
+        return (of(this)[name] as (...a: unknown[]) => unknown)(...args);
+      },
+    });
+  }
+}
+
+/** A row of `subscriptions`. Booleans are 0 and 1, as in every other table. */
+export interface SubscriptionRow {
+  key: string;
+  scope: string;
+  /** The whole SubscriptionState as JSON: the columns below are derived from it, for queries. */
+  record: string;
+  /** 1 while a wake is in flight (pending links then wait for it). */
+  awake: number;
+  /** When the server must act without being asked (dueAtMs); null when never by itself. */
+  due_ms: number | null;
+  /** 1 when the configuration has a pattern: new streams of the scope are matched against it. */
+  has_pattern: number;
+}
+
+export const SUBSCRIPTION_COLUMNS = ['key', 'scope', 'record', 'awake', 'due_ms', 'has_pattern'] as const;
+
+/**
+ * When the subscription needs the server at the latest: its webhook delivery's next
+ * attempt while one is pending, else its wake's lease expiry, else never.
+ */
+export function dueAtMs(subscription: SubscriptionState): number | null {
+  const wake = subscription.wake;
+  if (wake === null) return null;
+  if (wake.delivery !== null) return wake.delivery.nextAttemptAtMs;
+  return wake.leaseExpiresAtMs;
+}
+
+export function subscriptionRow(subscription: SubscriptionState): SubscriptionRow {
+  return {
+    key: subscription.key,
+    scope: subscription.scope,
+    record: JSON.stringify(subscription),
+    awake: subscription.wake === null ? 0 : 1,
+    due_ms: dueAtMs(subscription),
+    has_pattern: subscription.config.pattern === null ? 0 : 1,
+  };
+}
+
+/** The state stored in a row's `record` (every field is plain JSON data). */
+export function subscriptionFromRecord(record: string): SubscriptionState {
+  return JSON.parse(record) as SubscriptionState;
+}
+
+/** A row of `subscription_links`. */
+export interface LinkRow {
+  sub_key: string;
+  stream: string;
+  path: string;
+  explicit: number;
+  glob: number;
+  acked: number;
+}
+
+export const LINK_COLUMNS = ['sub_key', 'stream', 'path', 'explicit', 'glob', 'acked'] as const;
+
+export function linkRow(link: SubscriptionLink): LinkRow {
+  return {
+    sub_key: link.subKey,
+    stream: link.stream,
+    path: link.path,
+    explicit: link.explicit ? 1 : 0,
+    glob: link.glob ? 1 : 0,
+    acked: link.ackedOffset,
+  };
+}
+
+export function linkFromRow(row: LinkRow): SubscriptionLink {
+  return { subKey: row.sub_key, stream: row.stream, path: row.path, explicit: row.explicit === 1, glob: row.glob === 1, ackedOffset: row.acked };
+}
+
+/** A linked stream's tail as links report it: null when no such stream exists now (a deleted one kept for forks included). */
+export function linkedTail(stream: StreamState | null | undefined): number | null {
+  return stream && !stream.deleted ? stream.tail : null;
+}
+
+/** The link's stream holds data its subscription has not acknowledged. */
+export function isPending(view: LinkView): boolean {
+  return view.tail !== null && view.tail > view.link.ackedOffset;
+}
+
+/** Keys and paths sort as UTF-8 bytes, like SQLite's BINARY and PostgreSQL's "C" collation (not UTF-16 code units). */
+export function compareBytewise(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+/** Link views sorted by path, the first `limit` of them. */
+export function firstByPath(views: LinkView[], limit: number): LinkView[] {
+  return views.sort((a, b) => compareBytewise(a.link.path, b.link.path)).slice(0, limit);
+}
