@@ -4,15 +4,16 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { canonicalAttrs, MAX_ATTRS_BYTES } from '../core/attrs.js';
+import { batchRequestError } from '../core/append.js';
 import { planHead } from '../core/read.js';
 import type { AppendOutcome, AppendRequest } from '../core/types.js';
 import { isJsonContentType, mediaType, normalizeContentType } from '../protocol/content-type.js';
 import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
-import { frameJsonBody } from '../protocol/json.js';
+import { jsonRefusal } from '../protocol/json.js';
 import { encodeOffset } from '../protocol/offset.js';
 import type { HandlerContext } from './context.js';
-import { header, readBody, incarnationOf } from './request.js';
+import { frameJson, header, readBody, incarnationOf } from './request.js';
 import { send, sendBodyRefusal, sendError, sendJson } from './response.js';
 import type { StreamAddress } from './router.js';
 
@@ -89,17 +90,14 @@ function ackOf(outcome: AppendOutcome | { kind: 'rejected'; error: ProtocolError
   return ack;
 }
 
-/** The append request of one frame, or the frame's own refusal (invalid JSON). */
-function frameRequest(frame: Buffer, contentType: string, incarnation: string | null): AppendRequest | ProtocolError {
+/** The append request of one frame, or the frame's own refusal (its JSON not accepted). */
+async function frameRequest(frame: Buffer, contentType: string, incarnation: string | null, maxMessages: number): Promise<AppendRequest | ProtocolError> {
   let data = frame;
   if (isJsonContentType(contentType)) {
-    const framed = frameJsonBody(frame, true);
-    if (!framed.ok) {
-      return framed.reason === 'empty-array'
-        ? protocolError('EMPTY_JSON_ARRAY', 'an append of an empty JSON array has no messages')
-        : protocolError('INVALID_JSON', 'the frame is not valid JSON');
-    }
-    data = Buffer.concat(framed.messages);
+    // A large frame is framed in slices, like a large append, so other requests are served meanwhile.
+    const framed = await frameJson(frame, true, maxMessages);
+    if (!framed.ok) return jsonRefusal(framed, 'frame', maxMessages);
+    data = framed.data;
   }
   return { contentType, data, close: false, streamSeq: null, producer: null, bodyDigest: null, incarnation };
 }
@@ -111,15 +109,18 @@ export async function handleAppendBatch(req: IncomingMessage, res: ServerRespons
     }
   }
   const contentType = normalizeContentType(header(req, 'content-type') ?? '');
-  if (contentType === undefined) return sendError(res, protocolError('MISSING_CONTENT_TYPE', 'an append batch needs the Content-Type of its frames'));
+  if (contentType === undefined) return sendError(res, protocolError('MISSING_CONTENT_TYPE', "an append batch is sent with the stream's Content-Type, the type of every frame"));
+  const refused = batchRequestError(await ctx.store.getStream(address.key), contentType, incarnationOf(req), ctx.now());
+  if (refused) return sendError(res, refused);
   const body = await readBody(req, Math.min(MAX_BATCH_BYTES, ctx.settings.maxBodyBytes));
   if (!body.ok) return sendBodyRefusal(res, body.error);
   const parsed = parseFrames(body.body);
   if (!parsed.ok) return sendError(res, parsed.error);
   const incarnation = incarnationOf(req);
+  const requests: Array<AppendRequest | ProtocolError> = [];
+  for (const frame of parsed.frames) requests.push(await frameRequest(frame, contentType, incarnation, ctx.settings.maxAppendMessages));
   // All frames are queued in this turn of the event loop, so they commit in one batch, in order.
-  const pending = parsed.frames.map((frame) => {
-    const request = frameRequest(frame, contentType, incarnation);
+  const pending = requests.map((request) => {
     if ('code' in request) return Promise.resolve({ kind: 'rejected' as const, error: request });
     return ctx.store.run('append', { name: address.key, request });
   });

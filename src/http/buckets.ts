@@ -2,6 +2,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { protocolError } from '../protocol/errors.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
+import { listingPrefixes } from '../core/access.js';
+import { listingScope } from './access.js';
 import type { HandlerContext } from './context.js';
 import { parseQuery } from './request.js';
 import { send, sendError, sendJson } from './response.js';
@@ -42,6 +44,21 @@ export async function handleListStreams(req: IncomingMessage, res: ServerRespons
   const limit = rawLimit === undefined ? DEFAULT_LIST_LIMIT : parseCanonicalUint(rawLimit, MAX_LIST_LIMIT);
   if (limit === undefined || limit < 1) return sendError(res, protocolError('INVALID_QUERY', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}`));
   if (!(await ctx.store.getBucket(bucket))) return sendError(res, protocolError('BUCKET_NOT_FOUND', 'bucket not found'));
-  const listing = await ctx.store.listStreams(bucket, q.get('prefix') ?? '', q.get('after') ?? null, limit);
+  const prefixes = listingPrefixes(listingScope(req, bucket), q.get('prefix') ?? '');
+  const listing = await listUnder(ctx, bucket, prefixes, q.get('after') ?? null, limit);
   sendJson(res, 200, { bucket, streams: listing.names, next: listing.nextAfter });
+}
+
+/**
+ * One page of the names under any of `prefixes` (none nested in another, so their
+ * names are disjoint): a page of each, merged in order. A token that reads only some
+ * prefixes of a bucket lists only those.
+ */
+async function listUnder(ctx: HandlerContext, bucket: string, prefixes: string[], after: string | null, limit: number): Promise<{ names: string[]; nextAfter: string | null }> {
+  if (prefixes.length === 1) return ctx.store.listStreams(bucket, prefixes[0]!, after, limit);
+  const pages = await Promise.all(prefixes.map((prefix) => ctx.store.listStreams(bucket, prefix, after, limit)));
+  const names = pages.flatMap((page) => page.names).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const more = names.length > limit || pages.some((page) => page.nextAfter !== null);
+  const shown = names.slice(0, limit);
+  return { names: shown, nextAfter: more && shown.length > 0 ? shown[shown.length - 1]! : null };
 }

@@ -32,8 +32,9 @@ export class ConnectionGuard {
     server: Server,
     private readonly firstRequestMs: number,
     private readonly maxConnections: number,
+    connectionEvent: 'connection' | 'secureConnection' = 'connection',
   ) {
-    server.on('connection', (socket: GuardedSocket) => this.admit(socket));
+    server.on(connectionEvent, (socket: GuardedSocket) => this.admit(socket));
   }
 
   private admit(socket: GuardedSocket): void {

@@ -1,6 +1,12 @@
 import type { Logger } from 'pino';
 import type { LiveHub } from '../live/hub.js';
+import type { AccessControl } from './access.js';
+import type { BrowserPolicy } from './browsers.js';
+import type { LiveReaders } from '../ops/live-readers.js';
+import type { RillMetrics } from '../ops/metrics.js';
 import type { Store } from '../storage/store.js';
+import type { SubscriptionService } from '../subscriptions/service.js';
+import type { ReadinessSources } from './admin.js';
 import type { ServerSettings } from './settings.js';
 
 /** What every handler works with. */
@@ -9,6 +15,13 @@ export interface HandlerContext {
   hub: LiveHub;
   settings: ServerSettings;
   log: Logger;
+  /** Metrics, when kept (null with `--metrics off`). */
+  metrics: RillMetrics | null;
+  live: LiveReaders;
+  readiness: ReadinessSources;
   /** Wall clock; the only place the HTTP layer reads time. */
   now: () => number;
+  access: AccessControl;
+  browsers: BrowserPolicy;
+  subscriptions: SubscriptionService;
 }

@@ -4,6 +4,7 @@
  * a 2.4 KB stack trace, 5.4 MB for 2,232 refusals, onto the disk that was full.
  */
 import type { Logger } from 'pino';
+import { InsufficientStorageError } from '../storage/disk-space.js';
 
 export class StorageFailureLog {
   private refusals = 0;
@@ -14,11 +15,13 @@ export class StorageFailureLog {
     private readonly now: () => number,
   ) {}
 
-  /** A request (or the expiry sweep) was refused because the storage failed. */
-  readonly refused = (error: unknown): void => {
+  /** A request (with its id), or the expiry sweep, was refused because the storage failed. */
+  readonly refused = (error: unknown, reqId?: string): void => {
+    // A disk short of space is not a failure: the store logs when it begins and ends (openStore).
+    if (error instanceof InsufficientStorageError) return;
     if (this.refusals++ > 0) return;
     this.sinceMs = this.now();
-    this.log.warn({ err: error }, 'storage is failing: requests that need it answer 503 until it recovers');
+    this.log.warn({ err: error, reqId }, 'storage is failing: requests that need it answer 503 until it recovers');
   };
 
   /** A request that needed the storage was served: a failure, if one was under way, has ended. */

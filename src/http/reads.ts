@@ -6,15 +6,16 @@ import type { StreamState } from '../core/types.js';
 import { isJsonContentType } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
-import { ndjsonToArray } from '../protocol/json.js';
+import { countJsonMessages, ndjsonToArray } from '../protocol/json.js';
 import { encodeOffset, parseOffsetToken } from '../protocol/offset.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
 import { hangupOf } from '../live/latch.js';
 import { serveSse } from '../live/sse.js';
 import { readWindow, type ReadWindow } from '../live/window.js';
+import { tokenExpiryOf } from './access.js';
 import type { HandlerContext } from './context.js';
 import { header, parseQuery, incarnationOf } from './request.js';
-import { baseHeaders, originOf, send, sendError, type HeaderMap } from './response.js';
+import { answerHeaders, send, sendError, type HeaderMap } from './response.js';
 import type { StreamAddress } from './router.js';
 
 export interface ReadQuery {
@@ -131,6 +132,7 @@ export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx:
   ctx.store.touch(plan.stream, nowMs);
   if (query.request.live === 'sse') {
     if (!ctx.hub.acquire()) return sendError(res, liveRefusal(ctx));
+    ctx.live.track('sse', res);
     return serveSse(res, {
       store: ctx.store,
       hub: ctx.hub,
@@ -143,13 +145,21 @@ export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx:
       heartbeatMs: ctx.settings.sseHeartbeatMs,
       maxBufferedBytes: ctx.settings.sseMaxBufferedBytes,
       now: ctx.now,
-      baseHeaders: baseHeaders(originOf(res)),
+      tokenExpiresAtMs: tokenExpiryOf(req),
+      baseHeaders: answerHeaders(res),
     });
   }
   if (query.request.live === 'long-poll') return longPoll(req, res, ctx, address, plan.stream, plan.position, query);
   if (query.request.offset?.kind === 'now') return sendTail(res, plan.stream);
   const window = await readWindow(ctx.store, plan.stream, plan.position, query.maxBytes, false);
+  countRead(ctx, plan.stream, window);
   sendData(req, res, plan.stream, plan.position, window, {});
+}
+
+/** Adds a read's bytes, and its messages on a JSON stream (one per line), to the metrics. */
+function countRead(ctx: HandlerContext, stream: StreamState, window: ReadWindow): void {
+  if (ctx.metrics === null) return;
+  ctx.metrics.readServed(window.data.length, isJsonContentType(stream.config.contentType) ? countJsonMessages(window.data) : 0);
 }
 
 /** `offset=now` without live: no data, the tail position. */
@@ -180,19 +190,24 @@ async function longPoll(
   let stream = first;
   let holding = false;
   const hangup = hangupOf(res);
+  const tokenExpiresAtMs = tokenExpiryOf(req) ?? Infinity;
   try {
     for (;;) {
+      // The token was valid when the wait began; once it expires the reader learns so (401), not more data.
+      if (ctx.now() >= tokenExpiresAtMs) return sendError(res, protocolError('TOKEN_EXPIRED', 'the token expired during the long-poll; retry with a fresh one'));
       if (position < stream.tail) {
         const window = await readWindow(ctx.store, stream, position, query.maxBytes, false);
+        countRead(ctx, stream, window);
         return sendData(req, res, stream, position, window, { [H.streamCursor]: cursor });
       }
       const remaining = deadline - ctx.now();
       if (stream.closed || remaining <= 0 || ctx.hub.isDraining) return sendNoData(res, stream, cursor);
       if (!holding) {
         if (!ctx.hub.acquire()) return sendError(res, liveRefusal(ctx));
+        ctx.live.track('long_poll', res);
         holding = true;
       }
-      const woke = await ctx.hub.wait(address.key, remaining, hangup);
+      const woke = await ctx.hub.wait(address.key, Math.min(remaining, tokenExpiresAtMs - ctx.now()), hangup);
       if (woke === 'aborted' && hangup.fired) return;
       // The wait began on one incarnation: if the stream was recreated meanwhile, its
       // bytes at this position belong to another stream, so the reader is told (412).

@@ -6,11 +6,14 @@ import type { ServerResponse } from 'node:http';
 import { errorFieldsToHeaders } from '../protocol/error-headers.js';
 import { statusOf, type ProtocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
+import { requestIdOf } from '../ops/request-log.js';
+import { corsOriginOf } from './browsers.js';
 
 export type HeaderMap = Record<string, string>;
 
 /** Headers a browser must be allowed to read on cross-origin responses. */
 const EXPOSED_HEADERS = [
+  'X-Request-Id',
   H.streamNextOffset,
   H.streamOffset,
   H.streamUpToDate,
@@ -34,6 +37,7 @@ const EXPOSED_HEADERS = [
   H.retryAfter,
   'etag',
   'location',
+  'www-authenticate',
 ].join(', ');
 
 const SECURITY_HEADERS: HeaderMap = {
@@ -56,6 +60,13 @@ export function baseHeaders(origin: string | undefined): HeaderMap {
   };
 }
 
+/** baseHeaders with the request's id, for answers written without send(). */
+export function answerHeaders(res: ServerResponse): HeaderMap {
+  const requestId = requestIdOf(res);
+  const base = baseHeaders(originOf(res));
+  return requestId === undefined ? base : { ...base, 'x-request-id': requestId };
+}
+
 export const ALLOWED_METHODS = 'GET, HEAD, PUT, POST, DELETE, OPTIONS';
 
 export function send(res: ServerResponse, status: number, headers: HeaderMap, body?: Buffer | string): void {
@@ -68,27 +79,33 @@ export function send(res: ServerResponse, status: number, headers: HeaderMap, bo
   // objects of every response out of the young generation (measured with --trace-gc-nvp:
   // 0.5 MB promoted per scavenge on /healthz with spread, none with assign; 55k -> 73k/s).
   const all: HeaderMap = Object.assign({}, baseHeaders(originOf(res)), headers);
+  const requestId = requestIdOf(res);
+  if (requestId !== undefined) all['x-request-id'] = requestId;
   if (status !== 204 && status !== 304) all['content-length'] = String(payload?.length ?? 0);
   res.writeHead(status, all);
   if (payload !== undefined && status !== 204 && status !== 304 && res.req.method !== 'HEAD') res.end(payload);
   else res.end();
 }
 
+/** The request's Origin when it is allowed CORS headers (see BrowserPolicy). */
 export function originOf(res: ServerResponse): string | undefined {
-  const origin = res.req?.headers.origin;
-  return typeof origin === 'string' ? origin : undefined;
+  return corsOriginOf(res.req);
 }
 
 export function errorHeaders(error: ProtocolError): HeaderMap {
   return error.fields ? errorFieldsToHeaders(error.fields) : {};
 }
 
+/** Every 401 names the scheme that would be accepted (RFC 6750); callers may add the error. */
+const AUTH_CHALLENGE: HeaderMap = { 'www-authenticate': 'Bearer realm="rill"' };
+
 export function sendError(res: ServerResponse, error: ProtocolError, extra: HeaderMap = {}): void {
   const body = JSON.stringify({ code: error.code, message: error.message });
+  const status = statusOf(error.code);
   send(
     res,
-    statusOf(error.code),
-    Object.assign({ 'content-type': 'application/json', 'cache-control': 'no-store' }, extra, errorHeaders(error)),
+    status,
+    Object.assign({ 'content-type': 'application/json', 'cache-control': 'no-store' }, status === 401 ? AUTH_CHALLENGE : {}, extra, errorHeaders(error)),
     body,
   );
 }

@@ -1,32 +1,77 @@
 /**
- * URL routing. `/v1/stream/{name}` is the bucket-less Durable Streams family;
- * `/{bucket}`, `/{bucket}/streams` and `/{bucket}/{stream}` are rill's own.
+ * URL routing. `/v1/stream/{name}` is the bucket-less Durable Streams family (names may
+ * hold `/`); `/{bucket}`, `/{bucket}/streams` and `/{bucket}/{stream}` are rill's own.
+ * The control routes `/v1/stream/__ds/...` and `/{bucket}/__ds/...` (subscriptions and
+ * their signing keys) are routed before streams.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
-import { bucketStreamKey, isValidBucketId, isValidStreamId, isValidV1Name, v1StreamKey } from '../protocol/ids.js';
+import {
+  bucketScope,
+  bucketStreamKey,
+  CONTROL_SEGMENT,
+  extensionInNameProblem,
+  isStreamExtension,
+  isValidBucketId,
+  isValidSubscriptionId,
+  MAX_SUBSCRIPTION_ID_BYTES,
+  scopedPathProblem,
+  streamIdProblem,
+  V1_SCOPE,
+  v1SegmentsProblem,
+  v1StreamKey,
+  type StreamExtension,
+} from '../protocol/ids.js';
 
 export interface StreamAddress {
   /** Storage key. */
   key: string;
   bucket: string | null;
+  /** The stream's name in its bucket (or in the /v1 family). */
+  id: string;
   /** The URL path that names the stream. */
   path: string;
 }
 
-/** Sub-resources of a stream, on both URL families. */
-export const STREAM_EXTENSIONS = ['snapshot', 'retention', 'bootstrap', 'attrs', 'append-batch'] as const;
-export type StreamExtension = (typeof STREAM_EXTENSIONS)[number];
+/** Operator routes (http/admin.ts): `GET /` lists buckets; the others are reserved top-level names. */
+export type AdminRoute = 'buckets' | 'readyz' | 'metrics' | 'stats';
 
 export type Route =
   | { kind: 'health' }
+  | { kind: 'admin'; name: AdminRoute }
   | { kind: 'stream-ext'; stream: StreamAddress; ext: StreamExtension; arg: string | null }
   | { kind: 'bucket'; bucket: string }
   | { kind: 'bucket-streams'; bucket: string }
   | { kind: 'stream'; stream: StreamAddress }
+  /** `{root}/__ds/...`: `scope` is `v1` or `b/{bucket}`, `rootPath` is `/v1/stream` or `/{bucket}`. */
+  | { kind: 'subscriptions'; scope: string; rootPath: string; target: SubscriptionTarget }
   | { kind: 'error'; error: ProtocolError };
 
+/** What a control route acts on, below `{root}/__ds/`. */
+export type SubscriptionTarget =
+  | { what: 'jwks' } // jwks.json
+  | { what: 'rotate-key' } // jwks/rotate: a new signing key (server-wide, admin)
+  | { what: 'list' } // subscriptions
+  | { what: 'subscription'; id: string } // subscriptions/{id}
+  | { what: 'streams'; id: string } // subscriptions/{id}/streams
+  /** subscriptions/{id}/streams/{path}: the path percent-decoded, its `/` sent as `%2F` or as separate segments. */
+  | { what: 'stream'; id: string; path: string }
+  | { what: SubscriptionAction; id: string }; // subscriptions/{id}/{action}
+
+export type SubscriptionAction = 'callback' | 'claim' | 'ack' | 'release';
+const SUBSCRIPTION_ACTIONS: ReadonlySet<string> = new Set<SubscriptionAction>(['callback', 'claim', 'ack', 'release']);
+
 /** Paths that are not bucket names. */
-export const RESERVED_TOP_LEVEL = new Set(['healthz', 'metrics', 'v1']);
+export const RESERVED_TOP_LEVEL = new Set(['healthz', 'readyz', 'metrics', 'stats', 'v1', 'console']);
+
+// A Map, not an object: a path segment such as `constructor` must not find a prototype's member.
+const ADMIN_ROUTES = new Map<string, AdminRoute>([
+  ['', 'buckets'],
+  ['readyz', 'readyz'],
+  ['metrics', 'metrics'],
+  ['stats', 'stats'],
+]);
+
+const V1_ROOT = '/v1/stream';
 
 const invalid = (message: string): Route => ({ kind: 'error', error: protocolError('INVALID_ID', message) });
 const notFound = (): Route => ({ kind: 'error', error: protocolError('NOT_FOUND', 'no such route') });
@@ -46,6 +91,8 @@ export function route(pathname: string): Route {
   const segments = decodeSegments(pathname);
   if (segments === undefined) return invalid('the path is not valid percent-encoding');
   if (segments.length === 1 && segments[0] === 'healthz') return { kind: 'health' };
+  const admin = segments.length === 1 ? ADMIN_ROUTES.get(segments[0]!) : undefined;
+  if (admin) return { kind: 'admin', name: admin };
   if (segments[0] === 'v1') return routeV1(segments);
   if (segments.length === 0 || segments[0] === '') return notFound();
   const bucket = segments[0]!;
@@ -53,28 +100,104 @@ export function route(pathname: string): Route {
   if (!isValidBucketId(bucket)) return invalid('bucket ids are 4 to 64 characters of a-z, 0-9, _ and -');
   if (segments.length === 1) return { kind: 'bucket', bucket };
   if (segments.length === 2 && segments[1] === 'streams') return { kind: 'bucket-streams', bucket };
+  if (segments[1] === CONTROL_SEGMENT) return routeControl(bucketScope(bucket), `/${bucket}`, segments.slice(2));
   const id = segments[1]!;
-  if (!isValidStreamId(id)) return invalid('stream ids are 1 to 122 bytes without "/", control characters or ".."');
-  const stream = { key: bucketStreamKey(bucket, id), bucket, path: `/${segments.slice(0, 2).map(encodeURIComponent).join('/')}` };
-  return withExtension(stream, segments.slice(2));
+  const problem = streamIdProblem(id);
+  if (problem !== null) return invalid(problem);
+  const stream = { key: bucketStreamKey(bucket, id), bucket, id, path: `/${segments.slice(0, 2).map(encodeURIComponent).join('/')}` };
+  return withExtension(stream, segments.slice(2)) ?? notFound();
 }
 
-/** `{stream}`, `{stream}/{ext}` or `{stream}/{ext}/{arg}`. */
-function withExtension(stream: StreamAddress, rest: string[]): Route {
+const CONTROL_TEMPLATES: Readonly<Record<SubscriptionTarget['what'], string>> = {
+  jwks: 'jwks.json',
+  'rotate-key': 'jwks/rotate',
+  list: 'subscriptions',
+  subscription: 'subscriptions/{id}',
+  streams: 'subscriptions/{id}/streams',
+  stream: 'subscriptions/{id}/streams/{path}',
+  callback: 'subscriptions/{id}/callback',
+  claim: 'subscriptions/{id}/claim',
+  ack: 'subscriptions/{id}/ack',
+  release: 'subscriptions/{id}/release',
+};
+
+/**
+ * The route's template for logs and metrics: names are left out, so the label set stays
+ * small whatever the streams are called.
+ */
+export function routeTemplate(target: Route): string {
+  switch (target.kind) {
+    case 'health':
+      return '/healthz';
+    case 'admin':
+      return target.name === 'buckets' ? '/' : `/${target.name}`;
+    case 'bucket':
+      return '/{bucket}';
+    case 'bucket-streams':
+      return '/{bucket}/streams';
+    case 'stream':
+      return target.stream.bucket === null ? '/v1/stream/{name}' : '/{bucket}/{stream}';
+    case 'stream-ext':
+      return `${target.stream.bucket === null ? '/v1/stream/{name}' : '/{bucket}/{stream}'}/${target.ext}${target.arg === null ? '' : '/{offset}'}`;
+    case 'subscriptions':
+      return `${target.scope === V1_SCOPE ? V1_ROOT : '/{bucket}'}/${CONTROL_SEGMENT}/${CONTROL_TEMPLATES[target.target.what]}`;
+    case 'error':
+      return 'unrouted';
+  }
+}
+
+/** `{stream}`, `{stream}/{ext}` or `{stream}/{ext}/{arg}`; undefined when `rest` is none of these. */
+function withExtension(stream: StreamAddress, rest: string[]): Route | undefined {
   if (rest.length === 0) return { kind: 'stream', stream };
-  const ext = rest[0] as StreamExtension;
-  if (!STREAM_EXTENSIONS.includes(ext) || rest.length > 2) return notFound();
-  const takesArg = ext === 'snapshot' || ext === 'retention';
-  if (rest.length === 2 && !takesArg) return notFound();
+  const ext = rest[0]!;
+  if (!isStreamExtension(ext) || rest.length > 2) return undefined;
+  if (rest.length === 2 && ext !== 'snapshot' && ext !== 'retention') return undefined;
   return { kind: 'stream-ext', stream, ext, arg: rest[1] ?? null };
 }
 
+/**
+ * `/v1/stream/{name}[/{ext}[/{arg}]]`: the name runs up to the first segment after its
+ * first that is an extension keyword, so `a/snapshot` is the snapshot of `a`, as before
+ * names could hold `/`. A name is spelled one way: `/` inside a segment (`%2F`) is refused.
+ */
 function routeV1(segments: string[]): Route {
   if (segments[1] !== 'stream' || segments.length < 3) return notFound();
-  const name = segments[2]!;
-  if (!isValidV1Name(name)) return invalid('stream names are 1 to 122 bytes without "/", control characters or ".."');
-  const stream = { key: v1StreamKey(name), bucket: null, path: `/v1/stream/${encodeURIComponent(name)}` };
-  return withExtension(stream, segments.slice(3));
+  if (segments[2] === CONTROL_SEGMENT) return routeControl(V1_SCOPE, V1_ROOT, segments.slice(3));
+  let end = 3;
+  while (end < segments.length && !isStreamExtension(segments[end]!)) end++;
+  // The common one-segment name skips slice, join and map: they doubled the cost of routing an append.
+  const single = end === 3;
+  const nameSegments = single ? [segments[2]!] : segments.slice(2, end);
+  const name = single ? segments[2]! : nameSegments.join('/');
+  const problem = v1SegmentsProblem(nameSegments, name);
+  if (problem !== null) return invalid(problem);
+  const encoded = single ? encodeURIComponent(name) : nameSegments.map(encodeURIComponent).join('/');
+  const stream = { key: v1StreamKey(name), bucket: null, id: name, path: `${V1_ROOT}/${encoded}` };
+  const extension = segments.slice(end);
+  // Only the extension's argument count can be wrong here: the request most likely meant a name holding the keyword.
+  return withExtension(stream, extension) ?? invalid(extensionInNameProblem(extension[0]!));
+}
+
+const control = (scope: string, rootPath: string, target: SubscriptionTarget): Route => ({ kind: 'subscriptions', scope, rootPath, target });
+
+/** `{root}/__ds/` + `rest`: the signing keys, or a subscription and its sub-resources. Anything else is 404. */
+function routeControl(scope: string, rootPath: string, rest: string[]): Route {
+  if (rest.length === 1 && rest[0] === 'jwks.json') return control(scope, rootPath, { what: 'jwks' });
+  if (rest.length === 2 && rest[0] === 'jwks' && rest[1] === 'rotate') return control(scope, rootPath, { what: 'rotate-key' });
+  if (rest[0] !== 'subscriptions') return notFound();
+  if (rest.length === 1) return control(scope, rootPath, { what: 'list' });
+  const id = rest[1]!;
+  if (!isValidSubscriptionId(id)) return invalid(`subscription ids are 1 to ${MAX_SUBSCRIPTION_ID_BYTES} characters of A-Z, a-z, 0-9, ".", "_", "~", ":" and "-"`);
+  if (rest.length === 2) return control(scope, rootPath, { what: 'subscription', id });
+  const sub = rest[2]!;
+  if (sub === 'streams') {
+    if (rest.length === 3) return control(scope, rootPath, { what: 'streams', id });
+    const path = rest.slice(3).join('/');
+    const problem = scopedPathProblem(scope, path);
+    return problem === null ? control(scope, rootPath, { what: 'stream', id, path }) : invalid(problem);
+  }
+  if (rest.length === 3 && SUBSCRIPTION_ACTIONS.has(sub)) return control(scope, rootPath, { what: sub as SubscriptionAction, id });
+  return notFound();
 }
 
 /** Resolves a stream reference from a header: a path or an absolute URL. */

@@ -3,28 +3,40 @@
  * A request can never crash the server: every handler failure is answered with a JSON
  * error and logged.
  */
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { LiveHub } from '../live/hub.js';
-import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { LiveReaders } from '../ops/live-readers.js';
+import { createLogger, redactUrl } from '../ops/logger.js';
+import { RillMetrics } from '../ops/metrics.js';
+import { requestIdOf, RequestLog, setRouteTemplate } from '../ops/request-log.js';
+import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
 import { repeatedHeaderError } from '../protocol/parse.js';
 import { storageRefusal } from '../storage/batched.js';
 import { MemoryStore } from '../storage/memory/engine.js';
 import { PostgresStore } from '../storage/postgres/engine.js';
 import { SqliteStore } from '../storage/sqlite/engine.js';
 import type { Store } from '../storage/store.js';
+import { AccessControl, guardsSubscriptionRoute, type Admission } from './access.js';
+import { handleAdmin, handleStreamStats, metricsServer, StorageHealth } from './admin.js';
+import { BrowserPolicy } from './browsers.js';
 import { handleBucket, handleListStreams } from './buckets.js';
+import { handleConsole, isConsolePath } from './console.js';
 import type { HandlerContext } from './context.js';
 import { handleRead } from './reads.js';
-import { ALLOWED_METHODS, send, sendError, sendJson } from './response.js';
-import { route, type Route, type StreamAddress } from './router.js';
+import { ALLOWED_METHODS, originOf, send, sendError, sendJson } from './response.js';
+import { route, routeTemplate, type Route, type StreamAddress } from './router.js';
 import { handleAppendBatch, handleGetAttrs, handlePutAttrs } from './attrs-batch.js';
 import { handleBootstrap, handlePublishSnapshot, handleReadSnapshot, handleRetention } from './snapshots.js';
-import { DEFAULT_SETTINGS, type ServerSettings } from './settings.js';
+import { DEFAULT_SETTINGS, isAuthOn, type ServerSettings } from './settings.js';
 import { ConnectionGuard, writeRefusalAndClose } from './connections.js';
 import { StorageFailureLog } from './failure-log.js';
 import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
+import { handleSubscriptions } from './subscriptions.js';
+import { SubscriptionService } from '../subscriptions/service.js';
 
 export interface RillServer {
   readonly server: Server;
@@ -32,6 +44,8 @@ export interface RillServer {
   readonly settings: ServerSettings;
   /** Base URL once listening. */
   url(): string;
+  /** Where `/metrics` is served when it has its own address (`--metrics-port`); null otherwise. */
+  metricsUrl(): string | null;
   listen(): Promise<void>;
   /** Stops accepting, finishes in-flight requests, ends live readers, closes storage. */
   close(): Promise<void>;
@@ -41,12 +55,24 @@ export interface CreateServerOptions {
   settings?: Partial<ServerSettings>;
   logger?: Logger;
   store?: Store;
+  /** The wall clock (ms) the server judges time by: tokens, TTLs, live reads. Tests pass one they control. */
+  now?: () => number;
 }
 
-function openStore(settings: ServerSettings): Store {
-  const options = { producers: settings.producers };
+function openStore(settings: ServerSettings, log: Logger, nowMs: () => number): Store {
+  const options = { producers: settings.producers, nowMs };
   if (settings.store === 'postgres') throw new Error('the postgres store opens asynchronously: use openRillServer');
-  return settings.store === 'memory' ? new MemoryStore(options) : new SqliteStore({ ...options, dataDir: settings.dataDir, streamCacheEntries: settings.streamCacheEntries });
+  if (settings.store === 'memory') return new MemoryStore(options);
+  return new SqliteStore({
+    ...options,
+    dataDir: settings.dataDir,
+    streamCacheEntries: settings.streamCacheEntries,
+    minFreeDiskBytes: settings.minFreeDiskBytes,
+    onDiskSpace: (full, freeBytes) => {
+      if (full) log.warn({ freeBytes, minFreeDiskBytes: settings.minFreeDiskBytes }, 'disk space is low: writes are refused with 507 until space returns (deletes and retention still work)');
+      else log.warn({ freeBytes }, 'disk space returned: writes are accepted again');
+    },
+  });
 }
 
 /** Opens the PostgreSQL store the settings name: connects, migrates the schema, listens for other nodes' commits. */
@@ -89,16 +115,22 @@ function dispatchStream(req: IncomingMessage, res: ServerResponse, ctx: HandlerC
 }
 
 function preflight(req: IncomingMessage, res: ServerResponse): void {
+  // An origin not allowed gets no CORS headers at all: the browser then refuses the call.
+  if (originOf(res) === undefined) return send(res, 204, { 'cache-control': 'no-store' });
   const requested = req.headers['access-control-request-headers'];
   send(res, 204, {
     'access-control-allow-methods': ALLOWED_METHODS,
     'access-control-allow-headers': typeof requested === 'string' && requested.length > 0 ? requested : '*',
-    'access-control-max-age': '86400',
+    // Ten minutes: a change of the allowed origins reaches browsers soon.
+    'access-control-max-age': '600',
     'cache-control': 'no-store',
   });
 }
 
 function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext): Handled {
+  ctx.browsers.tagOrigin(req);
+  const refusedHost = ctx.browsers.hostRefusal(req);
+  if (refusedHost) return sendError(res, refusedHost);
   const rawUrl = req.url ?? '/';
   if (Buffer.byteLength(rawUrl) > ctx.settings.maxUrlBytes) {
     res.setHeader('connection', 'close');
@@ -107,15 +139,39 @@ function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext
   const q = rawUrl.indexOf('?');
   const pathname = q < 0 ? rawUrl : rawUrl.slice(0, q);
   const search = q < 0 ? '' : rawUrl.slice(q + 1);
+  const target = route(pathname);
+  setRouteTemplate(res, routeTemplate(target));
   if (req.method === 'OPTIONS') return preflight(req, res);
   const repeated = repeatedHeaderError(req.rawHeaders);
   if (repeated) return sendError(res, repeated);
-  const target = route(pathname);
+  // The web console: static files, public like any page's assets, before the stream routes.
+  if (ctx.settings.consoleDir !== null && isConsolePath(pathname)) {
+    setRouteTemplate(res, '/console/');
+    return handleConsole(req, res, ctx.settings.consoleDir, pathname);
+  }
+  // Liveness and readiness answer without a token: probes carry none.
+  if (target.kind === 'health') return sendJson(res, 200, { status: ctx.hub.isDraining ? 'draining' : 'ok' });
+  if (target.kind === 'admin' && target.name === 'readyz') return handleAdmin(req, res, ctx, target.name, search);
+  if (!ctx.access.on) return serve(req, res, ctx, target, search);
+  // The JWK Set is public; a webhook's callback and a worker's ack or release carry the wake token, not an access token.
+  if (target.kind === 'subscriptions' && !guardsSubscriptionRoute(target)) return serve(req, res, ctx, target, search);
+  const admission = ctx.access.admit(req, res, target, search, ctx.now());
+  return admission instanceof Promise ? admission.then((a) => serveAdmitted(req, res, ctx, a)) : serveAdmitted(req, res, ctx, admission);
+}
+
+function serveAdmitted(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, admission: Admission): Handled {
+  if (!admission.ok) return sendError(res, admission.error, admission.headers);
+  return serve(req, res, ctx, admission.route, admission.search);
+}
+
+function serve(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, target: Route, search: string): Handled {
   switch (target.kind) {
     case 'error':
       return sendError(res, target.error);
     case 'health':
       return sendJson(res, 200, { status: ctx.hub.isDraining ? 'draining' : 'ok' });
+    case 'admin':
+      return handleAdmin(req, res, ctx, target.name, search);
     case 'bucket':
       return handleBucket(req, res, ctx, target.bucket);
     case 'bucket-streams':
@@ -124,6 +180,8 @@ function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext
       return dispatchStream(req, res, ctx, target.stream, search);
     case 'stream-ext':
       return dispatchExtension(req, res, ctx, target, search);
+    case 'subscriptions':
+      return handleSubscriptions(req, res, ctx, target, search);
   }
 }
 
@@ -144,6 +202,7 @@ function dispatchExtension(
     'attrs GET': () => handleGetAttrs(req, res, ctx, stream),
     'attrs PUT': () => handlePutAttrs(req, res, ctx, stream),
     'append-batch POST': () => handleAppendBatch(req, res, ctx, stream),
+    'stats GET': arg === null ? () => handleStreamStats(res, ctx, stream) : undefined,
   };
   const handler = handlers[`${ext} ${method}`];
   if (handler) return handler();
@@ -221,20 +280,23 @@ class Drain {
   constructor(
     private readonly server: Server,
     private readonly timeoutMs: number,
+    connectionEvent: 'connection' | 'secureConnection',
   ) {
-    server.on('connection', (socket: TrackedSocket) => {
+    server.on(connectionEvent, (socket: TrackedSocket) => {
       socket[IN_FLIGHT] = [];
       this.connections.add(socket);
       socket.once('close', () => this.connections.delete(socket));
     });
   }
 
-  track(req: IncomingMessage, res: ServerResponse): void {
+  /** Follows the response until it closes; then `ended` (the request's log line and metrics) runs. */
+  track(req: IncomingMessage, res: ServerResponse, ended: (() => void) | null): void {
     if (this.draining) res.setHeader('connection', 'close');
     // The request's socket: a pipelined response is given its socket only when its turn comes.
     const list = (req.socket as TrackedSocket)[IN_FLIGHT];
     list?.push(res);
     res.once('close', () => {
+      ended?.();
       const at = list?.indexOf(res) ?? -1;
       if (at >= 0) list!.splice(at, 1);
       // A keep-alive connection whose response ended during the drain is idle now.
@@ -259,33 +321,93 @@ class Drain {
   }
 }
 
+/** Plain HTTP, or HTTPS when the settings name a certificate and its key. */
+function createHttpServer(settings: ServerSettings, listener: (req: IncomingMessage, res: ServerResponse) => void): { server: Server; tls: boolean } {
+  const options = { maxHeaderSize: settings.maxHeaderBytes, ...timeoutOptions(settings), keepAliveTimeout: 5_000 };
+  if ((settings.tlsCertFile === null) !== (settings.tlsKeyFile === null)) throw new Error('TLS needs both --tls-cert and --tls-key');
+  if (settings.tlsCertFile === null || settings.tlsKeyFile === null) return { server: createServer(options, listener), tls: false };
+  const tls = { cert: readFileSync(settings.tlsCertFile), key: readFileSync(settings.tlsKeyFile), handshakeTimeout: settings.headersTimeoutMs };
+  // An https.Server is a tls.Server serving the same HTTP requests: everything rill uses of
+  // it (listen, close, address, connections, request events) has the same shape.
+  return { server: createHttpsServer({ ...options, ...tls }, listener) as unknown as Server, tls: true };
+}
+
+function urlOf(server: Server, tls = false): string {
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error('the server is not listening');
+  return `${tls ? 'https' : 'http'}://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+}
+
+function listenOn(server: Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+/** What operations add to a server: metrics, live-reader counts, readiness and the request log. */
+function operations(settings: ServerSettings, store: Store, hub: LiveHub, log: Logger) {
+  const live = new LiveReaders();
+  const metrics = settings.metrics ? new RillMetrics({ store, live }) : null;
+  if (metrics) store.observe(metrics);
+  const storageHealth = new StorageHealth(store);
+  const ops = {
+    live,
+    metrics,
+    /** Set once the server listens; /readyz answers 503 'starting' until then. */
+    started: false,
+    /** Set when close() begins, before the drain: /readyz answers 503 'draining' from then on. */
+    leaving: false,
+    readiness: { started: () => ops.started, draining: () => ops.leaving || hub.isDraining, storageFailing: () => storageHealth.failing },
+    requests: new RequestLog({ log, metrics, accessLogRate: settings.accessLogRate }),
+    metricsListener: metrics && settings.metricsPort !== null ? metricsServer(metrics) : null,
+  };
+  return ops;
+}
+
 export function createRillServer(options: CreateServerOptions = {}): RillServer {
   const settings: ServerSettings = { ...DEFAULT_SETTINGS, ...options.settings };
-  const log = options.logger ?? pino({ level: process.env.RILL_LOG_LEVEL ?? 'info' });
-  const store = options.store ?? openStore(settings);
+  const log = options.logger ?? createLogger({ level: 'info' });
+  const now = options.now ?? Date.now;
+  // Key files are read before anything opens, so a bad one stops the start with nothing to undo.
+  const access = new AccessControl(settings.auth, now());
+  const browsers = new BrowserPolicy({ corsOrigins: settings.corsOrigins, authOn: isAuthOn(settings.auth), listenHost: settings.host, allowedHosts: settings.allowedHosts });
+  const store = options.store ?? openStore(settings, log, now);
   const hub = new LiveHub(store, settings.maxLiveConnections, settings.remoteCheckMs);
-  const ctx: HandlerContext = { store, hub, settings, log, now: Date.now };
   const storageFailures = new StorageFailureLog(log, Date.now);
-  const server = createServer(
-    { maxHeaderSize: settings.maxHeaderBytes, ...timeoutOptions(settings), keepAliveTimeout: 5_000 },
-    (req, res) => {
-      guard.requestArrived(req.socket);
-      drain.track(req, res);
-      const fail = (error: unknown) => {
-        const failure = failureOf(error);
-        if (failure.code === 'INTERNAL') log.error({ err: error, method: req.method, url: req.url }, 'request failed');
-        else storageFailures.refused(error);
-        sendError(res, failure);
-      };
-      try {
-        dispatch(req, res, ctx)?.then(storageFailures.served, fail);
-      } catch (error) {
-        fail(error);
+  const ops = operations(settings, store, hub, log);
+  const { metrics, requests, metricsListener } = ops;
+  let baseUrl = '';
+  const subscriptions = new SubscriptionService(store, { ...settings.subscriptions, observer: metrics, nowMs: now, log, baseUrl: () => baseUrl });
+  const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, readiness: ops.readiness, now, access, browsers, subscriptions };
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
+    guard.requestArrived(req.socket);
+    drain.track(req, res, requests.begin(req, res));
+    const fail = (error: unknown) => {
+      const failure = failureOf(error);
+      const reqId = requestIdOf(res);
+      if (failure.code === 'INTERNAL') log.error({ err: error, reqId, method: req.method, url: redactUrl(req.url ?? '') }, 'request failed');
+      else {
+        storageFailures.refused(error, reqId);
+        // rill_storage_unavailable_responses_total counts 503s, not a full disk's 507s.
+        if (statusOf(failure.code) === 503) metrics?.storageRefused();
       }
-    },
-  );
+      sendError(res, failure);
+    };
+    try {
+      dispatch(req, res, ctx)?.then(storageFailures.served, fail);
+    } catch (error) {
+      fail(error);
+    }
+  };
+  const { server, tls } = createHttpServer(settings, listener);
+  // A TLS connection is served on its TLS socket, announced once the handshake is done.
+  const connectionEvent = tls ? 'secureConnection' : 'connection';
   server.on('clientError', onClientError);
-  const guard = new ConnectionGuard(server, settings.headersTimeoutMs, settings.maxConnections);
+  const guard = new ConnectionGuard(server, settings.headersTimeoutMs, settings.maxConnections, connectionEvent);
   const sweep = setInterval(() => {
     store.run('expireStreams', { limit: 1000 }).then(storageFailures.served, (error: unknown) => {
       if (storageRefusal(error)) storageFailures.refused(error);
@@ -294,29 +416,33 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   }, settings.sweepIntervalMs);
   sweep.unref();
 
-  const drain = new Drain(server, settings.drainTimeoutMs);
+  const drain = new Drain(server, settings.drainTimeoutMs, connectionEvent);
   let closing: Promise<void> | null = null;
   return {
     server,
     store,
     settings,
     url() {
-      const address = server.address();
-      if (address === null || typeof address === 'string') throw new Error('the server is not listening');
-      return `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`;
+      return urlOf(server, tls);
     },
-    listen() {
-      return new Promise((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(settings.port, settings.host, () => {
-          server.off('error', reject);
-          resolve();
-        });
-      });
+    metricsUrl() {
+      return metricsListener ? urlOf(metricsListener) : null;
+    },
+    async listen() {
+      await subscriptions.start();
+      await listenOn(server, settings.port, settings.host);
+      baseUrl = settings.publicUrl?.replace(/\/+$/, '') ?? urlOf(server, tls);
+      if (metricsListener) await listenOn(metricsListener, settings.metricsPort!, settings.metricsHost);
+      ops.started = true;
     },
     close() {
       closing ??= (async () => {
+        ops.leaving = true;
+        if (settings.shutdownDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, settings.shutdownDelayMs));
+        metricsListener?.close();
+        metricsListener?.closeAllConnections();
         clearInterval(sweep);
+        await subscriptions.close();
         await drain.run(() => hub.drain());
         hub.close();
         await store.close();

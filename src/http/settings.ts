@@ -1,9 +1,15 @@
 /** Server settings with their defaults. Every limit a client can reach is here. */
 import { MAX_SNAPSHOT_BYTES } from '../core/snapshot.js';
+import { NO_QUOTAS, type QuotaSettings } from '../auth/quota.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings } from '../core/types.js';
 import { DEFAULT_REMOTE_CHECK_MS } from '../live/remote.js';
 import { POSTGRES_DEFAULTS } from '../storage/postgres/engine.js';
 import { DEFAULT_STREAM_CACHE_ENTRIES } from '../storage/sqlite/engine.js';
+import { DEFAULT_CONSOLE_DIR } from './console.js';
+import { DEFAULT_SUBSCRIPTION_LIMITS } from '../core/subscription-types.js';
+import type { SubscriptionSettings } from '../subscriptions/service.js';
+
+export type { SubscriptionSettings };
 
 export interface ServerSettings {
   host: string;
@@ -44,8 +50,15 @@ export interface ServerSettings {
    * past it the server stops reading the stream for that reader until it catches up.
    */
   sseMaxBufferedBytes: number;
+  /**
+   * Below this much free space on the data directory's filesystem, writes that add data
+   * are refused with 507 INSUFFICIENT_STORAGE; deletes and retention still run (SQLite; 0 turns it off).
+   */
+  minFreeDiskBytes: number;
   /** Largest append or create body. */
   maxBodyBytes: number;
+  /** Most messages one append (or create, or append-batch frame) may carry: a JSON array's elements. */
+  maxAppendMessages: number;
   /** Largest snapshot body. */
   maxSnapshotBytes: number;
   /** Default size of one read response. */
@@ -67,9 +80,70 @@ export interface ServerSettings {
    * still open are cut (a client that stops reading must not hold the process).
    */
   drainTimeoutMs: number;
+  /**
+   * On shutdown, how long the server keeps serving everything while /readyz answers 503
+   * "draining", before the drain begins: time for a load balancer to stop sending it work.
+   */
+  shutdownDelayMs: number;
   /** How often expired streams are collected. */
   sweepIntervalMs: number;
   producers: ProducerSettings;
+  /** Access control; off (open to anyone who reaches the port) when it names no key file. */
+  auth: AuthSettings;
+  /** HTTPS: both files, or neither for plain HTTP. */
+  tlsCertFile: string | null;
+  tlsKeyFile: string | null;
+  /**
+   * Origins whose pages may call rill from a browser (CORS); `*` allows any. Null: the
+   * default, loopback pages only with auth off, any origin with auth on.
+   */
+  corsOrigins: string[] | null;
+  /** Host names accepted besides loopback ones when listening on a loopback address. */
+  allowedHosts: string[];
+  /** The built web console served at /console/; null: not served (`--no-console`). */
+  consoleDir: string | null;
+  /** Whether metrics are kept and served (`/metrics`). */
+  metrics: boolean;
+  /** Serve `/metrics` on this address instead of the main one (so that it need not be public); null: on the main one. */
+  metricsPort: number | null;
+  metricsHost: string;
+  /** Share of requests given an access-log line: 1 every one, 0 none; a 5xx is always logged. */
+  accessLogRate: number;
+  subscriptions: SubscriptionSettings;
+  /**
+   * The URL clients reach this server at (behind a proxy or load balancer), for the URLs
+   * the server hands out: webhook callback and JWK Set URLs. Null: the address it listens on.
+   */
+  publicUrl: string | null;
+}
+
+export const DEFAULT_SUBSCRIPTION_SETTINGS: SubscriptionSettings = {
+  limits: DEFAULT_SUBSCRIPTION_LIMITS,
+  allowLocalhost: false,
+  deliveryTimeoutMs: 10_000,
+  maxConcurrentDeliveries: 64,
+  sweepIntervalMs: 500,
+  tokenTtlMs: 3_600_000,
+};
+
+export interface AuthSettings {
+  /** HS256 shared secret (at least 32 bytes). */
+  secretFile: string | null;
+  /** Public keys (JWKS), chosen by `kid`. */
+  jwksFile: string | null;
+  /** Required `iss`; null: not checked. */
+  issuer: string | null;
+  /** Required `aud`; null: not checked. */
+  audience: string | null;
+  /** How often the key files are checked for changes (rotation). */
+  keysCheckMs: number;
+  quotas: QuotaSettings;
+}
+
+export const AUTH_OFF: AuthSettings = { secretFile: null, jwksFile: null, issuer: null, audience: null, keysCheckMs: 1_000, quotas: NO_QUOTAS };
+
+export function isAuthOn(auth: AuthSettings): boolean {
+  return auth.secretFile !== null || auth.jwksFile !== null;
 }
 
 export const DEFAULT_SETTINGS: ServerSettings = {
@@ -88,7 +162,9 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   sseLifetimeMs: 60_000,
   sseHeartbeatMs: 15_000,
   sseMaxBufferedBytes: 4 * 1024 * 1024,
+  minFreeDiskBytes: 64 * 1024 * 1024,
   maxBodyBytes: 32 * 1024 * 1024,
+  maxAppendMessages: 100_000,
   maxSnapshotBytes: MAX_SNAPSHOT_BYTES,
   readChunkBytes: 4 * 1024 * 1024,
   maxReadBytes: 8 * 1024 * 1024,
@@ -99,6 +175,19 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 120_000,
   drainTimeoutMs: 10_000,
+  shutdownDelayMs: 0,
   sweepIntervalMs: 1_000,
   producers: DEFAULT_PRODUCER_SETTINGS,
+  auth: AUTH_OFF,
+  tlsCertFile: null,
+  tlsKeyFile: null,
+  corsOrigins: null,
+  allowedHosts: [],
+  consoleDir: DEFAULT_CONSOLE_DIR,
+  metrics: true,
+  metricsPort: null,
+  metricsHost: '127.0.0.1',
+  accessLogRate: 1,
+  subscriptions: DEFAULT_SUBSCRIPTION_SETTINGS,
+  publicUrl: null,
 };

@@ -23,7 +23,7 @@ import { H } from '../protocol/headers.js';
 import { encodeOffset, parsePosition } from '../protocol/offset.js';
 import type { HandlerContext } from './context.js';
 import { header, parseQuery, readBody, incarnationOf } from './request.js';
-import { baseHeaders, originOf, send, sendBodyRefusal, sendError, type HeaderMap } from './response.js';
+import { answerHeaders, send, sendBodyRefusal, sendError, type HeaderMap } from './response.js';
 import type { StreamAddress } from './router.js';
 
 function offsetArg(arg: string | null): number | undefined {
@@ -128,7 +128,7 @@ export async function handleBootstrap(req: IncomingMessage, res: ServerResponse,
   const boundary = `rill-${randomBytes(12).toString('hex')}`;
   const { upToDate, closed } = bootstrapCompletion(stream, updates.next);
   const headers: HeaderMap = {
-    ...baseHeaders(originOf(res)),
+    ...answerHeaders(res),
     'content-type': `multipart/mixed; boundary=${boundary}`,
     'cache-control': 'no-store',
     [H.streamSnapshotOffset]: stream.snapshot ? encodeOffset(stream.snapshot.offset) : '-1',

@@ -10,7 +10,7 @@ import { isJsonContentType, normalizeContentType } from '../protocol/content-typ
 import { bodyDigest } from '../protocol/digest.js';
 import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
-import { frameJsonBody } from '../protocol/json.js';
+import { jsonRefusal, type JsonFrameResult } from '../protocol/json.js';
 import { encodeOffset, parsePosition } from '../protocol/offset.js';
 import {
   parseCanonicalUint,
@@ -24,7 +24,8 @@ import {
 } from '../protocol/parse.js';
 import { parseAttrsText } from './attrs-batch.js';
 import type { HandlerContext } from './context.js';
-import { header, readBody, incarnationOf, type BodyResult } from './request.js';
+import { readableOrMissing } from './access.js';
+import { frameJson, header, readBody, incarnationOf, type BodyResult } from './request.js';
 import { errorHeaders, send, sendError, type HeaderMap } from './response.js';
 import { resolveStreamReference, type StreamAddress } from './router.js';
 import { describeStream, metadataHeaders, producerHeaders, receiptHeaders } from './stream-headers.js';
@@ -58,18 +59,21 @@ function producerOf(req: IncomingMessage): ProducerHeaders | null {
   return unwrap(parsed) ?? null;
 }
 
-/** Frames a body for a content type: JSON bodies become compact messages, one per line. */
-function frame(body: Buffer, contentType: string | null, flatten: boolean, allowEmptyArray: boolean): Buffer {
+/**
+ * Frames a body for a content type: JSON bodies become compact messages, one per line.
+ * A large JSON body is framed in slices (frameJson), so the answer may be a promise.
+ */
+function frame(body: Buffer, contentType: string | null, allowEmptyArray: boolean, maxMessages: number): Buffer | Promise<Buffer> {
   if (body.length === 0 || contentType === null || !isJsonContentType(contentType)) return body;
-  const framed = frameJsonBody(body, flatten);
-  if (!framed.ok) {
-    if (framed.reason === 'empty-array') {
-      if (allowEmptyArray) return Buffer.alloc(0);
-      throw new RequestError(protocolError('EMPTY_JSON_ARRAY', 'an append of an empty JSON array has no messages'));
-    }
-    throw new RequestError(protocolError('INVALID_JSON', 'the body is not valid JSON'));
-  }
-  return framed.messages.length === 1 ? framed.messages[0]! : Buffer.concat(framed.messages);
+  const framed = frameJson(body, true, maxMessages);
+  if (!(framed instanceof Promise)) return framedOrRefusal(framed, allowEmptyArray, maxMessages);
+  return framed.then((result) => framedOrRefusal(result, allowEmptyArray, maxMessages));
+}
+
+function framedOrRefusal(framed: JsonFrameResult, allowEmptyArray: boolean, maxMessages: number): Buffer {
+  if (framed.ok) return framed.data;
+  if (framed.reason === 'empty-array' && allowEmptyArray) return Buffer.alloc(0);
+  throw new RequestError(jsonRefusal(framed, 'body', maxMessages));
 }
 
 /** The body read, or its refusal thrown (a plain function, so the append path adds no async layer). */
@@ -103,8 +107,10 @@ function parseFork(req: IncomingMessage): ForkRequest | null {
     if (offsetRaw !== undefined || subRaw !== undefined) throw bad('fork offsets need Stream-Forked-From');
     return null;
   }
-  const source = resolveStreamReference(from);
-  if ('code' in source) throw new RequestError(source);
+  const named = resolveStreamReference(from);
+  if ('code' in named) throw new RequestError(named);
+  // A source the token cannot read is forked as one that does not exist (concealment).
+  const source = readableOrMissing(req, named);
   const offset = offsetRaw === undefined ? null : parsePosition(offsetRaw);
   if (offset === undefined) throw bad('Stream-Fork-Offset is not a valid offset');
   const subOffset = subRaw === undefined ? 0 : parseCanonicalUint(subRaw, Number.MAX_SAFE_INTEGER);
@@ -146,7 +152,8 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
     };
     const body = bodyOrRefusal(await readBody(req, ctx.settings.maxBodyBytes));
     const framingType = contentType ?? (fork ? ((await ctx.store.getStream(fork.sourceName))?.config.contentType ?? null) : null);
-    request.data = frame(body, framingType, true, true);
+    const framed = frame(body, framingType, true, ctx.settings.maxAppendMessages);
+    request.data = framed instanceof Buffer ? framed : await framed;
     const outcome = await ctx.store.run('createStream', request);
     if (outcome.kind === 'rejected') return sendError(res, outcome.error);
     const headers = describeStream(outcome.stream);
@@ -181,6 +188,8 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
     const streamSeq = unwrap(parseStreamSeq(header(req, H.streamSeq))) ?? null;
     const body = bodyOrRefusal(await readBody(req, ctx.settings.maxBodyBytes));
     const request = appendRequest(req, body, close, streamSeq, producer);
+    const framed = frame(body, request.contentType, false, ctx.settings.maxAppendMessages);
+    request.data = framed instanceof Buffer ? framed : await framed;
     renderAppend(res, await ctx.store.run('append', { name: address.key, request }));
   } catch (error) {
     answerRequestError(res, error);
@@ -195,7 +204,7 @@ function appendRequest(req: IncomingMessage, body: Buffer, close: boolean, strea
   }
   return {
     contentType,
-    data: frame(body, contentType, true, false),
+    data: body,
     close,
     streamSeq,
     producer,

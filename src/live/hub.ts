@@ -83,6 +83,11 @@ export class LiveHub {
     for (const name of names) this.wakeStream(name);
   }
 
+  /** Live readers waiting on the stream now (SSE readers between events, long-polls). */
+  waitingOn(name: string): number {
+    return this.waiters.get(name)?.size ?? 0;
+  }
+
   /** The streams live readers wait on now. */
   watchedNames(): string[] {
     return [...this.waiters.keys()];

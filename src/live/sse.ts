@@ -33,6 +33,8 @@ export interface SseOptions {
   heartbeatMs: number;
   maxBufferedBytes: number;
   now: () => number;
+  /** When the reader's token expires (ms): the connection ends then, saying so. Null: never. */
+  tokenExpiresAtMs: number | null;
   /** Headers every response carries (security, CORS). */
   baseHeaders: Record<string, string>;
 }
@@ -72,6 +74,15 @@ function controlEvent({ position, stream, cursor }: ControlState): string {
   if (position >= stream.tail) control.upToDate = true;
   if (ended) control.streamClosed = true;
   return `event: control\ndata:${JSON.stringify(control)}\n\n`;
+}
+
+function tokenExpired(options: SseOptions): boolean {
+  return options.tokenExpiresAtMs !== null && options.now() >= options.tokenExpiresAtMs;
+}
+
+/** The last event for a reader whose token expired: where to resume, with a fresh token. */
+function tokenExpiredEvent(position: number): string {
+  return `event: control\ndata:${JSON.stringify({ streamNextOffset: encodeOffset(position), tokenExpired: true })}\n\n`;
 }
 
 export async function serveSse(res: ServerResponse, options: SseOptions): Promise<void> {
@@ -131,7 +142,7 @@ interface PumpState extends ControlState {
 async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding, hangup: Latch): Promise<void> {
   const { store, hub, key, now } = options;
   const state: PumpState = { position: options.position, stream: options.stream, cursor: nextCursor(now(), options.clientCursor, Math.random()), lastWriteMs: now() };
-  const endAt = now() + options.lifetimeMs;
+  const endAt = Math.min(now() + options.lifetimeMs, options.tokenExpiresAtMs ?? Infinity);
   // One event holds at most the buffer bound (a single larger JSON message excepted), so
   // unsent output stays under the bound plus the socket's high-water mark.
   const windowBytes = Math.min(options.maxBytes, options.maxBufferedBytes);
@@ -139,6 +150,7 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
   let announced = false;
   for (;;) {
     while (state.position < state.stream.tail) {
+      if (tokenExpired(options)) return void res.write(tokenExpiredEvent(state.position));
       // Most of the time the reader keeps up: no wait, and no promise made per event.
       if ((res.writableNeedDrain || hangup.fired) && !(await caughtUp(res, options, hangup, endAt))) return void res.destroy();
       const shared = await nextEvent(options, encoding, state, windowBytes);
@@ -155,6 +167,7 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
       res.write(controlEvent(state));
       announced = true;
     }
+    if (tokenExpired(options)) return void res.write(tokenExpiredEvent(state.position));
     const remaining = endAt - now();
     if (remaining <= 0 || hangup.fired || hub.isDraining) return;
     const quietMs = now() - state.lastWriteMs;

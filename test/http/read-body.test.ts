@@ -44,7 +44,7 @@ async function serveReads(limit: number): Promise<{ port: number; next: () => Pr
   return { port, next };
 }
 
-const head = (length: number) => `POST /x HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: ${length}\r\n\r\n`;
+const head = (length: number) => `POST /x HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nContent-Length: ${length}\r\n\r\n`;
 
 describe('readBody', () => {
   it('reads a body sent in pieces, whole and in order', async () => {
@@ -61,7 +61,7 @@ describe('readBody', () => {
   it('refuses a body streamed past the limit without a declared length', async () => {
     const { port, next } = await serveReads(8);
     const socket = await openSocket(port);
-    socket.write('POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n5\r\nfghij\r\n0\r\n\r\n');
+    socket.write('POST /x HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n5\r\nfghij\r\n0\r\n\r\n');
     const result = await next();
     socket.destroy();
     expect(result.ok).toBe(false);

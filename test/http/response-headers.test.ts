@@ -15,7 +15,8 @@ const TEXT = { 'content-type': 'text/plain' };
 const ORIGIN = 'https://app.example';
 
 beforeAll(async () => {
-  server = await startServer();
+  // An origin allowed by name (the default allows only loopback pages with auth off).
+  server = await startServer({ args: ['--cors-origin', ORIGIN] });
 });
 
 afterAll(async () => {

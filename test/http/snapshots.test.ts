@@ -174,8 +174,11 @@ describe.each(['v1', 'bucket'])('retention (%s family)', (family) => {
     const noSnapshot = await put(`${url}/retention/${offset(4)}`);
     expect(noSnapshot.status).toBe(409);
     expect(errorCode(noSnapshot)).toBe('RETENTION_CONFLICT');
+    expect((noSnapshot.json as { message: string }).message).toMatch(/^the stream has no snapshot: publish one/);
     await put(`${url}/snapshot/${offset(6)}`, 'S6');
-    expect((await put(`${url}/retention/${offset(12)}`)).status).toBe(409);
+    const past = await put(`${url}/retention/${offset(12)}`);
+    expect(past.status).toBe(409);
+    expect((past.json as { message: string }).message).toBe(`retention may not pass the latest published snapshot, at ${offset(6)}`);
     expect((await put(`${url}/retention/${offset(5)}`)).status).toBe(400);
     const trimmed = await put(`${url}/retention/${offset(4)}`);
     expect(trimmed.status).toBe(204);

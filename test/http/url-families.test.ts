@@ -137,3 +137,37 @@ describe('both URL families', () => {
     expect((await http('GET', `/${bucket}/${name}-fork?offset=-1`)).text()).toBe('from v1+fork');
   });
 });
+
+describe('/v1/stream names that hold "/"', () => {
+  it('run the same lifecycle as a bucket stream, with the slashes kept in Location', async () => {
+    const name = unique('slash');
+    const v1 = await lifecycle(`/v1/stream/events/${name}`);
+    const bucketed = await lifecycle(`/${bucket}/${name}-b`);
+    expect(bucketed).toEqual(v1);
+  });
+
+  it('keep a/b apart from a, serve extensions after the full name, and fork from a slash name by path or URL', async () => {
+    const name = unique('nest');
+    expect((await http('PUT', `/v1/stream/${name}`, { headers: TEXT, body: 'parent' })).status).toBe(201);
+    expect((await http('PUT', `/v1/stream/${name}/child/leaf`, { headers: TEXT, body: 'leaf' })).status).toBe(201);
+    expect((await http('GET', `/v1/stream/${name}?offset=-1`)).text()).toBe('parent');
+    expect((await http('GET', `/v1/stream/${name}/child/leaf?offset=-1`)).text()).toBe('leaf');
+    expect((await http('GET', `/v1/stream/${name}/child/leaf/attrs`)).json()).toEqual({});
+    expectRefusal(await http('GET', `/v1/stream/${name}/child?offset=-1`), 'STREAM_NOT_FOUND');
+    for (const from of [`/v1/stream/${name}/child/leaf`, `${server.url}/v1/stream/${name}/child/leaf`]) {
+      const fork = await http('PUT', `/v1/stream/forks/${unique('f')}`, { headers: { 'stream-forked-from': from } });
+      expect(fork.status, fork.text()).toBe(201);
+      expect((await http('GET', `${new URL(fork.headers['location']!).pathname}?offset=-1`)).text()).toBe('leaf');
+    }
+  });
+
+  it('refuse a second spelling (%2F), a keyword inside a name, and "__ds" as a stream', async () => {
+    const name = unique('spell');
+    for (const path of [`/v1/stream/events%2F${name}`, `/v1/stream/events/${name}/attrs/x`, `/v1/stream/events//${name}`]) {
+      expectRefusal(await http('PUT', path, { headers: TEXT }), 'INVALID_ID');
+    }
+    expectRefusal(await http('PUT', '/v1/stream/__ds', { headers: TEXT }), 'NOT_FOUND');
+    expectRefusal(await http('PUT', `/${bucket}/__ds`, { headers: TEXT }), 'NOT_FOUND');
+    expectRefusal(await http('GET', `/v1/stream/events/${name}?offset=-1`), 'STREAM_NOT_FOUND');
+  });
+});

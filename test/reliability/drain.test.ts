@@ -100,7 +100,7 @@ describe('SIGTERM', () => {
     const stalled = [];
     for (const query of ['offset=-1&max_bytes=8388608', 'offset=-1&live=sse']) {
       const socket = await openSocket(s.port);
-      socket.write(`GET /v1/stream/big?${query} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      socket.write(`GET /v1/stream/big?${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
       socket.pause();
       stalled.push(socket);
     }
@@ -121,6 +121,37 @@ describe('SIGTERM', () => {
     server = await startServer({ dataDir: s.dataDir });
     const head = await fetch(`${server.url}/v1/stream/big`, { method: 'HEAD' });
     expect(Number(head.headers.get('stream-next-offset'))).toBe(8 * chunk.length);
+    expect(await server.stop()).toBe(0);
+  });
+
+  it('with --shutdown-delay, answers /readyz 503 "draining" while it goes on serving reads and writes, then drains and exits 0', async () => {
+    // Long enough for a loaded machine to answer the requests below inside the delay.
+    server = await startServer({ args: ['--shutdown-delay', '3s'] });
+    const s = server;
+    dirs.push(s.dataDir);
+    const stream = `${s.url}/v1/stream/leaving`;
+    const text = { 'content-type': 'text/plain' };
+    expect((await fetch(stream, { method: 'PUT', headers: text })).status).toBe(201);
+    expect((await fetch(`${s.url}/readyz`)).status).toBe(200);
+    const exited = exitOf(s);
+    const termAt = Date.now();
+    s.child.kill('SIGTERM');
+    let ready = await fetch(`${s.url}/readyz`);
+    for (let i = 0; i < 75 && ready.status === 200; i++) {
+      await sleep(20);
+      ready = await fetch(`${s.url}/readyz`);
+    }
+    expect([ready.status, await ready.json(), ready.headers.get('retry-after')]).toEqual([503, { status: 'draining' }, '1']);
+    // Still serving everything while the load balancer takes it out of rotation.
+    expect((await fetch(stream, { method: 'POST', headers: text, body: 'late;' })).status).toBe(204);
+    expect(await (await fetch(`${stream}?offset=-1`)).text()).toBe('late;');
+    expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
+    const { code, atMs } = await exited;
+    expect(code).toBe(0);
+    expect(atMs - termAt).toBeGreaterThanOrEqual(2_900);
+    expect(await connectRefused(s.port)).toBe(true);
+    server = await startServer({ dataDir: s.dataDir });
+    expect(await (await fetch(`${server.url}/v1/stream/leaving?offset=-1`)).text()).toBe('late;');
     expect(await server.stop()).toBe(0);
   });
 });

@@ -1,8 +1,9 @@
 /**
  * Storage faults, injected through a test wrapper around the real SQLite engine (the
  * server is handed the store; it has no fault switch). A batch whose commit fails, or
- * that runs out of disk, must answer 503 with Retry-After and the JSON body to every
- * write in it, apply none of them, and the server must work again once storage does.
+ * that runs out of disk, must answer 503 (507 when out of space) with Retry-After and the
+ * JSON body to every write in it, apply none of them, and the server must work again once
+ * storage does.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
@@ -67,9 +68,13 @@ async function inOneBatch(h: Harness, writes: Write[]): Promise<Response[]> {
 }
 
 async function expectAllUnavailable(responses: Response[]): Promise<void> {
+  await expectAllRefused(responses, 503, 'STORAGE_UNAVAILABLE');
+}
+
+async function expectAllRefused(responses: Response[], status: number, code: string): Promise<void> {
   for (const res of responses) {
     expect(res.headers.get('retry-after')).toMatch(/^\d+$/);
-    expectJsonRefusal(await refusalOf(res), 503, 'STORAGE_UNAVAILABLE');
+    expectJsonRefusal(await refusalOf(res), status, code);
   }
 }
 
@@ -145,7 +150,7 @@ describe('a failing commit', () => {
 });
 
 describe('a full disk', () => {
-  it('answers 503 to every write of the batch that ran out of space, applies none, and recovers', async () => {
+  it('answers 507 INSUFFICIENT_STORAGE to every write of the batch that ran out of space, applies none, and recovers', async () => {
     const h = await start();
     await createStream(h.url, '/v1/stream/disk', 'text/plain');
     await createStream(h.url, '/v1/stream/disk-p', 'text/plain');
@@ -158,12 +163,12 @@ describe('a full disk', () => {
       ...['w1', 'w2', 'w3', 'w4', 'w5', 'w6'].map((tag) => ({ path: '/v1/stream/disk', headers: text, body: big(tag) })),
       { path: '/v1/stream/disk-p', headers: producer(0), body: big('p0') },
     ];
-    await expectAllUnavailable(await inOneBatch(h, writes));
+    await expectAllRefused(await inOneBatch(h, writes), 507, 'INSUFFICIENT_STORAGE');
     expect(await readAll(h.url, '/v1/stream/disk')).toEqual({ tail: '00000000000000000007', body: 'before;' });
     expect((await readAll(h.url, '/v1/stream/disk-p')).body).toBe('');
 
     // Still full: a lone write larger than the room left is refused the same way.
-    await expectAllUnavailable([await post(h.url, { path: '/v1/stream/disk', headers: text, body: 'y'.repeat(20_000) })]);
+    await expectAllRefused([await post(h.url, { path: '/v1/stream/disk', headers: text, body: 'y'.repeat(20_000) })], 507, 'INSUFFICIENT_STORAGE');
 
     h.store.setMaxPages(1_000_000);
     const retried = await inOneBatch(h, writes);

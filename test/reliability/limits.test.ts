@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import { expectJsonRefusal, refusalOf, sleep } from './checks.js';
-import { collect, openSocket, parseHead, rssBytes, type Collected } from './net.js';
+import { collect, openSocket, parseHead, peakRssBytes, rssBytes, type Collected } from './net.js';
 
 const servers: ServerProcess[] = [];
 
@@ -65,7 +65,7 @@ describe('request size limits', () => {
     // Chunked, without a Content-Length: refused once the bytes pass the limit.
     const chunked = await raw(
       s.port,
-      `POST /v1/stream/sizes HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n${'y'.repeat(1024)}\r\n400\r\n${'y'.repeat(1024)}\r\n0\r\n\r\n`,
+      `POST /v1/stream/sizes HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n${'y'.repeat(1024)}\r\n400\r\n${'y'.repeat(1024)}\r\n0\r\n\r\n`,
     );
     expectJsonRefusal(refusalFrom(chunked), 413, 'PAYLOAD_TOO_LARGE');
     const put = await fetch(`${s.url}/v1/stream/sizes-2`, { method: 'PUT', headers: text, body: 'z'.repeat(2048) });
@@ -75,10 +75,10 @@ describe('request size limits', () => {
   });
 
   it('answers 431 to request headers over --max-header-bytes', async () => {
-    const big = await raw(s.port, `GET /v1/stream/sizes HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(5000)}\r\n\r\n`);
+    const big = await raw(s.port, `GET /v1/stream/sizes HTTP/1.1\r\nHost: localhost\r\nX-Big: ${'a'.repeat(5000)}\r\n\r\n`);
     expectJsonRefusal(refusalFrom(big), 431, 'HEADERS_TOO_LARGE');
     const many = Array.from({ length: 300 }, (_, i) => `X-H${i}: ${'b'.repeat(10)}\r\n`).join('');
-    const manyReply = await raw(s.port, `GET /v1/stream/sizes HTTP/1.1\r\nHost: x\r\n${many}\r\n`);
+    const manyReply = await raw(s.port, `GET /v1/stream/sizes HTTP/1.1\r\nHost: localhost\r\n${many}\r\n`);
     expectJsonRefusal(refusalFrom(manyReply), 431, 'HEADERS_TOO_LARGE');
     expect((await fetch(stream(), { method: 'HEAD' })).status).toBe(200);
   });
@@ -129,6 +129,91 @@ describe('protocol limits', () => {
     expect((await res.arrayBuffer()).byteLength).toBe(8 * 1024 * 1024);
     expect(res.headers.get('stream-next-offset')).toBe(String(8 * 1024 * 1024).padStart(20, '0'));
     expect(res.headers.get('stream-up-to-date')).toBeNull();
+  });
+});
+
+describe('JSON floods: an array of tiny elements', () => {
+  /** `[0,0,...,0]` of `elements` elements: two bytes each, so 32 MiB (the default --max-body) holds 16.7 million. */
+  function zeros(elements: number): Buffer<ArrayBuffer> {
+    // Filled in place: a 32 MiB JavaScript string would make this process's own GC pauses part of what is measured.
+    const body = Buffer.allocUnsafe(2 * elements + 1);
+    body[0] = 0x5b;
+    body.fill('0,', 1, 2 * elements);
+    body[2 * elements] = 0x5d;
+    return body;
+  }
+  const json = { 'content-type': 'application/json' };
+
+  /**
+   * Sends HEAD requests one after another until `during` settles, and returns the slowest
+   * answer's time: how long the server left other requests waiting meanwhile.
+   */
+  async function slowestHeadMs(url: string, during: Promise<unknown>): Promise<number> {
+    let settled = false;
+    void during.finally(() => (settled = true));
+    let slowest = 0;
+    let answered = 0;
+    while (!settled) {
+      const started = performance.now();
+      expect((await fetch(url, { method: 'HEAD' })).status).toBe(200);
+      slowest = Math.max(slowest, performance.now() - started);
+      answered++;
+      await sleep(5);
+    }
+    expect(answered).toBeGreaterThan(3);
+    return slowest;
+  }
+
+  /**
+   * The slowest HEAD of the idle server over a second, after warming its HEAD path: on a
+   * shared two-core machine the scheduler alone delays some answers by tens of ms, and
+   * that is not the flood's doing. The flood may add at most 50 ms to it.
+   */
+  async function idleSlowestHeadMs(url: string): Promise<number> {
+    for (let i = 0; i < 20; i++) await fetch(url, { method: 'HEAD' });
+    return slowestHeadMs(url, sleep(1_000));
+  }
+
+  it('refuses 32 MiB of `[0,0,...]` with 413 TOO_MANY_MESSAGES past --max-append-messages, in bounded memory, HEAD answering within 50 ms of idle', async () => {
+    const s = await serve([]);
+    const stream = `${s.url}/v1/stream/flood`;
+    await create(stream, 'application/json');
+    const body = zeros(16 * 1024 * 1024 - 1);
+    expect(body.length).toBeLessThanOrEqual(32 * 1024 * 1024);
+    const idleMs = await idleSlowestHeadMs(stream);
+    const rssBefore = await rssBytes(s.child.pid!);
+    const post = fetch(stream, { method: 'POST', headers: json, body });
+    const slowestMs = await slowestHeadMs(stream, post);
+    const refused = await refusalOf(await post);
+    expectJsonRefusal(refused, 413, 'TOO_MANY_MESSAGES');
+    expect(refused.body).toContain('100000 messages');
+    expect(refused.body).toContain('--max-append-messages');
+    expect(slowestMs).toBeLessThan(idleMs + 50);
+    // The body is held while it arrives and once whole (2 x 32 MiB); nothing per element
+    // (before framing was rewritten, 16.7 million elements took 2.7 GB).
+    expect((await peakRssBytes(s.child.pid!)) - rssBefore).toBeLessThan(128 * 1024 * 1024);
+    expect(await tailOf(stream)).toBe(0);
+  });
+
+  it('frames an accepted array of a million messages in slices, in bounded memory, HEAD answering within 50 ms of idle', async () => {
+    const s = await serve(['--max-append-messages', '1000000']);
+    const stream = `${s.url}/v1/stream/flood-accepted`;
+    await create(stream, 'application/json');
+    const elements = 1_000_000;
+    const idleMs = await idleSlowestHeadMs(stream);
+    const rssBefore = await rssBytes(s.child.pid!);
+    const post = fetch(stream, { method: 'POST', headers: json, body: zeros(elements) });
+    const slowestMs = await slowestHeadMs(stream, post);
+    expect((await post).status).toBe(204);
+    expect(slowestMs).toBeLessThan(idleMs + 50);
+    expect((await peakRssBytes(s.child.pid!)) - rssBefore).toBeLessThan(48 * 1024 * 1024);
+    // Every element is a message "0\n"; the last ones read back as they were sent.
+    expect(await tailOf(stream)).toBe(2 * elements);
+    const tail = await fetch(`${stream}?offset=${String(2 * elements - 6).padStart(20, '0')}`);
+    expect(await tail.json()).toEqual([0, 0, 0]);
+    const over = await fetch(stream, { method: 'POST', headers: json, body: zeros(elements + 1) });
+    expectJsonRefusal(await refusalOf(over), 413, 'TOO_MANY_MESSAGES');
+    expect(await tailOf(stream)).toBe(2 * elements);
   });
 });
 
@@ -207,7 +292,7 @@ describe('live readers that hang up', () => {
   ] as const) {
     it(`gives back the slots of ${kind} readers that close their connections mid-wait`, async () => {
       const readers = await Promise.all([1, 2].map(() => openSocket(s.port)));
-      for (const socket of readers) socket.write(`GET ${path}?${query} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      for (const socket of readers) socket.write(`GET ${path}?${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
       await sleep(300);
       expect(await probe()).toBe(503);
       for (const socket of readers) socket.destroy();
@@ -228,7 +313,7 @@ describe('slow clients', () => {
 
   it('answers 408 and closes a connection whose headers trickle in (slowloris)', async () => {
     const socket = await openSocket(s.port);
-    socket.write('GET /v1/stream/slow HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+    socket.write('GET /v1/stream/slow HTTP/1.1\r\nHost: localhost\r\nX-Slow: ');
     const drip = setInterval(() => socket.writable && socket.write('a'), 100);
     const reply = await collect(socket, 12_000);
     clearInterval(drip);
@@ -245,7 +330,7 @@ describe('slow clients', () => {
 
   it('drops a request whose body trickles past --request-timeout, applying nothing', async () => {
     const socket = await openSocket(s.port);
-    socket.write('POST /v1/stream/slow HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nab');
+    socket.write('POST /v1/stream/slow HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nab');
     const drip = setInterval(() => socket.writable && socket.write('c'), 100);
     const reply = await collect(socket, 12_000);
     clearInterval(drip);
@@ -264,7 +349,7 @@ describe('a slow SSE reader', () => {
     await create(stream, 'application/octet-stream');
     const subscribe = async () => {
       const socket = await openSocket(s.port);
-      socket.write('GET /v1/stream/firehose?offset=-1&live=sse HTTP/1.1\r\nHost: x\r\n\r\n');
+      socket.write('GET /v1/stream/firehose?offset=-1&live=sse HTTP/1.1\r\nHost: localhost\r\n\r\n');
       return socket;
     };
     const stalled = await subscribe();
@@ -305,7 +390,7 @@ describe('connections a client opens and holds', () => {
     const s = await serve(['--headers-timeout', '500ms', '--request-timeout', '2s']);
     const silent = await Promise.all(Array.from({ length: 50 }, () => openSocket(s.port)));
     const used = await openSocket(s.port);
-    used.write(`HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n`);
+    used.write(`HEAD /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n`);
     const endings = await Promise.all(silent.map((socket) => collect(socket, 5_000)));
     for (const ending of endings) {
       expect(ending.ended).toBe('end');
@@ -321,7 +406,7 @@ describe('connections a client opens and holds', () => {
     const s = await serve(['--max-connections', '20', '--headers-timeout', '10s']);
     const held = await Promise.all(Array.from({ length: 20 }, () => openSocket(s.port)));
     const extra = await openSocket(s.port);
-    extra.write(`GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`);
+    extra.write(`GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n`);
     const refused = await collect(extra, 3_000);
     const head = parseHead(refused.data)!;
     expect(head.status).toBe(503);

@@ -83,9 +83,18 @@ export function readIncoming(res: IncomingMessage): Promise<string> {
 
 /** Resident set size of a process, from /proc, in bytes. */
 export async function rssBytes(pid: number): Promise<number> {
+  return procStatusBytes(pid, 'VmRSS');
+}
+
+/** The most memory the process has held resident since it started (its high-water mark). */
+export async function peakRssBytes(pid: number): Promise<number> {
+  return procStatusBytes(pid, 'VmHWM');
+}
+
+async function procStatusBytes(pid: number, field: 'VmRSS' | 'VmHWM'): Promise<number> {
   const { readFile } = await import('node:fs/promises');
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const match = /VmRSS:\s+(\d+) kB/.exec(status);
-  if (!match) throw new Error(`no VmRSS for ${pid}`);
+  const match = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status);
+  if (!match) throw new Error(`no ${field} for ${pid}`);
   return Number(match[1]) * 1024;
 }

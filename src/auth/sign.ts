@@ -1,0 +1,31 @@
+/** Signing HS256 tokens with a secret file, for `rill token` and for tests. */
+import { SignJWT } from 'jose';
+import type { Permission } from '../core/access.js';
+import { grantClaims } from './claims.js';
+import { readSecretFile } from './verifier.js';
+
+export interface TokenRequest {
+  grants: ReadonlyArray<{ bucket: string; can: Permission[]; prefix?: string }>;
+  subject?: string;
+  issuer?: string;
+  audience?: string;
+  /** Lifetime from `nowMs`. */
+  ttlMs: number;
+  nowMs: number;
+}
+
+export async function signToken(secret: Uint8Array, request: TokenRequest): Promise<string> {
+  const nowSeconds = Math.floor(request.nowMs / 1000);
+  let jwt = new SignJWT(grantClaims(request.grants))
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setIssuedAt(nowSeconds)
+    .setExpirationTime(nowSeconds + Math.ceil(request.ttlMs / 1000));
+  if (request.subject) jwt = jwt.setSubject(request.subject);
+  if (request.issuer) jwt = jwt.setIssuer(request.issuer);
+  if (request.audience) jwt = jwt.setAudience(request.audience);
+  return jwt.sign(secret);
+}
+
+export function signTokenWithFile(secretFile: string, request: TokenRequest): Promise<string> {
+  return signToken(readSecretFile(secretFile), request);
+}

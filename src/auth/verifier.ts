@@ -1,0 +1,158 @@
+/**
+ * Token verification through `jose`: HS256 with a shared secret file, and asymmetric keys
+ * (RS256, ES256, EdDSA...) from a JWKS file, chosen by `kid`. Each family verifies only
+ * its own algorithms, so a token signed HS256 with a public key as its "secret" (the
+ * HS/RS confusion) never verifies, and `alg: none` never does.
+ *
+ * Key files are re-read when they change (checked at most every `keysCheckMs`), so keys
+ * rotate without a restart: publish the new key next to the old one, move signers over,
+ * then remove the old one. Verified tokens are remembered (exp and nbf are checked again
+ * on every use), so that a request with a token seen before costs a map lookup rather
+ * than a signature check; a key change forgets them all.
+ */
+import { statSync, readFileSync } from 'node:fs';
+import { createLocalJWKSet, errors, jwtVerify, decodeProtectedHeader, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
+import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { principalOf, type Principal } from './claims.js';
+
+export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
+/** Shortest HS256 secret accepted: RFC 7518 asks for a key at least as long as the hash. */
+export const MIN_SECRET_BYTES = 32;
+/** Verified tokens remembered; past it the memory starts over. */
+const MAX_REMEMBERED = 10_000;
+/** Longest token accepted (a header is limited anyway; this bounds the work of a bad one). */
+export const MAX_TOKEN_BYTES = 8 * 1024;
+
+export interface VerifierOptions {
+  secretFile: string | null;
+  jwksFile: string | null;
+  issuer: string | null;
+  audience: string | null;
+  /** How often key files are checked for changes (0: on every verification). */
+  keysCheckMs: number;
+}
+
+interface Keys {
+  secret: Uint8Array | null;
+  jwks: JWTVerifyGetKey | null;
+}
+
+/** A file's identity and contents version: a change of any means "read it again". */
+function versionOf(path: string | null): string {
+  if (path === null) return '';
+  const s = statSync(path);
+  return `${s.ino}:${s.size}:${s.mtimeMs}`;
+}
+
+export function readSecretFile(path: string): Uint8Array {
+  const secret = Buffer.from(readFileSync(path, 'utf8').trim(), 'utf8');
+  if (secret.length < MIN_SECRET_BYTES) throw new Error(`${path}: an HS256 secret must be at least ${MIN_SECRET_BYTES} bytes`);
+  return secret;
+}
+
+function readJwksFile(path: string): JWTVerifyGetKey {
+  const parsed = JSON.parse(readFileSync(path, 'utf8')) as JSONWebKeySet;
+  if (!Array.isArray(parsed.keys)) throw new Error(`${path}: a JWKS file holds {"keys": [...]}`);
+  return createLocalJWKSet(parsed);
+}
+
+export class TokenVerifier {
+  private keys: Keys;
+  private version: string;
+  private checkedAtMs: number;
+  /** Counts key changes: a verdict reached under another count is stale. */
+  private generation = 0;
+  private readonly remembered = new Map<string, Principal>();
+
+  /** Reads the key files; throws (at startup) when one is missing or malformed. */
+  constructor(
+    private readonly options: VerifierOptions,
+    nowMs: number,
+  ) {
+    if (options.secretFile === null && options.jwksFile === null) throw new Error('auth needs a secret file or a JWKS file');
+    this.version = this.currentVersion();
+    this.keys = this.load();
+    this.checkedAtMs = nowMs;
+  }
+
+  private currentVersion(): string {
+    return `${versionOf(this.options.secretFile)}|${versionOf(this.options.jwksFile)}`;
+  }
+
+  private load(): Keys {
+    const { secretFile, jwksFile } = this.options;
+    return { secret: secretFile === null ? null : readSecretFile(secretFile), jwks: jwksFile === null ? null : readJwksFile(jwksFile) };
+  }
+
+  /** Re-reads the key files if they changed; a file broken mid-rotation keeps the keys in use. */
+  private refresh(nowMs: number): void {
+    // A clock set back checks at once rather than never.
+    if (nowMs >= this.checkedAtMs && nowMs - this.checkedAtMs < this.options.keysCheckMs) return;
+    this.checkedAtMs = nowMs;
+    try {
+      const version = this.currentVersion();
+      if (version === this.version) return;
+      this.keys = this.load();
+      this.version = version;
+      this.generation++;
+      this.remembered.clear();
+    } catch {
+      // Half-written or removed: try again at the next check.
+    }
+  }
+
+  /** Which keys are in use at `nowMs` (re-reading changed key files first); changes whenever they do. */
+  keysVersion(nowMs: number): number {
+    this.refresh(nowMs);
+    return this.generation;
+  }
+
+  /**
+   * The principal of a token seen and verified before and still within its times;
+   * a refusal when its times have passed; undefined when it must be verified.
+   */
+  lookup(token: string, nowMs: number): Principal | ProtocolError | undefined {
+    this.refresh(nowMs);
+    const principal = this.remembered.get(token);
+    return principal === undefined ? undefined : timeRefusal(principal, nowMs) ?? principal;
+  }
+
+  /** Verifies a token's signature and claims at `nowMs`. */
+  async verify(token: string, nowMs: number): Promise<Principal | ProtocolError> {
+    if (token.length > MAX_TOKEN_BYTES) return unauthorized(`tokens are at most ${MAX_TOKEN_BYTES} bytes`);
+    const keys = this.keys;
+    try {
+      const symmetric = decodeProtectedHeader(token).alg === 'HS256';
+      const common = { currentDate: new Date(nowMs), ...(this.options.issuer ? { issuer: this.options.issuer } : {}), ...(this.options.audience ? { audience: this.options.audience } : {}) };
+      let payload: Record<string, unknown>;
+      if (symmetric && keys.secret) payload = (await jwtVerify(token, keys.secret, { ...common, algorithms: ['HS256'] })).payload;
+      else if (!symmetric && keys.jwks) payload = (await jwtVerify(token, keys.jwks, { ...common, algorithms: ASYMMETRIC_ALGORITHMS })).payload;
+      else return unauthorized('the token is signed with an algorithm this server does not accept');
+      const claims = principalOf(payload);
+      if (!claims.ok) return unauthorized(`the token's claims are malformed: ${claims.reason}`);
+      // Keys changed while this was verified: do not remember a verdict of the old ones.
+      if (keys === this.keys) this.remember(token, claims.principal);
+      return claims.principal;
+    } catch (error) {
+      if (error instanceof errors.JWTExpired) return protocolError('TOKEN_EXPIRED', 'the token has expired');
+      const detail = error instanceof errors.JOSEError ? error.message : 'it is not a JWT';
+      return unauthorized(`the token is not valid: ${detail}`);
+    }
+  }
+
+  private remember(token: string, principal: Principal): void {
+    if (this.remembered.size >= MAX_REMEMBERED) this.remembered.clear();
+    this.remembered.set(token, principal);
+  }
+}
+
+export function unauthorized(message: string): ProtocolError {
+  return protocolError('UNAUTHORIZED', message);
+}
+
+/** exp and nbf at `nowMs`, as jose judges them (whole seconds: valid while now < exp). */
+export function timeRefusal(principal: Principal, nowMs: number): ProtocolError | null {
+  if (principal.expiresAtMs !== null && nowMs >= principal.expiresAtMs) return protocolError('TOKEN_EXPIRED', 'the token has expired');
+  if (principal.notBeforeMs !== null && nowMs < principal.notBeforeMs) return unauthorized('the token is not valid yet (nbf)');
+  return null;
+}

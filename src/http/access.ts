@@ -1,0 +1,285 @@
+/**
+ * Access control at the front door: the one place that decides, for a routed request and
+ * its token, whether it is served, refused (401, 403, 429) or concealed. Every route's
+ * permission is a row of `ROUTE_PERMISSIONS`: a new route is a new row.
+ *
+ * Concealment: a request on a stream or bucket the token cannot read is served as a
+ * request on one that does not exist (`PHANTOM_*`), by the same handler, so that its
+ * answer (status, headers, body, and the work done to find it) is that of a missing one
+ * on every route, request errors included. Only creating a bucket is answered here,
+ * since creating the phantom would create it.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { decideAccess, readablePrefixes, V1_BUCKET, type AccessTarget, type Permission } from '../core/access.js';
+import type { Principal } from '../auth/claims.js';
+import { Quotas } from '../auth/quota.js';
+import { TokenVerifier, timeRefusal, unauthorized } from '../auth/verifier.js';
+import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { bucketOfScope } from '../protocol/ids.js';
+import type { HeaderMap } from './response.js';
+import type { Route, StreamAddress } from './router.js';
+import { isAuthOn, type AuthSettings } from './settings.js';
+
+/**
+ * What each route and method needs. Methods a route does not serve need read: a token
+ * that sees the target gets its 405, one that does not gets the 404 of a missing one.
+ * `buckets GET` (listing every bucket) is the server-wide route.
+ */
+export const ROUTE_PERMISSIONS: Readonly<Record<string, Permission>> = {
+  'stream GET': 'read',
+  'stream HEAD': 'read',
+  'stream POST': 'write',
+  'stream PUT': 'manage',
+  'stream DELETE': 'manage',
+  'snapshot GET': 'read',
+  'snapshot HEAD': 'read',
+  'snapshot PUT': 'manage',
+  'retention PUT': 'manage',
+  'bootstrap GET': 'read',
+  'bootstrap HEAD': 'read',
+  'attrs GET': 'read',
+  'attrs HEAD': 'read',
+  'attrs PUT': 'manage',
+  'append-batch POST': 'write',
+  'bucket GET': 'read',
+  'bucket HEAD': 'read',
+  'bucket PUT': 'admin',
+  'bucket DELETE': 'admin',
+  'bucket-streams GET': 'read',
+  'bucket-streams HEAD': 'read',
+  'buckets GET': 'admin',
+  // Subscriptions span a scope's streams: they need a grant on the whole bucket (`v1` for /v1/stream).
+  'subscription GET': 'read',
+  'subscription HEAD': 'read',
+  'subscription PUT': 'manage',
+  'subscription DELETE': 'manage',
+  'subscription-list GET': 'read',
+  'subscription-list HEAD': 'read',
+  'subscription-streams POST': 'manage',
+  'subscription-stream DELETE': 'manage',
+  'subscription-claim POST': 'write',
+  // The webhook signing keys serve every subscription of the server.
+  'subscription-rotate-key POST': 'admin',
+};
+
+/** ROUTE_PERMISSIONS by route and then method: looked up by constant strings, no key built per request. */
+const PERMISSION_OF: Readonly<Record<string, Readonly<Record<string, Permission>>>> = (() => {
+  const table: Record<string, Record<string, Permission>> = {};
+  for (const [row, need] of Object.entries(ROUTE_PERMISSIONS)) {
+    const [target, method] = row.split(' ') as [string, string];
+    (table[target] ??= {})[method] = need;
+  }
+  return table;
+})();
+
+/** Never a stored stream or bucket: keys are `b/...` or `v1/...`, bucket ids `[a-z0-9_-]`. */
+export const PHANTOM_BUCKET = '~concealed';
+const PHANTOM_KEY = 'x/concealed';
+
+const PRINCIPAL = Symbol('rill.principal');
+/**
+ * The last Authorization header a connection sent and the principal it verified to, under
+ * one version of the keys: a keep-alive client sends the same header on every request, so
+ * its next requests skip parsing the header and looking the token up (which hashes
+ * hundreds of characters each time).
+ */
+const SEEN = Symbol('rill.seenToken');
+type RememberingSocket = Socket & { [SEEN]?: { header: string; keys: number; principal: Principal } };
+type Tagged = IncomingMessage & { [PRINCIPAL]?: Principal };
+
+export type Admission = { ok: true; route: Route; search: string } | { ok: false; error: ProtocolError; headers?: HeaderMap };
+
+/** The permission a request needs (its row of ROUTE_PERMISSIONS) and what it acts on; null for routes nobody guards. */
+export function accessRuleOf(route: Route, method: string): { need: Permission; target: AccessTarget } | null {
+  switch (route.kind) {
+    case 'stream':
+      return { need: PERMISSION_OF.stream![method] ?? 'read', target: streamTarget(route.stream) };
+    case 'stream-ext':
+      return { need: PERMISSION_OF[route.ext]?.[method] ?? 'read', target: streamTarget(route.stream) };
+    case 'bucket':
+      return { need: PERMISSION_OF.bucket![method] ?? 'read', target: { kind: 'bucket', bucket: route.bucket } };
+    case 'bucket-streams':
+      return { need: PERMISSION_OF['bucket-streams']![method] ?? 'read', target: { kind: 'listing', bucket: route.bucket } };
+    case 'subscriptions': {
+      // The JWK Set is public; callback, ack and release carry a wake token instead (http/subscriptions.ts).
+      if (!guardsSubscriptionRoute(route)) return null;
+      const row = route.target.what === 'subscription' ? 'subscription' : `subscription-${route.target.what}`;
+      const bucket = bucketOfScope(route.scope) ?? V1_BUCKET;
+      const target: AccessTarget = route.target.what === 'rotate-key' ? { kind: 'server' } : { kind: 'bucket', bucket };
+      return { need: PERMISSION_OF[row]?.[method] ?? 'read', target };
+    }
+    case 'health':
+    case 'error':
+      return null;
+    default:
+      // Any other route acts on the server as a whole (listing every bucket: `buckets GET`).
+      // Fail closed: one without a row of its own needs admin on `*`.
+      return { need: PERMISSION_OF[(route as { kind: string }).kind]?.[method] ?? 'admin', target: { kind: 'server' } };
+  }
+}
+
+/** Whether a subscription route needs an access token: not the JWK Set, not a wake token's callback, ack or release. */
+export function guardsSubscriptionRoute(route: Extract<Route, { kind: 'subscriptions' }>): boolean {
+  const what = route.target.what;
+  return what !== 'jwks' && what !== 'callback' && what !== 'ack' && what !== 'release';
+}
+
+function streamTarget(address: StreamAddress): AccessTarget {
+  return { kind: 'stream', bucket: address.bucket ?? V1_BUCKET, stream: address.id };
+}
+
+function phantomStream(address: StreamAddress): StreamAddress {
+  return { key: PHANTOM_KEY, bucket: PHANTOM_BUCKET, id: address.id, path: address.path };
+}
+
+/** The same request on a target that does not exist; null when that cannot be served safely. */
+function concealed(route: Route, method: string): Route | null {
+  switch (route.kind) {
+    case 'stream':
+    case 'stream-ext':
+      return { ...route, stream: phantomStream(route.stream) };
+    case 'bucket':
+      return method === 'PUT' ? null : { kind: 'bucket', bucket: PHANTOM_BUCKET };
+    case 'bucket-streams':
+      return { kind: 'bucket-streams', bucket: PHANTOM_BUCKET };
+    case 'subscriptions':
+      return { ...route, scope: `b/${PHANTOM_BUCKET}`, rootPath: `/${PHANTOM_BUCKET}` };
+    default:
+      return route;
+  }
+}
+
+/** The token of `Authorization: Bearer <token>`; '' for another scheme (refused as no valid token). */
+function bearerOf(header: string | undefined): string | null {
+  if (header === undefined) return null;
+  return header.length > 7 && header.slice(0, 7).toLowerCase() === 'bearer ' ? header.slice(7).trim() : '';
+}
+
+/** The token of a request: the Authorization header, or on GET the `token` query parameter (taken out of the query). */
+function tokenOf(req: IncomingMessage, search: string): { token: string | null; search: string } | ProtocolError {
+  const fromHeader = bearerOf(req.headers.authorization);
+  if (!search.includes('token=')) return { token: fromHeader, search };
+  const params = new URLSearchParams(search);
+  const fromQuery = params.get('token');
+  if (fromQuery === null) return { token: fromHeader, search };
+  if (req.method !== 'GET') return unauthorized('a token in the query is accepted on GET only; send Authorization: Bearer');
+  if (fromHeader !== null || params.getAll('token').length > 1) return protocolError('INVALID_QUERY', 'send one token, in the Authorization header or the query');
+  params.delete('token');
+  return { token: fromQuery, search: params.toString() };
+}
+
+const CHALLENGE = 'Bearer realm="rill"';
+const INVALID_TOKEN_CHALLENGE = 'Bearer realm="rill", error="invalid_token"';
+
+export class AccessControl {
+  readonly on: boolean;
+  private readonly verifier: TokenVerifier | null;
+  private readonly quotas: Quotas;
+
+  constructor(settings: AuthSettings, nowMs: number) {
+    this.on = isAuthOn(settings);
+    this.verifier = this.on ? new TokenVerifier(settings, nowMs) : null;
+    this.quotas = new Quotas(settings.quotas);
+  }
+
+  /**
+   * Authenticates and authorises a routed request: its route to serve (the phantom one
+   * when concealed) and its query without the token, or a refusal. Answers synchronously
+   * for a token verified before, which is nearly every request.
+   */
+  admit(req: IncomingMessage, res: ServerResponse, route: Route, search: string, nowMs: number): Admission | Promise<Admission> {
+    const verifier = this.verifier!;
+    const keys = verifier.keysVersion(nowMs);
+    const header = req.headers.authorization;
+    const socket = req.socket as RememberingSocket;
+    const seen = socket[SEEN];
+    if (seen !== undefined && seen.header === header && seen.keys === keys && !search.includes('token=')) {
+      return this.authorize(req, res, route, search, timeRefusal(seen.principal, nowMs) ?? seen.principal, nowMs);
+    }
+    const found = tokenOf(req, search);
+    if ('code' in found) return refusal(found);
+    if (found.token === null) return { ok: false, error: unauthorized('this server needs a token: send Authorization: Bearer <token>'), headers: { 'www-authenticate': CHALLENGE } };
+    const known = verifier.lookup(found.token, nowMs);
+    const remember = (principal: Principal | ProtocolError): Principal | ProtocolError => {
+      if (!('code' in principal) && header !== undefined && found.search === search) socket[SEEN] = { header, keys, principal };
+      return principal;
+    };
+    if (known !== undefined) return this.authorize(req, res, route, found.search, remember(known), nowMs);
+    return verifier.verify(found.token, nowMs).then((principal) => this.authorize(req, res, route, found.search, remember(principal), nowMs));
+  }
+
+  private authorize(req: IncomingMessage, res: ServerResponse, route: Route, search: string, principal: Principal | ProtocolError, nowMs: number): Admission {
+    if ('code' in principal) return refusal(principal);
+    (req as Tagged)[PRINCIPAL] = principal;
+    const method = req.method ?? 'GET';
+    const rule = accessRuleOf(route, method);
+    if (rule === null) return { ok: true, route, search };
+    const verdict = decideAccess(principal.grants, rule.need, rule.target);
+    if (verdict === 'forbid') return { ok: false, error: protocolError('FORBIDDEN', `this token lacks the ${rule.need} permission here`) };
+    if (verdict === 'conceal') {
+      const hidden = concealed(route, method);
+      return hidden === null ? { ok: false, error: protocolError('BUCKET_NOT_FOUND', 'bucket not found') } : { ok: true, route: hidden, search };
+    }
+    const overQuota = this.quotas.enabled ? this.takeQuota(req, res, route, search, principal.subject, nowMs) : null;
+    if (overQuota) return { ok: false, error: overQuota };
+    return { ok: true, route, search };
+  }
+
+  /** Charges the request to its subject's quotas, or refuses it having charged nothing. */
+  private takeQuota(req: IncomingMessage, res: ServerResponse, route: Route, search: string, subject: string, nowMs: number): ProtocolError | null {
+    if (route.kind !== 'stream' && route.kind !== 'stream-ext') return null;
+    const method = req.method;
+    if (method === 'POST' || method === 'PUT') {
+      const declared = req.headers['content-length'];
+      if (declared === undefined && req.headers['transfer-encoding'] !== undefined && this.quotas.limitsBytes) {
+        return protocolError('LENGTH_REQUIRED', 'with a quota on bytes, a body must come with Content-Length');
+      }
+      return this.quotas.takeWrite(subject, method === 'POST' ? 1 : 0, Number(declared ?? 0) || 0, nowMs);
+    }
+    if (method === 'GET' && route.kind === 'stream' && /(^|&)live=/.test(search)) {
+      const refused = this.quotas.takeLive(subject, nowMs);
+      if (refused) return refused;
+      res.once('close', () => this.quotas.releaseLive(subject));
+    }
+    return null;
+  }
+}
+
+function refusal(error: ProtocolError): Admission {
+  const headers = error.code === 'UNAUTHORIZED' || error.code === 'TOKEN_EXPIRED' ? { 'www-authenticate': INVALID_TOKEN_CHALLENGE } : undefined;
+  return headers ? { ok: false, error, headers } : { ok: false, error };
+}
+
+function principalOfRequest(req: IncomingMessage): Principal | undefined {
+  return (req as Tagged)[PRINCIPAL];
+}
+
+/** When the request's token expires (ms), for live readers that must end then; null without one. */
+export function tokenExpiryOf(req: IncomingMessage): number | null {
+  return principalOfRequest(req)?.expiresAtMs ?? null;
+}
+
+/** Why a live reader must stop now, its token having expired, or null. */
+export function tokenRefusalAt(req: IncomingMessage, nowMs: number): ProtocolError | null {
+  const principal = principalOfRequest(req);
+  return principal === undefined ? null : timeRefusal(principal, nowMs);
+}
+
+/** A stream another one names (a fork source): itself if the request may read it, else one that does not exist. */
+export function readableOrMissing(req: IncomingMessage, address: StreamAddress): StreamAddress {
+  const principal = principalOfRequest(req);
+  if (principal === undefined) return address;
+  return decideAccess(principal.grants, 'read', streamTarget(address)) === 'allow' ? address : phantomStream(address);
+}
+
+/** The name prefixes a bucket listing may show this request ('all' without auth). */
+export function listingScope(req: IncomingMessage, bucket: string): 'all' | string[] {
+  const principal = principalOfRequest(req);
+  return principal === undefined ? 'all' : readablePrefixes(principal.grants, bucket);
+}
+
+/** A request URL fit for a log: the value of a `token` query parameter replaced. */
+export function withoutToken(url: string | undefined): string | undefined {
+  return url?.replace(/([?&]token=)[^&]*/g, '$1[redacted]');
+}

@@ -1,0 +1,129 @@
+/**
+ * HTTPS with a certificate the test makes with openssl (rill's CLI client and curl over
+ * it, with a token from `rill token`), what browsers may do (CORS origins, the loopback
+ * Host check against DNS rebinding), and what the startup line says about access.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRillServer, type RillServer } from '../../src/http/server.js';
+import type { ServerSettings } from '../../src/http/settings.js';
+import { call } from '../http/client.js';
+import { CLI, removeDir, startServer, tempDataDir } from '../helpers/server.js';
+import { useAuthServer } from './setup.js';
+
+const certDir = tempDataDir('rill-tls-');
+const cert = join(certDir, 'cert.pem');
+const key = join(certDir, 'key.pem');
+
+beforeAll(() => {
+  execFileSync('openssl', [
+    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+    '-keyout', key, '-out', cert, '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1',
+  ], { stdio: 'ignore' });
+});
+afterAll(() => removeDir(certDir));
+
+const env = useAuthServer({ tlsCertFile: cert, tlsKeyFile: key });
+
+// The server runs in this process: its clients must not block it (no execFileSync).
+const run = promisify(execFile);
+
+async function rill(args: string[], extraEnv: Record<string, string> = {}): Promise<string> {
+  return (await run(process.execPath, [CLI, ...args], { env: { ...process.env, NODE_EXTRA_CA_CERTS: cert, ...extraEnv }, encoding: 'utf8' })).stdout;
+}
+
+async function curl(...args: string[]): Promise<string> {
+  return (await run('curl', ['-sS', '--cacert', cert, ...args], { encoding: 'utf8' })).stdout;
+}
+
+describe('TLS', () => {
+  it('serves HTTPS to the rill CLI (its client) and to curl, with a token from rill token', async () => {
+    expect(env.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
+    const admin = (await rill(['token', '--secret-file', env.secretFile, '--bucket', 'tlsb', '--can', 'admin'])).trim();
+    const writer = (await rill(['token', '--secret-file', env.secretFile, '--bucket', 'tlsb', '--can', 'read,write', '--prefix', 'logs-', '--ttl', '10m'])).trim();
+    await rill(['--url', env.url, 'buckets', 'create', 'tlsb'], { RILL_TOKEN: admin });
+    await rill(['--url', env.url, '--token', admin, 'create', 'tlsb/logs-1', '--content-type', 'text/plain']);
+    await curl('-X', 'POST', '-H', `Authorization: Bearer ${writer}`, '-H', 'Content-Type: text/plain', '--data-binary', 'over tls', `${env.url}/tlsb/logs-1`);
+    expect(await curl(`${env.url}/tlsb/logs-1?offset=-1&token=${writer}`)).toBe('over tls');
+    expect(await curl('-o', '/dev/null', '-w', '%{http_code}', '-H', `Authorization: Bearer ${writer}`, `${env.url}/tlsb/other?offset=-1`)).toBe('404');
+    expect(await rill(['--url', env.url, '--token', writer, 'read', 'tlsb/logs-1'])).toBe('over tls');
+    // Without the test's CA the certificate is not trusted.
+    await expect(run('curl', ['-sS', '-f', `${env.url}/healthz`])).rejects.toThrow();
+  });
+});
+
+/** Plain in-process servers for the browser checks, auth off unless told. */
+const servers: Array<{ rill: RillServer; dir: string }> = [];
+async function plainServer(settings: Partial<ServerSettings> = {}): Promise<string> {
+  const dir = tempDataDir('rill-browsers-');
+  const rill = createRillServer({ settings: { port: 0, dataDir: dir, ...settings }, logger: pino({ level: 'silent' }) });
+  await rill.listen();
+  servers.push({ rill, dir });
+  return rill.url();
+}
+afterAll(async () => {
+  for (const { rill, dir } of servers) {
+    await rill.close();
+    removeDir(dir);
+  }
+});
+
+const PREFLIGHT = { 'access-control-request-method': 'PUT', 'access-control-request-headers': 'content-type' };
+
+describe('browsers', () => {
+  it('with auth off, gives CORS headers to loopback pages only, on preflight and response', async () => {
+    const url = await plainServer();
+    for (const origin of ['https://evil.example', 'http://localhost.evil.example']) {
+      const preflight = await call(url, 'OPTIONS', '/v1/stream/c', { headers: { origin, ...PREFLIGHT } });
+      const response = await call(url, 'PUT', '/v1/stream/c', { headers: { origin } });
+      for (const reply of [preflight, response]) expect(Object.keys(reply.headers).filter((h) => h.startsWith('access-control-'))).toEqual([]);
+    }
+    const local = await call(url, 'OPTIONS', '/v1/stream/c', { headers: { origin: 'http://localhost:5173', ...PREFLIGHT } });
+    expect(local.headers['access-control-allow-origin']).toBe('http://localhost:5173');
+    expect(Number(local.headers['access-control-max-age'])).toBeLessThanOrEqual(600);
+    const read = await call(url, 'GET', '/v1/stream/c?offset=-1', { headers: { origin: 'http://127.0.0.1:8080' } });
+    expect(read.headers['access-control-allow-origin']).toBe('http://127.0.0.1:8080');
+  });
+
+  it('with --cors-origin, gives CORS headers to the origins named only', async () => {
+    const url = await plainServer({ corsOrigins: ['https://app.example'] });
+    const allowed = await call(url, 'OPTIONS', '/v1/stream/c', { headers: { origin: 'https://app.example', ...PREFLIGHT } });
+    expect(allowed.headers['access-control-allow-origin']).toBe('https://app.example');
+    const local = await call(url, 'OPTIONS', '/v1/stream/c', { headers: { origin: 'http://localhost:5173', ...PREFLIGHT } });
+    expect(local.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it('on loopback, refuses a Host that is not a loopback name unless --allowed-host adds it', async () => {
+    const url = await plainServer({ allowedHosts: ['rill.internal'] });
+    const { port } = new URL(url);
+    const rebinding = await call(url, 'PUT', '/v1/stream/h', { headers: { host: `evil.example:${port}` } });
+    expect(rebinding.status).toBe(403);
+    expect((rebinding.json() as { code: string }).code).toBe('HOST_NOT_ALLOWED');
+    expect((await call(url, 'HEAD', '/v1/stream/h', {})).status).toBe(404);
+    for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`, `rill.internal:${port}`, 'rill.internal']) {
+      expect((await call(url, 'GET', '/healthz', { headers: { host } })).status, host).toBe(200);
+    }
+  });
+});
+
+describe('the startup line', () => {
+  it('says whether auth is on, and warns when an open server listens beyond loopback', async () => {
+    const open = await startServer({ args: ['--host', '0.0.0.0'], env: { RILL_LOG_LEVEL: 'info' } });
+    const secured = await startServer({ args: ['--auth-secret-file', env.secretFile], env: { RILL_LOG_LEVEL: 'info' } });
+    try {
+      expect(open.output()).toMatch(/rill listening on http:\/\/0\.0\.0\.0:\d+ \(auth off: anyone who can reach this port/);
+      expect(open.output()).toMatch(/"level":40.*without auth/);
+      expect(secured.output()).toMatch(/rill listening on http:\/\/127\.0\.0\.1:\d+ \(auth on \(HS256 secret\)/);
+      expect(secured.output()).not.toMatch(/"level":40/);
+      expect((await call(secured.url, 'GET', '/v1/stream/x?offset=-1')).status).toBe(401);
+    } finally {
+      for (const server of [open, secured]) {
+        await server.stop();
+        removeDir(server.dataDir);
+      }
+    }
+  });
+});

@@ -1,0 +1,133 @@
+/**
+ * The operator routes and commands against a running server: `GET /` lists buckets with
+ * their stream counts, page by page (`rill buckets ls`); `/stats` and `{stream}/stats`
+ * (`rill stats`, server-wide bytes and messages, and the bound past which messages are
+ * not counted); the reserved names never shadow a bucket; /readyz while starting.
+ */
+import { execFile } from 'node:child_process';
+import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RillClient } from '../../src/client/index.js';
+import { MAX_COUNTED_STREAMS } from '../../src/http/admin.js';
+import { createRillServer } from '../../src/http/server.js';
+import { v1StreamKey } from '../../src/protocol/ids.js';
+import { CLI, removeDir, tempDataDir } from '../helpers/server.js';
+import { appendRequest, createRequest } from '../storage/fixtures.js';
+import { memoryLogger, startInProcess, type Running } from './ops-helpers.js';
+
+const run = promisify(execFile);
+
+async function cli(url: string, ...args: string[]): Promise<string> {
+  const { stdout } = await run(process.execPath, [CLI, '--url', url, ...args]);
+  return stdout;
+}
+
+describe('operator routes', () => {
+  let server: Running;
+  let client: RillClient;
+
+  beforeAll(async () => {
+    server = await startInProcess();
+    client = new RillClient({ url: server.url });
+    // Buckets adm-0 .. adm-4 holding 0 .. 4 streams.
+    for (let b = 0; b < 5; b++) {
+      await client.bucket(`adm-${b}`).create();
+      for (let s = 0; s < b; s++) await client.stream(`adm-${b}/s${s}`).create({ contentType: 'application/json' });
+    }
+  });
+  afterAll(() => server.stop());
+
+  it('GET / lists buckets in id order with their stream counts, a page at a time', async () => {
+    const first = await (await fetch(`${server.url}/?limit=2`)).json();
+    expect(first.buckets.map((b: { id: string; streamCount: number }) => [b.id, b.streamCount])).toEqual([
+      ['adm-0', 0],
+      ['adm-1', 1],
+    ]);
+    expect(first.next).toBe('adm-1');
+    const rest = await client.listBuckets({ after: 'adm-1', limit: 10 });
+    expect(rest.buckets.map((b) => [b.id, b.streamCount])).toEqual([
+      ['adm-2', 2],
+      ['adm-3', 3],
+      ['adm-4', 4],
+    ]);
+    expect(rest.next).toBeNull();
+    expect(rest.buckets[0]!.createdAt).toMatch(/^\d{4}-\d\d-\d\dT/);
+    const all: string[] = [];
+    for await (const bucket of client.buckets({ limit: 2 })) all.push(bucket.id);
+    expect(all).toEqual(['adm-0', 'adm-1', 'adm-2', 'adm-3', 'adm-4']);
+    const bad = await fetch(`${server.url}/?limit=0`);
+    expect([bad.status, (await bad.json()).code]).toEqual([400, 'INVALID_QUERY']);
+  });
+
+  it('the reserved top-level names are not buckets', async () => {
+    for (const name of ['stats', 'readyz', 'metrics']) {
+      const res = await fetch(`${server.url}/${name}`, { method: 'PUT' });
+      expect([name, res.status]).toEqual([name, 405]);
+    }
+    expect((await fetch(`${server.url}/stats/x`, { method: 'PUT' })).status).toBe(404);
+    // Names of an object's members are buckets like any other, not operator routes.
+    for (const name of ['constructor', '__proto__', 'toString']) expect((await (await fetch(`${server.url}/${name}`)).json()).code).toBe(name === 'toString' ? 'INVALID_ID' : 'BUCKET_NOT_FOUND');
+    expect((await client.listBuckets()).buckets.map((b) => b.id)).toEqual(['adm-0', 'adm-1', 'adm-2', 'adm-3', 'adm-4']);
+  });
+
+  it('/stats and {stream}/stats count what the server and a stream hold', async () => {
+    const stream = client.stream('adm-4/s0');
+    await stream.appendMessages([{ a: 1 }, { b: 2 }, { c: 3 }]);
+    const producer = { 'content-type': 'application/json', 'producer-id': 'w', 'producer-epoch': '0', 'producer-seq': '0' };
+    expect((await fetch(`${server.url}/adm-4/s0`, { method: 'POST', headers: producer, body: '[4]' })).status).toBe(200);
+    expect(await client.stats()).toEqual({ buckets: 5, streams: 10, producers: 1, bytes: 26, messages: 4, liveReaders: { sse: 0, longPoll: 0 } });
+    // '{"a":1}\n{"b":2}\n{"c":3}\n4\n'
+    expect(await client.streamStats('adm-4/s0')).toEqual({ tail: 26, earliestOffset: 0, bytes: 26, messages: 4, producers: 1, liveReaders: 0, closed: false });
+    const missing = await fetch(`${server.url}/adm-4/nope/stats`);
+    expect([missing.status, (await missing.json()).code]).toEqual([404, 'STREAM_NOT_FOUND']);
+  });
+
+  it('rill buckets ls and rill stats print them', async () => {
+    const [ls, total, one] = await Promise.all([cli(server.url, 'buckets', 'ls', '--limit', '2'), cli(server.url, 'stats'), cli(server.url, '--json', 'stats', 'adm-2/s1')]);
+    expect(ls.trim().split('\n').map((l) => l.split('\t').slice(0, 2).join(' '))).toEqual(['adm-0 0 streams', 'adm-1 1 streams', 'adm-2 2 streams', 'adm-3 3 streams', 'adm-4 4 streams']);
+    expect(total).toContain('streams: 10\n');
+    expect(total).toContain('bytes: 26\n');
+    expect(total).toContain('messages: 4\n');
+    expect(total).toContain('liveReaders.sse: 0\n');
+    expect(JSON.parse(one)).toMatchObject({ bytes: 0, messages: 0, producers: 0 });
+  });
+});
+
+describe('server-wide stats past the counting bound', () => {
+  let server: Running;
+  afterAll(() => server?.stop());
+
+  it('gives bytes exactly and messages as null (not counted) once the server holds more streams than it counts on request', async () => {
+    server = await startInProcess();
+    const store = server.rill.store;
+    const names = Array.from({ length: MAX_COUNTED_STREAMS + 1 }, (_, i) => v1StreamKey(`many-${i}`));
+    for (let i = 0; i < names.length; i += 500) {
+      await Promise.all(names.slice(i, i + 500).map((name) => store.run('createStream', createRequest(name))));
+    }
+    await store.run('append', { name: names[0]!, request: appendRequest('abc') });
+    const client = new RillClient({ url: server.url });
+    expect(await client.stats()).toMatchObject({ streams: MAX_COUNTED_STREAMS + 1, bytes: 3, messages: null });
+    expect(await cli(server.url, 'stats')).toContain('messages: (not counted)\n');
+    await store.run('deleteStream', { name: names[1]!, incarnation: null });
+    expect(await client.stats()).toMatchObject({ streams: MAX_COUNTED_STREAMS, bytes: 3, messages: 1 });
+  }, 60_000);
+});
+
+describe('readiness while starting', () => {
+  it('answers /readyz 503 "starting" (and /healthz 200) until listen() has completed', async () => {
+    const dataDir = tempDataDir('rill-ops-');
+    const rill = createRillServer({ settings: { host: '127.0.0.1', port: 0, dataDir }, logger: memoryLogger().log });
+    try {
+      // The HTTP server takes connections before rill's own start (listen()) has run.
+      await new Promise<void>((resolve) => rill.server.listen(0, '127.0.0.1', resolve));
+      const url = `http://127.0.0.1:${(rill.server.address() as AddressInfo).port}`;
+      const res = await fetch(`${url}/readyz`);
+      expect([res.status, await res.json(), res.headers.get('retry-after')]).toEqual([503, { status: 'starting' }, '1']);
+      expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    } finally {
+      await rill.close();
+      removeDir(dataDir);
+    }
+  });
+});

@@ -1,0 +1,138 @@
+/**
+ * The access log: one line per request at info with its method, route template, status,
+ * duration, bytes and id (the id the client gets in X-Request-Id); never a token, an
+ * Authorization header or a path; off or sampled when asked.
+ */
+import { spawn } from 'node:child_process';
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger, redactUrl } from '../../src/ops/logger.js';
+import { RequestLog } from '../../src/ops/request-log.js';
+import { CLI } from '../helpers/server.js';
+import { memoryLogger, startInProcess, type Running } from './ops-helpers.js';
+
+/** A loaded machine may take a while; the poll ends as soon as the condition holds. */
+const POLL = { timeout: 10_000 };
+
+const SECRET = 'sEcReT-bearer-4f1c';
+const QUERY_SECRET = 'sEcReT-query-77aa';
+
+describe('the access log', () => {
+  let server: Running;
+
+  beforeAll(async () => {
+    server = await startInProcess();
+  });
+  afterAll(() => server.stop());
+
+  const requestLines = () => server.lines.filter((l) => l.msg === 'request');
+
+  it("writes one line per request with its fields, and answers the request's id in X-Request-Id", async () => {
+    await fetch(`${server.url}/log-bucket`, { method: 'PUT' });
+    const res = await fetch(`${server.url}/log-bucket/s?token=${QUERY_SECRET}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'text/plain' },
+    });
+    expect(res.status).toBe(201);
+    const id = res.headers.get('x-request-id')!;
+    expect(id).toMatch(/^[\w-]+-\w+$/);
+    await expect.poll(() => requestLines().find((l) => l.reqId === id), POLL).toBeDefined();
+    const line = requestLines().find((l) => l.reqId === id)!;
+    expect(line).toMatchObject({ level: 30, method: 'PUT', route: '/{bucket}/{stream}', status: 201, completed: true });
+    expect(line.durationMs).toBeTypeOf('number');
+    expect(line.durationMs as number).toBeGreaterThanOrEqual(0);
+    // The answer's head and its empty body: at least the head's bytes as received.
+    expect(line.bytes as number).toBeGreaterThan(100);
+    expect(Object.keys(line).sort()).toEqual(['bytes', 'completed', 'durationMs', 'hostname', 'level', 'method', 'msg', 'pid', 'reqId', 'route', 'status', 'time']);
+    expect(requestLines().filter((l) => l.reqId === id)).toHaveLength(1);
+  });
+
+  it("keeps a client's plain X-Request-Id and replaces one that is not", async () => {
+    const kept = await fetch(`${server.url}/healthz`, { headers: { 'x-request-id': 'trace-42.a:b' } });
+    expect(kept.headers.get('x-request-id')).toBe('trace-42.a:b');
+    const replaced = await fetch(`${server.url}/healthz`, { headers: { 'x-request-id': 'x'.repeat(65) } });
+    expect(replaced.headers.get('x-request-id')).not.toBe('x'.repeat(65));
+    // Answers written without send() carry it too (SSE here).
+    const leave = new AbortController();
+    const sse = await fetch(`${server.url}/log-bucket/s?offset=now&live=sse`, { headers: { 'x-request-id': 'sse-1' }, signal: leave.signal });
+    expect(sse.headers.get('x-request-id')).toBe('sse-1');
+    leave.abort();
+    const a = (await fetch(`${server.url}/healthz`)).headers.get('x-request-id');
+    const b = (await fetch(`${server.url}/healthz`)).headers.get('x-request-id');
+    expect(a).not.toBe(b);
+  });
+
+  it('never writes a token, an Authorization header or a stream name', async () => {
+    await fetch(`${server.url}/log-bucket/secret-name-x9?token=${QUERY_SECRET}`, { headers: { authorization: `Bearer ${SECRET}` } });
+    await expect.poll(() => requestLines().length, POLL).toBeGreaterThanOrEqual(3);
+    expect(server.text()).not.toContain(SECRET);
+    expect(server.text()).not.toContain(QUERY_SECRET);
+    expect(server.text()).not.toContain('secret-name-x9');
+  });
+});
+
+describe('redaction and sampling', () => {
+  it('the logger redacts Authorization headers and token fields whoever logs them', () => {
+    const { log, text } = memoryLogger();
+    log.info({ req: { headers: { authorization: `Bearer ${SECRET}`, cookie: SECRET } }, token: QUERY_SECRET, nested: { token: QUERY_SECRET } }, 'x');
+    expect(text()).not.toContain(SECRET);
+    expect(text()).not.toContain(QUERY_SECRET);
+    expect(text()).toContain('[redacted]');
+  });
+
+  it("redactUrl hides token query values and keeps the rest", () => {
+    expect(redactUrl(`/b/s?offset=-1&token=${QUERY_SECRET}&live=sse`)).toBe('/b/s?offset=-1&token=[redacted]&live=sse');
+    expect(redactUrl(`/b/s?access_token=${QUERY_SECRET}`)).toBe('/b/s?access_token=[redacted]');
+    expect(redactUrl('/b/s')).toBe('/b/s');
+  });
+
+  it('--access-log off writes no request line; a share logs that share of requests, and every 5xx', async () => {
+    const off = await startInProcess({ accessLogRate: 0 });
+    try {
+      for (let i = 0; i < 3; i++) await fetch(`${off.url}/healthz`);
+      expect(off.lines.filter((l) => l.msg === 'request')).toHaveLength(0);
+    } finally {
+      await off.stop();
+    }
+    const lines: string[] = [];
+    const log = createLogger({ level: 'info', destination: new Writable({ write: (c: Buffer, _e, done) => (lines.push(c.toString()), done()) }) });
+    const draws = [0.05, 0.5, 0.09, 0.95];
+    const sampled = new RequestLog({ log, metrics: null, accessLogRate: 0.1, random: () => draws.shift()! });
+    const { createServer } = await import('node:http');
+    const statuses = [200, 200, 200, 503, 200];
+    const http = createServer((req, res) => {
+      const ended = sampled.begin(req, res);
+      res.once('close', () => ended?.());
+      res.statusCode = statuses.shift()!;
+      res.end();
+    });
+    await new Promise<void>((r) => http.listen(0, '127.0.0.1', () => r()));
+    const port = (http.address() as { port: number }).port;
+    try {
+      for (let i = 0; i < 5; i++) await (await fetch(`http://127.0.0.1:${port}/`)).arrayBuffer();
+      await expect.poll(() => lines.length, POLL).toBe(3);
+      // Draws below 0.1 are logged (the first and third 200); the 503 always is, without a draw.
+      expect(lines.map((l) => (JSON.parse(l) as { status: number }).status)).toEqual([200, 200, 503]);
+    } finally {
+      http.close();
+    }
+  });
+});
+
+describe('on a terminal', () => {
+  it('writes readable lines instead of JSON', async () => {
+    // `script` gives rill a pseudo-terminal; closing it (SIGTERM to script) hangs rill up.
+    const child = spawn('script', ['-qec', `exec ${process.execPath} ${CLI} serve --store memory --port 0`, '/dev/null'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    await new Promise<void>((resolve) =>
+      child.stdout.on('data', (d: Buffer) => {
+        output += d.toString();
+        if (output.includes('rill listening')) resolve();
+      }),
+    );
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    expect(output).toMatch(/INFO.*rill listening on http:\/\/127\.0\.0\.1:\d+/);
+    expect(output).not.toContain('{"level"');
+  });
+});
