@@ -1,12 +1,16 @@
 /**
  * The client side of the `rill` command: create, append, read, tail, head, rm, buckets
- * and ls, all through `rill/client`. `--url` (or RILL_URL) picks the server; output is
+ * and ls, all through `rill-streams/client`. `--url` (or RILL_URL) picks the server, `--token`
+ * (or RILL_TOKEN) authenticates to it; output is
  * plain unless `--json` asks for one JSON value per line.
  */
+import { fstatSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { IdempotentProducer, RillClient, RillError, type AppendResult, type ProducerReceipt, type StreamHandle } from '../client/index.js';
+import { GoneError, IdempotentProducer, RillClient, RillError, type AppendResult, type ProducerReceipt, type StreamHandle } from '../client/index.js';
+import { reportFailure, UsageError } from './errors.js';
 import { out, outJson, printInfo, printMessage } from './output.js';
+import { NO_PROGRESS, progressBar, type Progress } from './progress.js';
 
 const DEFAULT_URL = 'http://127.0.0.1:4437';
 /** Lines or chunks of stdin sent per plain append, and promises awaited together with --producer. */
@@ -15,13 +19,34 @@ const STDIN_BATCH_BYTES = 1024 * 1024;
 
 interface GlobalFlags {
   url?: string;
+  token?: string;
   json?: boolean;
 }
 
-function globals(command: Command): { client: RillClient; json: boolean } {
+export function globals(command: Command): { client: RillClient; json: boolean } {
   const flags = command.optsWithGlobals<GlobalFlags>();
-  const url = flags.url ?? process.env.RILL_URL ?? DEFAULT_URL;
-  return { client: new RillClient({ url }), json: flags.json === true };
+  const url = serverUrl(flags.url ?? process.env.RILL_URL ?? DEFAULT_URL);
+  const token = flags.token ?? process.env.RILL_TOKEN;
+  return { client: new RillClient({ url, ...(token ? { token } : {}) }), json: flags.json === true };
+}
+
+/** The server URL; `host:port` without a scheme is taken as http. */
+export function serverUrl(raw: string): string {
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(raw) ? raw : `http://${raw}`;
+  let url: URL;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    throw new UsageError(`--url ${raw} is not a URL (expected http://host:port)`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`--url ${raw}: only http and https are served`);
+  return withScheme;
+}
+
+function parsePositive(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
+  return n;
 }
 
 function parseNonNegative(value: string): number {
@@ -30,20 +55,25 @@ function parseNonNegative(value: string): number {
   return n;
 }
 
-/** Runs a command body, printing a typed error as `rill: CODE: message` with exit code 1. */
-function action<A extends unknown[]>(body: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
+/** Runs a command body, reporting any failure in the one format (see errors.ts). */
+export function action<A extends unknown[]>(body: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
   return async (...args: A) => {
     try {
       await body(...args);
     } catch (error) {
-      if (error instanceof RillError) {
-        console.error(`rill: ${error.code}: ${error.message}`);
-        process.exitCode = 1;
-        return;
-      }
-      throw error;
+      const command = args.at(-1) as Command;
+      const json = command.optsWithGlobals<GlobalFlags>().json === true;
+      process.exitCode = reportFailure(withAdvice(error, args[0]), json);
     }
   };
+}
+
+/** A 410 on a read says where the stream's history starts now, and how to start from a snapshot. */
+function withAdvice(error: unknown, path: unknown): unknown {
+  if (!(error instanceof GoneError) || error.earliestOffset === undefined || typeof path !== 'string') return error;
+  const earliest = error.earliestOffset;
+  const message = `${error.message}; the earliest offset is ${earliest}: read from there (rill read ${path} --offset ${earliest}) or start from the snapshot (rill bootstrap ${path})`;
+  return new GoneError({ code: error.code, message, ...(error.status === undefined ? {} : { status: error.status }), fields: error.fields, cause: error });
 }
 
 interface CreateFlags {
@@ -55,6 +85,9 @@ interface CreateFlags {
 
 async function createCommand(path: string, flags: CreateFlags, command: Command): Promise<void> {
   const { client, json } = globals(command);
+  if (!path.includes('/')) {
+    throw new UsageError(`${path} names a bucket, not a stream: create the bucket with "rill buckets create ${path}", a stream with "rill create ${path}/NAME"`);
+  }
   const result = await client.stream(path).create({
     contentType: flags.contentType,
     ...(flags.ttl === undefined ? {} : { ttlSeconds: flags.ttl }),
@@ -91,13 +124,16 @@ async function appendCommand(path: string, data: string | undefined, flags: Appe
   if (data !== undefined) last = await appendOne(stream, producer, data, contentType, flags.streamSeq);
   else last = await appendStdin(stream, producer, contentType, stream.isJson);
   await producer?.close();
+  if (last === undefined && !flags.close) throw new RillError({ code: 'EMPTY_BODY', message: 'stdin was empty: nothing was appended' });
   if (flags.close) last = await stream.close();
   await printReceipt(last, json);
 }
 
 function newProducer(stream: StreamHandle, flags: AppendFlags, contentType: string): IdempotentProducer {
-  // Each run is a new producer instance: it claims an epoch above any earlier run's.
-  return new IdempotentProducer(stream, { id: flags.producer!, epoch: flags.epoch ?? Date.now(), autoClaim: true, digest: true, contentType });
+  // Each run is a new producer instance: it claims an epoch above any earlier run's. An
+  // explicit --epoch is used as given: refused (with the server's answer) if it is not new.
+  const autoClaim = flags.epoch === undefined;
+  return new IdempotentProducer(stream, { id: flags.producer!, epoch: flags.epoch ?? Date.now(), autoClaim, digest: true, contentType });
 }
 
 async function appendOne(stream: StreamHandle, producer: IdempotentProducer | undefined, data: string, contentType: string, streamSeq?: string): Promise<Receipt> {
@@ -108,16 +144,34 @@ async function appendOne(stream: StreamHandle, producer: IdempotentProducer | un
 
 /** JSON streams: one message per non-empty line. Other streams: the bytes as they come. */
 async function appendStdin(stream: StreamHandle, producer: IdempotentProducer | undefined, contentType: string, jsonStream: boolean): Promise<Receipt | undefined> {
-  if (jsonStream) return appendStdinLines(stream, producer);
-  let last: Receipt | undefined;
-  for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
-    const bytes = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    last = producer ? await producer.append(bytes) : await stream.append(bytes, { contentType });
+  // A bar when stdin is a file (its size is the total) or a pipe; none when typed at a terminal.
+  const bar = process.stdin.isTTY ? NO_PROGRESS : progressBar('append', 'bytes', stdinFileBytes());
+  try {
+    if (jsonStream) return await appendStdinLines(stream, producer, bar);
+    let last: Receipt | undefined;
+    let sent = 0;
+    for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
+      const bytes = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      last = producer ? await producer.append(bytes) : await stream.append(bytes, { contentType });
+      bar.update((sent += bytes.length));
+    }
+    return last;
+  } finally {
+    bar.stop();
   }
-  return last;
 }
 
-async function appendStdinLines(stream: StreamHandle, producer: IdempotentProducer | undefined): Promise<Receipt | undefined> {
+/** The size of stdin when it is a regular file, else 0 (unknown). */
+function stdinFileBytes(): number {
+  try {
+    const stat = fstatSync(0);
+    return stat.isFile() ? stat.size : 0;
+  } catch {
+    return 0;
+  }
+}
+
+async function appendStdinLines(stream: StreamHandle, producer: IdempotentProducer | undefined, bar: Progress): Promise<Receipt | undefined> {
   let batch: unknown[] = [];
   let batchBytes = 0;
   let waiting: Promise<Receipt>[] = [];
@@ -125,10 +179,12 @@ async function appendStdinLines(stream: StreamHandle, producer: IdempotentProduc
   const send = async () => {
     if (batch.length > 0 && !producer) last = await stream.appendMessages(batch);
     if (waiting.length > 0) last = (await Promise.all(waiting)).at(-1);
+    bar.update((sentBytes += batchBytes));
     batch = [];
     batchBytes = 0;
     waiting = [];
   };
+  let sentBytes = 0;
   let lineNumber = 0;
   for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
     lineNumber++;
@@ -136,7 +192,7 @@ async function appendStdinLines(stream: StreamHandle, producer: IdempotentProduc
     const value = parseLine(line, lineNumber);
     if (producer) waiting.push(producer.appendJson(value));
     else batch.push(value);
-    batchBytes += line.length;
+    batchBytes += Buffer.byteLength(line) + 1;
     if (batch.length + waiting.length >= STDIN_BATCH_MESSAGES || batchBytes >= STDIN_BATCH_BYTES) await send();
   }
   await send();
@@ -165,9 +221,23 @@ async function readCommand(path: string, flags: ReadFlags, command: Command, fol
   process.once('SIGINT', onSigint);
   try {
     const live = follow ? 'sse' : (flags.live ?? false);
-    const batches = stream.read({ offset: flags.offset, live, signal: stop.signal, ...(flags.maxBytes ? { maxBytes: flags.maxBytes } : {}) });
-    for await (const batch of batches) {
-      for (const message of batch.messages) await printMessage(message, json, stream.contentType, stream.isJson);
+    const bounded = flags.maxBytes !== undefined;
+    // A catch-up read whose output goes to a file or pipe shows its progress towards the tail.
+    const bar = live === false && !bounded ? progressBar('read', 'bytes', 0, true) : NO_PROGRESS;
+    const tail = live === false && !bounded && process.stderr.isTTY && !process.stdout.isTTY ? Number((await stream.head()).nextOffset) : 0;
+    const batches = stream.read({ offset: flags.offset, live: bounded ? false : live, signal: stop.signal, ...(bounded ? { maxBytes: flags.maxBytes } : {}) });
+    try {
+      for await (const batch of batches) {
+        for (const message of batch.messages) await printMessage(message, json, stream.contentType, stream.isJson);
+        if (tail > 0) bar.update(Number(batch.nextOffset), tail);
+        // --max-bytes: one answer of at most that size; say where to go on when there is more.
+        if (bounded) {
+          if (!batch.upToDate) process.stderr.write(`rill: more to read: --offset ${batch.nextOffset}\n`);
+          break;
+        }
+      }
+    } finally {
+      bar.stop();
     }
   } catch (error) {
     // Ctrl-C ends a tail normally.
@@ -179,7 +249,14 @@ async function readCommand(path: string, flags: ReadFlags, command: Command, fol
 
 async function headCommand(path: string, _flags: unknown, command: Command): Promise<void> {
   const { client, json } = globals(command);
+  if (!path.includes('/')) return showBucket(path, json, command);
   await printInfo(await client.stream(path).head(), json);
+}
+
+async function showBucket(id: string, json: boolean, command: Command): Promise<void> {
+  const info = await globals(command).client.bucket(id).info();
+  if (json) return outJson(info);
+  await out(`id: ${info.id}\nstreams: ${info.streamCount}\ncreated-at: ${info.createdAt}\n`);
 }
 
 async function rmCommand(path: string, _flags: unknown, command: Command): Promise<void> {
@@ -213,12 +290,7 @@ function bucketCommands(parent: Command): void {
   buckets
     .command('show <bucket>')
     .description('show a bucket and its stream count')
-    .action(action(async (id: string, _flags: unknown, command: Command) => {
-      const { client, json } = globals(command);
-      const info = await client.bucket(id).info();
-      if (json) return outJson(info);
-      await out(`id: ${info.id}\nstreams: ${info.streamCount}\ncreated-at: ${info.createdAt}\n`);
-    }));
+    .action(action(async (id: string, _flags: unknown, command: Command) => showBucket(id, globals(command).json, command)));
   buckets
     .command('rm <bucket>')
     .description('remove an empty bucket')
@@ -234,7 +306,10 @@ const STREAM_ARG = '<stream>';
 const STREAM_HELP = 'bucket/stream, v1/stream/name, or a URL';
 
 export function addClientCommands(program: Command): void {
-  program.option('--url <url>', `server URL (default: RILL_URL or ${DEFAULT_URL})`).option('--json', 'print JSON, one value per line');
+  program
+    .option('--url <url>', `server URL (default: RILL_URL or ${DEFAULT_URL})`)
+    .option('--token <token>', 'bearer token for a server with auth on (default: RILL_TOKEN)')
+    .option('--json', 'print JSON, one value per line');
   program
     .command(`create ${STREAM_ARG}`)
     .description(`create a stream (${STREAM_HELP})`)
@@ -248,7 +323,7 @@ export function addClientCommands(program: Command): void {
     .description('append data from the argument or stdin (JSON streams: one message per stdin line)')
     .option('-t, --content-type <type>', "content type of the data (default: the stream's)")
     .option('--producer <id>', 'write exactly-once as this producer (claims a new epoch per run)')
-    .option('--epoch <n>', 'producer epoch to claim (default: the current time in ms)', parseNonNegative)
+    .option('--epoch <n>', 'producer epoch, used as given (refused if not above the last); default: the current time in ms, moved up if taken', parseNonNegative)
     .option('--stream-seq <value>', 'Stream-Seq compare-and-set value')
     .option('--close', 'close the stream afterwards')
     .action(action(appendCommand));
@@ -257,14 +332,14 @@ export function addClientCommands(program: Command): void {
     .description('read messages (catch-up; --live to follow)')
     .option('--offset <offset>', 'start offset: -1, now, or a Stream-Next-Offset', '-1')
     .addOption(new Option('--live <mode>', 'follow with long-poll or sse').choices(['long-poll', 'sse']))
-    .option('--max-bytes <n>', 'largest answer to ask for', parseNonNegative)
+    .option('--max-bytes <n>', 'read one answer of at most N bytes (never ending inside a message), then stop', parsePositive)
     .action(action((path: string, flags: ReadFlags, command: Command) => readCommand(path, flags, command, false)));
   program
     .command(`tail ${STREAM_ARG}`)
-    .description('follow a stream with SSE until it is closed or Ctrl-C')
+    .description('follow a stream with SSE from now (what is appended after it starts) until it is closed or Ctrl-C; --offset -1 to replay first')
     .option('--offset <offset>', 'start offset: -1, now, or a Stream-Next-Offset', 'now')
     .action(action((path: string, flags: ReadFlags, command: Command) => readCommand(path, flags, command, true)));
-  program.command(`head ${STREAM_ARG}`).description('show stream metadata').action(action(headCommand));
+  program.command(`head <stream-or-bucket>`).description('show stream metadata, or a bucket (a name without /)').action(action(headCommand));
   program.command(`rm ${STREAM_ARG}`).description('delete a stream').action(action(rmCommand));
   bucketCommands(program);
   program.command('ls <bucket>').description("list a bucket's streams").option('--prefix <prefix>', 'only ids starting with this').action(action(lsCommand));

@@ -5,6 +5,7 @@
 import { errorFromResponse, RillError } from './errors.js';
 import { Transport, type TransportOptions } from './http.js';
 import { StreamHandle, type StreamHandleOptions } from './stream.js';
+import { Subscriptions } from './subscriptions.js';
 
 export interface ClientOptions extends TransportOptions {
   /** The server's base URL, such as http://127.0.0.1:4437. */
@@ -23,6 +24,38 @@ export interface StreamListing {
   streams: string[];
   /** Pass as `after` to get the next page; null on the last page. */
   next: string | null;
+}
+
+export interface BucketListing {
+  buckets: BucketInfo[];
+  /** Pass as `after` to get the next page; null on the last page. */
+  next: string | null;
+}
+
+/** What `GET /stats` answers: the server's totals. */
+export interface ServerStats {
+  buckets: number;
+  streams: number;
+  producers: number;
+  /** Bytes held by every stream (a fork's inherited history counted in the fork too). */
+  bytes: number;
+  /** Messages held; null when the server holds too much to count on request. */
+  messages: number | null;
+  liveReaders: { sse: number; longPoll: number };
+}
+
+/** What `GET {stream}/stats` answers. */
+export interface StreamStats {
+  tail: number;
+  earliestOffset: number;
+  /** Bytes held, from the earliest offset to the tail. */
+  bytes: number;
+  /** Messages held; null when the stream is too large to count on request. */
+  messages: number | null;
+  producers: number;
+  /** Live readers waiting on the stream now. */
+  liveReaders: number;
+  closed: boolean;
 }
 
 export interface ListOptions {
@@ -44,7 +77,7 @@ function encodePath(path: string): string {
 export class RillClient {
   readonly baseUrl: string;
   readonly transport: Transport;
-  private readonly trackIncarnation: boolean;
+  /** @internal */ private readonly trackIncarnation: boolean;
 
   constructor(options: ClientOptions) {
     this.baseUrl = options.url.replace(/\/+$/, '');
@@ -66,13 +99,52 @@ export class RillClient {
   bucket(id: string): BucketHandle {
     return new BucketHandle(this, id);
   }
+
+  /** The subscriptions of the `/v1/stream` family; their paths are stream names (`events/abc`). */
+  subscriptions(): Subscriptions {
+    return new Subscriptions(this.transport, `${this.baseUrl}/v1/stream`, (path) => this.stream(`v1/stream/${path}`));
+  }
+
+  /** One page of the server's buckets in id order, each with its stream count (`GET /`). */
+  async listBuckets(options: Omit<ListOptions, 'prefix'> = {}): Promise<BucketListing> {
+    const params = new URLSearchParams();
+    if (options.after !== undefined) params.set('after', options.after);
+    if (options.limit !== undefined) params.set('limit', String(options.limit));
+    const query = params.toString();
+    const body = await this.getJson<{ buckets: BucketInfo[]; next: string | null }>(`${this.baseUrl}/${query ? `?${query}` : ''}`, options.signal);
+    return { buckets: body.buckets, next: body.next ?? null };
+  }
+
+  /** Every bucket, page by page. */
+  buckets(options: Omit<ListOptions, 'prefix' | 'after'> = {}): AsyncGenerator<BucketInfo> {
+    return everyPage(async (after) => {
+      const page = await this.listBuckets({ ...options, ...(after === undefined ? {} : { after }) });
+      return { items: page.buckets, next: page.next };
+    });
+  }
+
+  /** The server's totals (`GET /stats`). */
+  stats(options: { signal?: AbortSignal } = {}): Promise<ServerStats> {
+    return this.getJson<ServerStats>(`${this.baseUrl}/stats`, options.signal);
+  }
+
+  /** One stream's figures (`GET {stream}/stats`). */
+  streamStats(path: string, options: { signal?: AbortSignal } = {}): Promise<StreamStats> {
+    return this.getJson<StreamStats>(`${this.urlOf(path)}/stats`, options.signal);
+  }
+
+  private async getJson<T>(url: string, signal?: AbortSignal): Promise<T> {
+    const res = await this.transport.request(url, { method: 'GET', signal });
+    if (res.status !== 200) throw await errorFromResponse(res.response);
+    return parseJson<T>(res.body);
+  }
 }
 
 export class BucketHandle {
   readonly url: string;
 
   constructor(
-    private readonly client: RillClient,
+    /** @internal */ private readonly client: RillClient,
     readonly id: string,
   ) {
     this.url = client.urlOf(id);
@@ -112,18 +184,31 @@ export class BucketHandle {
   }
 
   /** Every stream id of the bucket, page by page. */
-  async *streams(options: Omit<ListOptions, 'after'> = {}): AsyncGenerator<string> {
-    let after: string | undefined;
-    for (;;) {
+  streams(options: Omit<ListOptions, 'after'> = {}): AsyncGenerator<string> {
+    return everyPage(async (after) => {
       const page = await this.list({ ...options, ...(after === undefined ? {} : { after }) });
-      yield* page.streams;
-      if (page.next === null || page.streams.length === 0) return;
-      after = page.next;
-    }
+      return { items: page.streams, next: page.next };
+    });
   }
 
   stream(id: string, options: StreamHandleOptions = {}): StreamHandle {
     return this.client.stream(`${this.id}/${id}`, options);
+  }
+
+  /** The bucket's subscriptions; their paths are the bucket's stream ids. */
+  subscriptions(): Subscriptions {
+    return new Subscriptions(this.client.transport, this.url, (path) => this.stream(path));
+  }
+}
+
+/** Every item of a paged listing: each page asked for after the last one's `next`, until a page has none. */
+async function* everyPage<T>(page: (after: string | undefined) => Promise<{ items: T[]; next: string | null }>): AsyncGenerator<T> {
+  let after: string | undefined;
+  for (;;) {
+    const { items, next } = await page(after);
+    yield* items;
+    if (next === null || items.length === 0) return;
+    after = next;
   }
 }
 

@@ -8,10 +8,31 @@ import { errorFieldsFromHeaders } from '../protocol/error-headers.js';
 import { isErrorCode, type ErrorCode, type ErrorFields } from '../protocol/errors.js';
 import { encodeOffset } from '../protocol/offset.js';
 
+/**
+ * The facts an error carries, as the client API gives them: offsets in the 20-digit
+ * string form every other part of the API uses (`nextOffset: '00000000000000000066'`).
+ */
+export type RillErrorFields = Omit<ErrorFields, 'nextOffset'> & {
+  /** Stream-Next-Offset: the tail, or the earliest readable offset on a 410. */
+  nextOffset?: string;
+  /** ALREADY_CLAIMED: the worker that holds the subscription's wake (from the body). */
+  currentHolder?: string;
+  /** ALREADY_CLAIMED: the subscription's current wake generation (from the body). */
+  generation?: number;
+};
+
+/** Error fields parsed from headers, with the offset in its string form. */
+export function clientFields(fields: ErrorFields): RillErrorFields {
+  const { nextOffset, ...rest } = fields;
+  return nextOffset === undefined ? rest : { ...rest, nextOffset: encodeOffset(nextOffset) };
+}
+
 /** Codes for failures the client detects itself; the server never sends these. */
 export const CLIENT_ERROR_CODES = [
-  /** The request could not be sent or its answer was lost (reset, refused, DNS). */
+  /** The request was sent, or may have been, and its answer was lost (reset, closed). */
   'NETWORK_ERROR',
+  /** No connection was made (refused, unknown host, unreachable): the request never left. */
+  'CONNECTION_FAILED',
   /** No answer within the request timeout. */
   'TIMEOUT',
   /** The caller's AbortSignal fired. */
@@ -33,7 +54,7 @@ export interface RillErrorInit {
   code: RillErrorCode;
   message: string;
   status?: number;
-  fields?: ErrorFields;
+  fields?: RillErrorFields;
   cause?: unknown;
 }
 
@@ -42,7 +63,7 @@ export class RillError extends Error {
   /** HTTP status of the answer; undefined when there was no answer. */
   readonly status: number | undefined;
   /** Facts the answer's headers carried (expected seq, last seq, epoch, outcome...). */
-  readonly fields: ErrorFields;
+  readonly fields: RillErrorFields;
 
   constructor(init: RillErrorInit) {
     super(init.message, init.cause === undefined ? undefined : { cause: init.cause });
@@ -53,17 +74,18 @@ export class RillError extends Error {
   }
 
   /**
-   * True when the request may or may not have been applied: no answer (network error,
-   * timeout) or a 5xx. Such a write is safe to send again only unchanged, with producer
-   * headers.
+   * True when the request may or may not have been applied: it may have reached the
+   * server and no answer came (network error, timeout), or a 5xx. Such a write is safe
+   * to send again only unchanged, with producer headers. A refused connection is not
+   * unknown: nothing was sent.
    */
   get outcomeUnknown(): boolean {
     return this.code === 'NETWORK_ERROR' || this.code === 'TIMEOUT' || (this.status !== undefined && this.status >= 500);
   }
 
-  /** True when sending the same request again later may succeed. */
+  /** True when sending the same request again later may succeed (a restarting server, too). */
   get retryable(): boolean {
-    return this.outcomeUnknown || this.status === 429 || this.code === 'TOO_MANY_CONNECTIONS';
+    return this.outcomeUnknown || this.code === 'CONNECTION_FAILED' || this.status === 429 || this.code === 'TOO_MANY_CONNECTIONS';
   }
 }
 
@@ -79,8 +101,7 @@ export class StreamReplacedError extends RillError {
 export class GoneError extends RillError {
   /** The earliest offset that can still be read, when the server said. */
   get earliestOffset(): string | undefined {
-    const n = this.fields.nextOffset;
-    return n === undefined ? undefined : encodeOffset(n);
+    return this.fields.nextOffset;
   }
 }
 
@@ -109,15 +130,35 @@ export class StreamSeqConflictError extends RillError {
 /** 409 STREAM_CLOSED: the stream takes no more appends. */
 export class StreamClosedError extends RillError {}
 
-/** 404: the stream (or bucket) does not exist. */
+/** 404: the stream (or bucket, or subscription) does not exist. */
 export class NotFoundError extends RillError {}
+
+/**
+ * 409 FENCED: the wake this ack, callback or release names is no longer the
+ * subscription's current one (a newer generation, or its lease expired). Nothing moved;
+ * a worker drops the wake and goes on.
+ */
+export class WakeFencedError extends RillError {}
+
+/** 409 ALREADY_CLAIMED: another worker holds the subscription's wake. */
+export class AlreadyClaimedError extends RillError {
+  get currentHolder(): string | undefined {
+    return this.fields.currentHolder;
+  }
+  get generation(): number | undefined {
+    return this.fields.generation;
+  }
+}
 
 function classFor(code: RillErrorCode, status: number | undefined): typeof RillError {
   if (status === 412 || code === 'INCARNATION_MISMATCH') return StreamReplacedError;
   if (status === 410) return GoneError;
-  if (status === 403) return FencedError;
+  // A 403 of access control is no fencing: only the producer codes are.
+  if (status === 403 && code.startsWith('PRODUCER_')) return FencedError;
   if (code === 'STREAM_SEQ_CONFLICT') return StreamSeqConflictError;
   if (code === 'STREAM_CLOSED') return StreamClosedError;
+  if (code === 'FENCED') return WakeFencedError;
+  if (code === 'ALREADY_CLAIMED') return AlreadyClaimedError;
   if (status === 404) return NotFoundError;
   return RillError;
 }
@@ -129,7 +170,9 @@ export function makeError(init: RillErrorInit): RillError {
 
 const FALLBACK_CODE_BY_STATUS: Record<number, ErrorCode> = {
   400: 'BAD_REQUEST',
-  403: 'PRODUCER_FENCED',
+  // A HEAD's refusal has no body; a producer's 403 always has one, naming its code.
+  401: 'UNAUTHORIZED',
+  403: 'FORBIDDEN',
   404: 'STREAM_NOT_FOUND',
   409: 'STREAM_CONFIG_CONFLICT',
   410: 'STREAM_GONE',
@@ -138,24 +181,67 @@ const FALLBACK_CODE_BY_STATUS: Record<number, ErrorCode> = {
   416: 'OFFSET_BEYOND_TAIL',
   429: 'PRODUCER_LIMIT',
   503: 'UNAVAILABLE',
+  507: 'INSUFFICIENT_STORAGE',
 };
 
-/** Reads a refusal's JSON body and headers into a typed error. Consumes the body. */
-export async function errorFromResponse(res: Response): Promise<RillError> {
+/**
+ * The codes of the Durable Streams protocol's nested error object (`{"error": {"code"}}`,
+ * what the subscription routes of other servers answer) that rill names otherwise.
+ */
+function protocolAlias(nested: string, status: number): ErrorCode | undefined {
+  if (nested === 'INVALID_REQUEST') return 'BAD_REQUEST';
+  if (nested === 'INVALID_OFFSET' && status === 409) return 'INVALID_ACK_OFFSET';
+  return isErrorCode(nested) ? nested : undefined;
+}
+
+interface ErrorJson {
+  code?: unknown;
+  message?: unknown;
+  error?: { code?: unknown; message?: unknown; current_holder?: unknown; generation?: unknown };
+}
+
+/** Code, message and body facts of a refusal's JSON: rill's `{code, message}` first, else the nested `error`. */
+function parseErrorJson(body: ErrorJson, status: number): { code?: ErrorCode; message?: string; fields: RillErrorFields } {
+  const nested = typeof body.error === 'object' && body.error !== null ? body.error : {};
+  const code = isErrorCode(body.code) ? body.code : typeof nested.code === 'string' ? protocolAlias(nested.code, status) : undefined;
+  const message = typeof body.message === 'string' ? body.message : typeof nested.message === 'string' ? nested.message : undefined;
+  const fields: RillErrorFields = {};
+  if (typeof nested.current_holder === 'string') fields.currentHolder = nested.current_holder;
+  if (typeof nested.generation === 'number') fields.generation = nested.generation;
+  return { ...(code === undefined ? {} : { code }), ...(message === undefined ? {} : { message }), fields };
+}
+
+/**
+ * Reads a refusal's JSON body and headers into a typed error. Consumes the body. With
+ * `url` (or the answer's own URL), a 404 names what was not found.
+ */
+export async function errorFromResponse(res: Response, url: string = res.url): Promise<RillError> {
   let code: RillErrorCode | undefined;
   let message = `HTTP ${res.status}`;
+  let bodyFields: RillErrorFields = {};
   try {
-    const body = (await res.json()) as { code?: unknown; message?: unknown };
-    if (isErrorCode(body.code)) code = body.code;
-    if (typeof body.message === 'string') message = body.message;
+    const parsed = parseErrorJson((await res.json()) as ErrorJson, res.status);
+    code = parsed.code;
+    message = parsed.message ?? message;
+    bodyFields = parsed.fields;
   } catch {
     // A body that is not our JSON (a proxy's page, an empty 404 on HEAD): keep the status.
   }
   code ??= FALLBACK_CODE_BY_STATUS[res.status] ?? (res.status >= 500 ? 'INTERNAL' : 'UNEXPECTED_RESPONSE');
   // Answers to HEAD have no body: the status (and the headers) are all there is.
-  if (message === `HTTP ${res.status}`) message = `${code.toLowerCase().replace(/_/g, ' ')} (HTTP ${res.status})`;
-  const fields = errorFieldsFromHeaders((name) => res.headers.get(name));
+  if (message === `HTTP ${res.status}`) message = code.toLowerCase().replace(/_/g, ' ');
+  if (res.status === 404 && url) message = `${message}: ${pathOf(url)}`;
+  const fields = { ...clientFields(errorFieldsFromHeaders((name) => res.headers.get(name))), ...bodyFields };
   return makeError({ code, message, status: res.status, fields });
+}
+
+/** The path of a URL without its query, the way streams are named (`/bucket/stream`). */
+function pathOf(url: string): string {
+  try {
+    return decodeURIComponent(new URL(url).pathname);
+  } catch {
+    return url;
+  }
 }
 
 export function isRillError(error: unknown): error is RillError {

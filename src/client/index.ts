@@ -1,9 +1,19 @@
 /**
- * rill/client: a fetch-based client for rill (and other Durable Streams servers). It
+ * rill-streams/client: a fetch-based client for rill (and other Durable Streams servers). It
  * uses only web-standard APIs (fetch, streams, TextEncoder), so it runs in Node.js and
  * in browsers.
  */
-export { RillClient, BucketHandle, type ClientOptions, type BucketInfo, type StreamListing, type ListOptions } from './client.js';
+export {
+  RillClient,
+  BucketHandle,
+  type ClientOptions,
+  type BucketInfo,
+  type BucketListing,
+  type ServerStats,
+  type StreamStats,
+  type StreamListing,
+  type ListOptions,
+} from './client.js';
 export {
   StreamHandle,
   type StreamHandleOptions,
@@ -15,6 +25,7 @@ export {
   type ProducerIdentity,
   type ProducerAnswer,
 } from './stream.js';
+export { type Snapshot, type PublishedSnapshot, type Bootstrap, type StreamAttrs, type BatchAck, type ExtrasOptions } from './extras.js';
 export { type ReadOptions, type ReadBatch, type LiveMode } from './read.js';
 export { type Message } from './frames.js';
 export {
@@ -25,6 +36,8 @@ export {
   StreamSeqConflictError,
   StreamClosedError,
   NotFoundError,
+  WakeFencedError,
+  AlreadyClaimedError,
   isRillError,
   CLIENT_ERROR_CODES,
   type RillErrorCode,
@@ -33,8 +46,40 @@ export {
 export { IdempotentProducer, type ProducerOptions, type ProducerReceipt, type WriteOptions } from './producer.js';
 export { START, NOW, formatSeq, compareSeq, positionOf } from './offsets.js';
 export { DEFAULT_RETRY, type RetryPolicy } from './backoff.js';
-export { Transport, type TransportOptions, type FetchLike } from './http.js';
+export { Transport, type TransportOptions, type FetchLike, type TokenSource } from './http.js';
 export type { ErrorCode, ErrorFields } from '../protocol/errors.js';
 export { PrefixCountCommitter, OutboxPublisher, type PrefixCountOptions, type CommitContext, type CommitOutcome, type OutboxOptions, type PublishOutcome } from './recipes.js';
 export { runProcessor, type ProcessorOptions, type ProcessorRun, type ProcessorSummary, type ResultEvent } from './processor.js';
 export { type Window, type WindowSpec } from './windows.js';
+export {
+  Subscriptions,
+  type SubscriptionType,
+  type SubscriptionConfig,
+  type Subscription,
+  type SubscriptionSummary,
+  type SubscriptionListing,
+  type SubscriptionLink,
+  type SubscriptionStreamInfo,
+  type WebhookSigning,
+  type Wake,
+  type WakeRef,
+  type Ack,
+  type AckResult,
+  type WebhookJwk,
+  type WebhookJwks,
+} from './subscriptions.js';
+export { runPullWorker, type PullWorkerOptions, type PullWorkerSummary, type PullBatchContext } from './pull-worker.js';
+export {
+  verifyWebhook,
+  WebhookJwksCache,
+  handleWakeRequest,
+  parseWakeNotification,
+  wakeRequestListener,
+  type WebhookVerification,
+  type VerifyOptions,
+  type JwksCacheOptions,
+  type WakeNotification,
+  type WakeOutcome,
+  type WakeResponse,
+  type WakeHandlerOptions,
+} from './webhooks.js';

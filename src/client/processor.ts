@@ -17,7 +17,7 @@
  */
 import { isJsonContentType } from '../protocol/content-type.js';
 import { retryPolicy, type RetryPolicy } from './backoff.js';
-import { RillError, StreamSeqConflictError } from './errors.js';
+import { NotFoundError, RillError, StreamSeqConflictError } from './errors.js';
 import type { Message } from './frames.js';
 import { START } from './offsets.js';
 import { IdempotentProducer, type ProducerReceipt } from './producer.js';
@@ -40,6 +40,12 @@ export interface ProcessorOptions<In = unknown, Out = unknown> {
   maxInFlight?: number;
   /** Close the target(s) once the source is closed and every result is published. */
   closeTargetOnEnd?: boolean;
+  /**
+   * Create each target that does not exist yet, with this content type (JSON results:
+   * `application/json`). Without it, a missing target fails the run with a
+   * `NotFoundError` naming the stream to create.
+   */
+  createTarget?: { contentType: string };
   /** How to follow the source once caught up (default long-poll). */
   live?: 'long-poll' | 'sse';
   /** Send Producer-Digest with each result (default true). */
@@ -100,19 +106,19 @@ export function runProcessor<In = unknown, Out = unknown>(options: ProcessorOpti
 }
 
 class Processor<In, Out> {
-  private readonly targets: StreamHandle[];
-  private readonly producers: IdempotentProducer[] = [];
-  private readonly jsonTargets: boolean[] = [];
-  private readonly maxInFlight: number;
-  private readonly inflight: Promise<void>[] = [];
-  private readonly stopper = new AbortController();
-  private failure: unknown;
-  private reseekTo: string | undefined;
+  /** @internal */ private readonly targets: StreamHandle[];
+  /** @internal */ private readonly producers: IdempotentProducer[] = [];
+  /** @internal */ private readonly jsonTargets: boolean[] = [];
+  /** @internal */ private readonly maxInFlight: number;
+  /** @internal */ private readonly inflight: Promise<void>[] = [];
+  /** @internal */ private readonly stopper = new AbortController();
+  /** @internal */ private failure: unknown;
+  /** @internal */ private reseekTo: string | undefined;
   /** End offset of the newest window handed to a producer. */
-  private producedUpTo = START;
-  private readonly summary: ProcessorSummary = { resumedFrom: START, published: 0, alreadyPublished: 0, endOffset: START, epochs: [] };
+  /** @internal */ private producedUpTo = START;
+  /** @internal */ private readonly summary: ProcessorSummary = { resumedFrom: START, published: 0, alreadyPublished: 0, endOffset: START, epochs: [] };
 
-  constructor(private readonly options: ProcessorOptions<In, Out>) {
+  constructor(/** @internal */ private readonly options: ProcessorOptions<In, Out>) {
     validateSpec(options.window);
     this.targets = Array.isArray(options.target) ? [...(options.target as StreamHandle[])] : [options.target as StreamHandle];
     if (this.targets.length === 0) throw new RangeError('a processor needs a target');
@@ -151,8 +157,8 @@ class Processor<In, Out> {
   }
 
   /** Reads each target's last Stream-Seq and sets up one producer per target. */
-  private async start(): Promise<string> {
-    const infos: StreamInfo[] = await Promise.all(this.targets.map((t) => this.retrying(() => t.head({ signal: this.stopper.signal }))));
+  /** @internal */ private async start(): Promise<string> {
+    const infos: StreamInfo[] = await Promise.all(this.targets.map((t) => this.retrying(() => this.headTarget(t))));
     let resume = START;
     for (const info of infos) {
       const last = info.lastSeq;
@@ -182,8 +188,29 @@ class Processor<In, Out> {
     return resume;
   }
 
+  /** The target's state; a missing target is created when the options ask for it. */
+  /** @internal */ private async headTarget(target: StreamHandle): Promise<StreamInfo> {
+    const signal = this.stopper.signal;
+    try {
+      return await target.head({ signal });
+    } catch (error) {
+      if (!(error instanceof NotFoundError) || error.code !== 'STREAM_NOT_FOUND') throw error;
+      const create = this.options.createTarget;
+      if (create === undefined) {
+        throw new NotFoundError({
+          code: error.code,
+          status: error.status,
+          message: `the processor's target ${new URL(target.url).pathname} does not exist: create it, or pass createTarget: { contentType }`,
+          cause: error,
+        });
+      }
+      await target.create({ contentType: create.contentType, signal });
+      return target.head({ signal });
+    }
+  }
+
   /** Repeats a request that is safe to repeat (HEAD, close), riding out a restarting server. */
-  private async retrying<T>(request: () => Promise<T>): Promise<T> {
+  /** @internal */ private async retrying<T>(request: () => Promise<T>): Promise<T> {
     const policy = retryPolicy(this.options.retry);
     for (let failures = 0; ; ) {
       try {
@@ -195,7 +222,7 @@ class Processor<In, Out> {
   }
 
   /** Reads the source from `offset`, publishing each closed window, until it ends or must jump ahead. */
-  private async consume(offset: string): Promise<Consumed> {
+  /** @internal */ private async consume(offset: string): Promise<Consumed> {
     const window = new WindowBuilder<In>(this.options.window);
     const timeMs = this.options.window.timeMs;
     const batches = this.options.source.read({
@@ -218,7 +245,7 @@ class Processor<In, Out> {
     return { kind: 'closed' };
   }
 
-  private async consumeBatch(batch: ReadBatch, window: WindowBuilder<In>): Promise<Consumed | undefined> {
+  /** @internal */ private async consumeBatch(batch: ReadBatch, window: WindowBuilder<In>): Promise<Consumed | undefined> {
     for (const message of batch.messages) {
       let rest: Message | undefined = message;
       while (rest !== undefined) {
@@ -237,18 +264,18 @@ class Processor<In, Out> {
     return undefined;
   }
 
-  private get jsonSource(): boolean {
+  /** @internal */ private get jsonSource(): boolean {
     return this.options.source.isJson;
   }
 
-  private reseek(): Consumed {
+  /** @internal */ private reseek(): Consumed {
     const offset = this.reseekTo!;
     this.reseekTo = undefined;
     return { kind: 'reseek', offset };
   }
 
   /** Hands a window's result to its producer; answers true when the source must jump ahead. */
-  private async publish(window: Window<In>): Promise<boolean> {
+  /** @internal */ private async publish(window: Window<In>): Promise<boolean> {
     const result = await this.options.step(window);
     const index = this.partitionOf(result, window);
     this.producedUpTo = window.endOffset;
@@ -259,7 +286,7 @@ class Processor<In, Out> {
     return this.reseekTo !== undefined;
   }
 
-  private partitionOf(result: Out, window: Window<In>): number {
+  /** @internal */ private partitionOf(result: Out, window: Window<In>): number {
     if (this.targets.length === 1) return 0;
     const index = this.options.partition!(result, window);
     if (!Number.isInteger(index) || index < 0 || index >= this.targets.length) {
@@ -269,7 +296,7 @@ class Processor<In, Out> {
   }
 
   /** Publishes one result; settles without throwing (a failure is kept for `publish`). */
-  private async send(index: number, window: Window<In>, result: Out): Promise<void> {
+  /** @internal */ private async send(index: number, window: Window<In>, result: Out): Promise<void> {
     const producer = this.producers[index]!;
     const streamSeq = window.endOffset;
     try {
@@ -287,7 +314,7 @@ class Processor<In, Out> {
     }
   }
 
-  private alreadyPublished(lastSeq: string, window: Window<In>, result: Out, index: number): void {
+  /** @internal */ private alreadyPublished(lastSeq: string, window: Window<In>, result: Out, index: number): void {
     if (!OFFSET.test(lastSeq)) {
       this.failure ??= new RillError({ code: 'UNEXPECTED_RESPONSE', message: `Stream-Last-Seq ${JSON.stringify(lastSeq)} is not a source offset` });
       return;
@@ -298,7 +325,7 @@ class Processor<In, Out> {
     this.options.onResult?.({ window, result, partition: index, outcome: 'already-published', receipt: undefined });
   }
 
-  private async drain(): Promise<void> {
+  /** @internal */ private async drain(): Promise<void> {
     while (this.inflight.length > 0) await this.inflight.shift();
     if (this.failure !== undefined) throw this.failure;
   }

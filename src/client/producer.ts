@@ -15,8 +15,11 @@
  *   another instance claimed. With `autoClaim`, a claim refused with 403 (a newer epoch
  *   exists) or found already written by someone else moves to the next epoch itself.
  * - Once the epoch is established, a 403 means a newer instance took over: the producer
- *   stops for good and rejects everything pending with `FencedError` (writes the
- *   takeover reports as applied, through Producer-Closed-Seq, resolve instead).
+ *   stops for good and rejects everything pending, and every later write, with
+ *   `FencedError`. A write the takeover reports as applied (seq <= Producer-Closed-Seq)
+ *   resolves instead, but only if this instance sent it before that answer: the closed
+ *   seq speaks for the epoch, and a restarted instance reusing an old epoch must not take
+ *   another instance's write for its own.
  * - A 409 with Stream-Last-Seq rejects only that write (`StreamSeqConflictError`); the
  *   seq it would have used is free again, so the writes after it are renumbered once
  *   none of them can still land under its old number.
@@ -28,6 +31,7 @@ import { bytesToHex } from '@noble/hashes/utils.js';
 import { MAX_SAFE_PRODUCER_NUMBER, PRODUCER_OUTCOME } from '../protocol/headers.js';
 import { backoffDelayMs, retryPolicy, type RetryPolicy } from './backoff.js';
 import { FencedError, RillError } from './errors.js';
+import { encodeOffset, positionOf } from './offsets.js';
 import type { AppendResult, ProducerAnswer, StreamHandle } from './stream.js';
 
 export interface ProducerOptions {
@@ -68,9 +72,14 @@ export interface ProducerReceipt {
   epoch: number;
   /** The Producer-Seq of the write that carried this append. */
   seq: number;
-  /** Where the write's bytes start and end; absent when a duplicate's receipt was evicted. */
+  /**
+   * Where this append's bytes start and end: for a batched `appendJson`, this message's
+   * own offsets within the write. Absent when a duplicate's receipt was evicted.
+   */
   offset: string | undefined;
   nextOffset: string | undefined;
+  /** The place of this append among the messages its write carried (0 when alone). */
+  index: number;
   /** The write had been applied by an earlier attempt. */
   duplicate: boolean;
 }
@@ -78,6 +87,8 @@ export interface ProducerReceipt {
 interface Waiter {
   resolve(receipt: ProducerReceipt): void;
   reject(error: unknown): void;
+  /** Bytes of this waiter's message before it in the stored write, and its own (batched JSON). */
+  at?: { index: number; before: number; size: number };
 }
 
 interface Write {
@@ -92,6 +103,8 @@ interface Write {
   seq: number;
   /** Attempts at the current (epoch, seq). */
   attempts: number;
+  /** Attempts at the current (epoch, seq) still unanswered or answered with an unknown outcome. */
+  unanswered: number;
   /** Consecutive unknown outcomes. */
   failures: number;
   /** Gap answers at the current (epoch, seq). */
@@ -106,6 +119,8 @@ interface OpenBatch {
   parts: Uint8Array[];
   /** Size of the array body so far. */
   bytes: number;
+  /** Stored size of the messages so far: each is kept as its text plus a newline. */
+  stored: number;
   reserved: number;
   waiters: Waiter[];
   contentType: string;
@@ -118,30 +133,30 @@ const encoder = new TextEncoder();
 
 export class IdempotentProducer {
   readonly id: string;
-  private epochValue: number;
-  private nextSeq = 0;
-  private established = false;
-  private readonly options: Required<Pick<ProducerOptions, 'maxInFlight' | 'lingerMs' | 'maxBatchBytes' | 'maxBatchMessages' | 'maxBufferedBytes'>>;
-  private readonly policy: RetryPolicy;
-  private openBatch: OpenBatch | undefined;
-  private lingerTimer: ReturnType<typeof setTimeout> | undefined;
-  private readonly pending: Write[] = [];
+  /** @internal */ private epochValue: number;
+  /** @internal */ private nextSeq = 0;
+  /** @internal */ private established = false;
+  /** @internal */ private readonly options: Required<Pick<ProducerOptions, 'maxInFlight' | 'lingerMs' | 'maxBatchBytes' | 'maxBatchMessages' | 'maxBufferedBytes'>>;
+  /** @internal */ private readonly policy: RetryPolicy;
+  /** @internal */ private openBatch: OpenBatch | undefined;
+  /** @internal */ private lingerTimer: ReturnType<typeof setTimeout> | undefined;
+  /** @internal */ private readonly pending: Write[] = [];
   /** Sent and not yet settled, in seq order. */
-  private window: Write[] = [];
+  /** @internal */ private window: Write[] = [];
   /** The lowest seq freed by a Stream-Seq conflict, while writes after it wait to be renumbered. */
-  private hole: number | undefined;
-  private failure: RillError | undefined;
-  private closing = false;
-  private bufferedBytes = 0;
-  private readonly roomWaiters: Array<{ bytes: number; resolve(): void; reject(e: unknown): void }> = [];
-  private readonly idleWaiters: Array<{ resolve(): void; reject(e: unknown): void }> = [];
-  private reclaims = 0;
+  /** @internal */ private hole: number | undefined;
+  /** @internal */ private failure: RillError | undefined;
+  /** @internal */ private closing = false;
+  /** @internal */ private bufferedBytes = 0;
+  /** @internal */ private readonly roomWaiters: Array<{ bytes: number; resolve(): void; reject(e: unknown): void }> = [];
+  /** @internal */ private readonly idleWaiters: Array<{ resolve(): void; reject(e: unknown): void }> = [];
+  /** @internal */ private reclaims = 0;
   /** The answer to this instance's claim: Producer-Closed-Epoch/-Seq tell what of the previous epoch applied. */
   claim: ProducerAnswer | undefined;
 
   constructor(
     readonly stream: StreamHandle,
-    private readonly config: ProducerOptions,
+    /** @internal */ private readonly config: ProducerOptions,
   ) {
     if (config.id.length === 0) throw new RangeError('a producer needs a non-empty id');
     this.id = config.id;
@@ -212,18 +227,21 @@ export class IdempotentProducer {
     await this.flush();
   }
 
-  private jsonType(): string {
+  /** @internal */ private jsonType(): string {
     const known = this.config.contentType ?? this.stream.contentType;
     return known !== undefined && /^application\/json\b/i.test(known) ? known : 'application/json';
   }
 
-  private checkOpen(): void {
-    if (this.failure) throw new RillError({ code: 'PRODUCER_STOPPED', message: `the producer stopped: ${this.failure.message}`, cause: this.failure });
+  /** @internal */ private checkOpen(): void {
+    const failure = this.failure;
+    // Fenced stays fenced: later writes get the same class, code and fields.
+    if (failure instanceof FencedError) throw new FencedError({ code: failure.code, status: failure.status, fields: failure.fields, message: `the producer was fenced: ${failure.message}`, cause: failure });
+    if (failure) throw new RillError({ code: 'PRODUCER_STOPPED', message: `the producer stopped: ${failure.message}`, cause: failure });
     if (this.closing) throw new RillError({ code: 'PRODUCER_STOPPED', message: 'the producer is closed' });
   }
 
   /** Waits for buffer room for an append; refuses once the producer stopped or closed. */
-  private async admit(bytes: number): Promise<void> {
+  /** @internal */ private async admit(bytes: number): Promise<void> {
     this.checkOpen();
     await this.reserve(bytes);
     try {
@@ -234,7 +252,7 @@ export class IdempotentProducer {
     }
   }
 
-  private async reserve(bytes: number): Promise<void> {
+  /** @internal */ private async reserve(bytes: number): Promise<void> {
     const fits = this.bufferedBytes === 0 || this.bufferedBytes + bytes <= this.options.maxBufferedBytes;
     if (this.roomWaiters.length === 0 && fits) {
       this.bufferedBytes += bytes;
@@ -246,7 +264,7 @@ export class IdempotentProducer {
     await new Promise<void>((resolve, reject) => this.roomWaiters.push({ bytes, resolve, reject }));
   }
 
-  private release(bytes: number): void {
+  /** @internal */ private release(bytes: number): void {
     this.bufferedBytes -= bytes;
     for (;;) {
       const next = this.roomWaiters[0];
@@ -258,7 +276,7 @@ export class IdempotentProducer {
     }
   }
 
-  private addToBatch(message: Uint8Array): Promise<ProducerReceipt> {
+  /** @internal */ private addToBatch(message: Uint8Array): Promise<ProducerReceipt> {
     const type = this.jsonType();
     const batch = this.openBatch;
     const fits =
@@ -267,18 +285,20 @@ export class IdempotentProducer {
       batch.parts.length < this.options.maxBatchMessages &&
       batch.bytes + message.length + 1 <= this.options.maxBatchBytes;
     if (!fits) this.closeBatch();
-    const open = (this.openBatch ??= { parts: [], bytes: 1, reserved: 0, waiters: [], contentType: type });
+    const open = (this.openBatch ??= { parts: [], bytes: 1, stored: 0, reserved: 0, waiters: [], contentType: type });
+    const at = { index: open.parts.length, before: open.stored, size: message.length + 1 };
     open.parts.push(message);
     open.bytes += message.length + 1;
+    open.stored += message.length + 1;
     open.reserved += message.length;
-    const done = new Promise<ProducerReceipt>((resolve, reject) => open.waiters.push({ resolve, reject }));
+    const done = new Promise<ProducerReceipt>((resolve, reject) => open.waiters.push({ resolve, reject, at }));
     if (open.parts.length >= this.options.maxBatchMessages || open.bytes >= this.options.maxBatchBytes) this.closeBatch();
     else this.lingerTimer ??= setTimeout(() => this.closeBatch(), this.options.lingerMs);
     return done;
   }
 
   /** Turns the batch being built into a write. */
-  private closeBatch(): void {
+  /** @internal */ private closeBatch(): void {
     if (this.lingerTimer !== undefined) clearTimeout(this.lingerTimer);
     this.lingerTimer = undefined;
     const batch = this.openBatch;
@@ -288,20 +308,20 @@ export class IdempotentProducer {
     this.pump();
   }
 
-  private enqueue(body: Uint8Array, contentType: string, streamSeq: string | undefined, reserved: number): Promise<ProducerReceipt> {
+  /** @internal */ private enqueue(body: Uint8Array, contentType: string, streamSeq: string | undefined, reserved: number): Promise<ProducerReceipt> {
     return new Promise<ProducerReceipt>((resolve, reject) => {
       this.pending.push(this.newWrite(body, contentType, streamSeq, [{ resolve, reject }], reserved));
       this.pump();
     });
   }
 
-  private newWrite(body: Uint8Array, contentType: string, streamSeq: string | undefined, waiters: Waiter[], reserved: number): Write {
+  /** @internal */ private newWrite(body: Uint8Array, contentType: string, streamSeq: string | undefined, waiters: Waiter[], reserved: number): Write {
     const digest = this.config.digest ? bytesToHex(blake3(body)) : undefined;
-    return { body, contentType, streamSeq, digest, waiters, reserved, seq: -1, attempts: 0, failures: 0, gaps: 0, inTransit: false, parked: false, retryTimer: undefined };
+    return { body, contentType, streamSeq, digest, waiters, reserved, seq: -1, attempts: 0, unanswered: 0, failures: 0, gaps: 0, inTransit: false, parked: false, retryTimer: undefined };
   }
 
   /** Starts as many queued writes as the window allows; the claim of an epoch goes alone. */
-  private pump(): void {
+  /** @internal */ private pump(): void {
     if (this.failure || this.hole !== undefined) return;
     const limit = this.established ? this.options.maxInFlight : 1;
     while (this.window.length < limit && this.pending.length > 0) {
@@ -315,10 +335,11 @@ export class IdempotentProducer {
   }
 
   /** Sends the write as it is: same epoch, same seq, same body. */
-  private attempt(write: Write): void {
+  /** @internal */ private attempt(write: Write): void {
     write.inTransit = true;
     write.parked = false;
     write.attempts++;
+    write.unanswered++;
     const { id, epochValue: epoch } = this;
     const producer = { id, epoch, seq: write.seq, ...(write.digest === undefined ? {} : { digest: write.digest }) };
     this.stream
@@ -329,24 +350,19 @@ export class IdempotentProducer {
       );
   }
 
-  private onAnswer(write: Write, result: AppendResult): void {
+  /** @internal */ private onAnswer(write: Write, result: AppendResult): void {
     write.inTransit = false;
+    write.unanswered = Math.max(0, write.unanswered - 1);
     if (this.failure) return;
     // A duplicate answered to the very first send of a key: someone else wrote it.
     if (result.duplicate && write.attempts === 1) return this.collision(write, result);
-    this.settle(write, {
-      epoch: this.epochValue,
-      seq: write.seq,
-      offset: result.offset,
-      nextOffset: result.nextOffset,
-      duplicate: result.duplicate,
-    });
+    this.settle(write, { epoch: this.epochValue, seq: write.seq, offset: result.offset, nextOffset: result.nextOffset, index: 0, duplicate: result.duplicate });
     this.established = true;
     if (write.seq === 0) this.claim ??= result.producer;
     this.afterChange();
   }
 
-  private collision(write: Write, result: AppendResult): void {
+  /** @internal */ private collision(write: Write, result: AppendResult): void {
     const current = result.producer?.epoch ?? this.epochValue;
     if (this.config.autoClaim && !this.established) return this.reclaim(current);
     this.fail(
@@ -358,12 +374,14 @@ export class IdempotentProducer {
     );
   }
 
-  private onFailure(write: Write, error: unknown): void {
+  /** @internal */ private onFailure(write: Write, error: unknown): void {
     write.inTransit = false;
     if (this.failure) return;
     if (!(error instanceof RillError)) {
       return this.fail(new RillError({ code: 'UNEXPECTED_RESPONSE', message: String(error), cause: error }));
     }
+    // An unknown outcome leaves the attempt possibly applied; any other answer says it was not.
+    if (!error.outcomeUnknown) write.unanswered = Math.max(0, write.unanswered - 1);
     if (error.retryable) return this.retryLater(write, error);
     if (error.code === 'PRODUCER_SEQ_GAP' || error.code === 'PRODUCER_SEQ_NOT_ZERO') return this.onGap(write, error);
     if (error.code === 'STREAM_SEQ_CONFLICT') return this.onSeqConflict(write, error);
@@ -371,7 +389,7 @@ export class IdempotentProducer {
     this.fail(error);
   }
 
-  private retryLater(write: Write, error: RillError): void {
+  /** @internal */ private retryLater(write: Write, error: RillError): void {
     write.failures++;
     if (write.failures >= this.policy.maxAttempts) {
       return this.fail(new RillError({ code: 'RETRIES_EXHAUSTED', message: `gave up resending seq ${write.seq}: ${error.message}`, cause: error, fields: error.fields }));
@@ -383,7 +401,7 @@ export class IdempotentProducer {
     }, delay);
   }
 
-  private onGap(write: Write, error: RillError): void {
+  /** @internal */ private onGap(write: Write, error: RillError): void {
     write.failures = 0;
     write.parked = true;
     if (++write.gaps > MAX_GAP_RESENDS) {
@@ -393,7 +411,7 @@ export class IdempotentProducer {
   }
 
   /** The write's Stream-Seq was not greater than the stream's: it is not applied, its seq is free. */
-  private onSeqConflict(write: Write, error: RillError): void {
+  /** @internal */ private onSeqConflict(write: Write, error: RillError): void {
     this.window = this.window.filter((w) => w !== write);
     this.release(write.reserved);
     for (const waiter of write.waiters) waiter.reject(error);
@@ -401,21 +419,24 @@ export class IdempotentProducer {
     this.afterChange();
   }
 
-  private onFenced(error: FencedError): void {
+  /** @internal */ private onFenced(error: FencedError): void {
     // Only the claim travels before the epoch is established, so moving it is safe.
     if (this.config.autoClaim && !this.established) return this.reclaim(error.currentEpoch ?? this.epochValue);
-    // Writes the takeover's claim reports as applied (seq <= Producer-Closed-Seq) did land.
+    // The takeover's claim says every seq of the epoch up to Producer-Closed-Seq applied.
+    // That covers this instance's writes only where one of its sends may have landed
+    // (unanswered, or answered with an unknown outcome): a write whose every send was
+    // refused never landed, whoever else wrote under its key.
     const closedSeq = error.outcome === PRODUCER_OUTCOME.epochClosedByClaim ? error.fields.closedSeq : undefined;
     if (closedSeq !== undefined && error.fields.closedEpoch === this.epochValue) {
-      for (const write of this.window.filter((w) => w.seq <= closedSeq)) {
-        this.settle(write, { epoch: this.epochValue, seq: write.seq, offset: undefined, nextOffset: undefined, duplicate: true });
+      for (const write of this.window.filter((w) => w.seq <= closedSeq && w.unanswered > 0)) {
+        this.settle(write, { epoch: this.epochValue, seq: write.seq, offset: undefined, nextOffset: undefined, index: 0, duplicate: true });
       }
     }
     this.fail(error);
   }
 
   /** Moves the (unestablished) claim to the epoch after `current`. */
-  private reclaim(current: number): void {
+  /** @internal */ private reclaim(current: number): void {
     if (++this.reclaims > MAX_RECLAIMS) {
       return this.fail(new FencedError({ code: 'PRODUCER_FENCED', message: `gave up claiming an epoch after ${MAX_RECLAIMS} tries`, fields: { producerEpoch: current } }));
     }
@@ -426,15 +447,15 @@ export class IdempotentProducer {
     for (const write of this.window) this.attempt(write);
   }
 
-  private settle(write: Write, receipt: ProducerReceipt): void {
+  /** @internal */ private settle(write: Write, receipt: ProducerReceipt): void {
     this.window = this.window.filter((w) => w !== write);
     if (write.retryTimer !== undefined) clearTimeout(write.retryTimer);
     this.release(write.reserved);
-    for (const waiter of write.waiters) waiter.resolve(receipt);
+    for (const waiter of write.waiters) waiter.resolve(waiter.at ? messageReceipt(receipt, waiter.at) : receipt);
   }
 
   /** After any settled answer: resend writes whose predecessor landed, renumber after a hole, send more. */
-  private afterChange(): void {
+  /** @internal */ private afterChange(): void {
     if (this.failure) return;
     for (const write of this.window) {
       if (!write.parked || (this.hole !== undefined && write.seq > this.hole)) continue;
@@ -448,7 +469,7 @@ export class IdempotentProducer {
    * Writes after a freed seq cannot land under their numbers. Once none of them is on
    * the way or waiting to learn its outcome, they move down to fill the hole.
    */
-  private renumberAfterHole(): void {
+  /** @internal */ private renumberAfterHole(): void {
     const hole = this.hole;
     if (hole === undefined) return;
     const doomed = this.window.filter((w) => w.seq > hole);
@@ -460,17 +481,17 @@ export class IdempotentProducer {
     for (const write of doomed) this.attempt(write);
   }
 
-  private isIdle(): boolean {
+  /** @internal */ private isIdle(): boolean {
     return this.openBatch === undefined && this.pending.length === 0 && this.window.length === 0;
   }
 
-  private checkIdle(): void {
+  /** @internal */ private checkIdle(): void {
     if (!this.isIdle()) return;
     for (const waiter of this.idleWaiters.splice(0)) waiter.resolve();
   }
 
   /** Stops for good: everything not settled is rejected with `error`. */
-  private fail(error: RillError): void {
+  /** @internal */ private fail(error: RillError): void {
     if (this.failure) return;
     this.failure = error;
     if (this.lingerTimer !== undefined) clearTimeout(this.lingerTimer);
@@ -488,9 +509,22 @@ export class IdempotentProducer {
   }
 }
 
+/**
+ * One batched message's receipt: rill stores a JSON message as its compact text plus a
+ * newline, so its offsets follow from the write's start and the messages before it.
+ * Offsets in another form (another server) stay the write's.
+ */
+function messageReceipt(receipt: ProducerReceipt, at: { index: number; before: number; size: number }): ProducerReceipt {
+  const start = receipt.offset === undefined ? undefined : positionOf(receipt.offset);
+  if (start === undefined) return { ...receipt, index: at.index };
+  const offset = start + at.before;
+  return { ...receipt, index: at.index, offset: encodeOffset(offset), nextOffset: encodeOffset(offset + at.size) };
+}
+
 function renumber(write: Write, seq: number): void {
   write.seq = seq;
   write.attempts = 0;
+  write.unanswered = 0;
   write.gaps = 0;
   write.parked = false;
 }

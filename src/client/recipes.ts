@@ -41,12 +41,12 @@ export class PrefixCountCommitter<E = unknown> {
   count = 0;
   /** Where the next read continues. */
   offset = START;
-  private readonly width: number;
-  private readonly maxAttempts: number;
+  /** @internal */ private readonly width: number;
+  /** @internal */ private readonly maxAttempts: number;
 
   constructor(
     readonly stream: StreamHandle,
-    private readonly options: PrefixCountOptions<E> = {},
+    /** @internal */ private readonly options: PrefixCountOptions<E> = {},
   ) {
     this.width = options.width ?? OFFSET_DIGITS;
     this.maxAttempts = options.maxAttempts ?? 32;
@@ -86,7 +86,8 @@ export class PrefixCountCommitter<E = unknown> {
         await this.stream.appendMessages(events, { streamSeq, signal: this.options.signal });
         return { committed: true, events, streamSeq, attempts: attempt };
       } catch (error) {
-        const lostRace = error instanceof StreamSeqConflictError;
+        // A refused connection sent nothing: like a lost race, read on and try again.
+        const lostRace = error instanceof StreamSeqConflictError || (error instanceof RillError && error.code === 'CONNECTION_FAILED');
         const lostAnswer = !lostRace && isOwn !== undefined && error instanceof RillError && error.outcomeUnknown;
         if (!lostRace && !lostAnswer) throw error;
         // Read on: the events that beat us, or our own commit if its answer was lost.
@@ -110,8 +111,8 @@ export type PublishOutcome =
 
 export class OutboxPublisher {
   readonly producer: IdempotentProducer;
-  private readonly width: number;
-  private lastSent: string | undefined;
+  /** @internal */ private readonly width: number;
+  /** @internal */ private lastSent: string | undefined;
 
   constructor(
     readonly stream: StreamHandle,

@@ -23,10 +23,10 @@ const MAX_EVENT_CHARS = 64 * 1024 * 1024;
 
 /** Splits SSE text into events (WHATWG rules: `field: value`, one optional space, blank line ends). */
 export class SseParser {
-  private buffer = '';
-  private eventType = '';
-  private dataLines: string[] = [];
-  private size = 0;
+  /** @internal */ private buffer = '';
+  /** @internal */ private eventType = '';
+  /** @internal */ private dataLines: string[] = [];
+  /** @internal */ private size = 0;
 
   push(text: string): SseEvent[] {
     this.buffer += text;
@@ -48,7 +48,7 @@ export class SseParser {
   }
 
   /** Index of the next line break; a trailing `\r` waits, since `\n` may follow. */
-  private nextBreak(from: number): number {
+  /** @internal */ private nextBreak(from: number): number {
     for (let i = from; i < this.buffer.length; i++) {
       const c = this.buffer[i];
       if (c === '\n') return i;
@@ -57,7 +57,7 @@ export class SseParser {
     return -1;
   }
 
-  private line(line: string): SseEvent | undefined {
+  /** @internal */ private line(line: string): SseEvent | undefined {
     if (line === '') return this.dispatch();
     if (line.startsWith(':')) return undefined;
     const colon = line.indexOf(':');
@@ -72,7 +72,7 @@ export class SseParser {
     return undefined;
   }
 
-  private dispatch(): SseEvent | undefined {
+  /** @internal */ private dispatch(): SseEvent | undefined {
     if (this.dataLines.length === 0) {
       this.eventType = '';
       return undefined;

@@ -10,6 +10,21 @@ import { errorFromResponse, RillError } from './errors.js';
 import type { Transport } from './http.js';
 import { readBatches, readMessages, type ReadBatch, type ReadOptions } from './read.js';
 import type { Message } from './frames.js';
+import {
+  appendBatch,
+  bootstrap,
+  getAttrs,
+  latestSnapshot,
+  publishSnapshot,
+  retain,
+  setAttrs,
+  type BatchAck,
+  type Bootstrap,
+  type ExtrasOptions,
+  type PublishedSnapshot,
+  type Snapshot,
+  type StreamAttrs,
+} from './extras.js';
 
 export interface StreamHandleOptions {
   /** Remember and send back Stream-Incarnation (default true). */
@@ -28,6 +43,8 @@ export interface StreamInfo {
   expiresAt: string | undefined;
   /** Set once retention has trimmed the start of the stream. */
   earliestOffset: string | undefined;
+  /** Where the newest published snapshot ends, when the stream has one. */
+  snapshotOffset: string | undefined;
   incarnation: string | undefined;
 }
 
@@ -42,6 +59,11 @@ export interface CreateOptions {
   messages?: unknown[];
   /** Starting Stream-Seq value (prefix-count streams should not set one). */
   streamSeq?: string;
+  /**
+   * Create a fork: a stream sharing `source`'s history up to `offset` (default: its
+   * tail). The fork takes the source's content type unless `contentType` is given.
+   */
+  forkOf?: { source: StreamHandle | string; offset?: string };
   signal?: AbortSignal;
 }
 
@@ -122,7 +144,7 @@ function producerAnswer(headers: Headers): ProducerAnswer | undefined {
 export class StreamHandle {
   readonly url: string;
   readonly transport: Transport;
-  private readonly trackIncarnation: boolean;
+  /** @internal */ private readonly trackIncarnation: boolean;
   /** The incarnation this handle works with; sent on every request once known. */
   incarnation: string | undefined;
   /** The stream's content type, once an answer told it. */
@@ -158,8 +180,9 @@ export class StreamHandle {
 
   async create(options: CreateOptions = {}): Promise<CreateResult> {
     const headers: Record<string, string> = { ...this.requestHeaders() };
-    const contentType = options.contentType ?? DEFAULT_CONTENT_TYPE;
-    headers['content-type'] = contentType;
+    const contentType = options.contentType ?? (options.forkOf ? undefined : DEFAULT_CONTENT_TYPE);
+    if (contentType !== undefined) headers['content-type'] = contentType;
+    if (options.forkOf) Object.assign(headers, forkHeaders(this.url, options.forkOf));
     if (options.ttlSeconds !== undefined) headers[H.streamTtl] = String(options.ttlSeconds);
     if (options.expiresAt !== undefined) {
       headers[H.streamExpiresAt] = typeof options.expiresAt === 'string' ? options.expiresAt : options.expiresAt.toISOString();
@@ -170,10 +193,10 @@ export class StreamHandle {
     const res = await this.transport.request(this.url, { method: 'PUT', headers, body, signal: options.signal });
     if (res.status !== 201 && res.status !== 200) throw await errorFromResponse(res.response);
     this.observe(res.headers);
-    this.contentType = res.headers.get('content-type') ?? normalizeContentType(contentType) ?? contentType;
+    this.contentType = res.headers.get('content-type') ?? (contentType === undefined ? undefined : (normalizeContentType(contentType) ?? contentType));
     return {
       created: res.status === 201,
-      contentType: this.contentType,
+      contentType: this.contentType ?? DEFAULT_CONTENT_TYPE,
       nextOffset: res.headers.get(H.streamNextOffset) ?? '',
       closed: res.headers.get(H.streamClosed) === 'true',
       incarnation: res.headers.get(H.streamIncarnation) ?? undefined,
@@ -201,7 +224,7 @@ export class StreamHandle {
     return this.post(new Uint8Array(0), { ...options, close: true });
   }
 
-  private async post(body: Uint8Array, options: AppendOptions): Promise<AppendResult> {
+  /** @internal */ private async post(body: Uint8Array, options: AppendOptions): Promise<AppendResult> {
     const headers: Record<string, string> = { ...this.requestHeaders() };
     if (body.length > 0) headers['content-type'] = options.contentType ?? this.contentType ?? DEFAULT_CONTENT_TYPE;
     if (options.close) headers[H.streamClosed] = 'true';
@@ -234,6 +257,7 @@ export class StreamHandle {
       ttlSeconds: ttl === null ? undefined : Number(ttl),
       expiresAt: h.get(H.streamExpiresAt) ?? undefined,
       earliestOffset: h.get(H.streamEarliestOffset) ?? undefined,
+      snapshotOffset: h.get(H.streamSnapshotOffset) ?? undefined,
       incarnation: h.get(H.streamIncarnation) ?? undefined,
     };
   }
@@ -251,6 +275,40 @@ export class StreamHandle {
     return this.contentType ?? DEFAULT_CONTENT_TYPE;
   }
 
+  /** Publishes a snapshot of the history before `offset` (a message boundary). */
+  publishSnapshot(offset: string, body: Uint8Array | string, options: ExtrasOptions & { contentType?: string } = {}): Promise<PublishedSnapshot> {
+    return publishSnapshot(this, offset, body, options);
+  }
+
+  /** The latest snapshot, or undefined when the stream has none. */
+  snapshot(options: ExtrasOptions = {}): Promise<Snapshot | undefined> {
+    return latestSnapshot(this, options);
+  }
+
+  /** Drops the history before `offset` (at most up to the latest snapshot). */
+  retain(offset: string, options: ExtrasOptions = {}): Promise<{ earliestOffset: string }> {
+    return retain(this, offset, options);
+  }
+
+  /** The latest snapshot and every retained append after it. */
+  bootstrap(options: ExtrasOptions = {}): Promise<Bootstrap> {
+    return bootstrap(this, options);
+  }
+
+  attrs(options: ExtrasOptions = {}): Promise<StreamAttrs> {
+    return getAttrs(this, options);
+  }
+
+  /** Replaces the attributes (`{}` clears them). */
+  setAttrs(attrs: StreamAttrs, options: ExtrasOptions = {}): Promise<void> {
+    return setAttrs(this, attrs, options);
+  }
+
+  /** Appends each frame on its own, in order, in one request (append-batch). */
+  appendBatch(frames: ReadonlyArray<Uint8Array | string>, options: ExtrasOptions = {}): Promise<BatchAck[]> {
+    return appendBatch(this, frames, options);
+  }
+
   /** Reads as an async iterable of batches (see `ReadOptions` for the modes). */
   read(options: ReadOptions = {}): AsyncIterable<ReadBatch> {
     return readBatches(this, options);
@@ -260,6 +318,14 @@ export class StreamHandle {
   messages<T = unknown>(options: ReadOptions = {}): AsyncIterable<Message<T>> {
     return readMessages<T>(this, options);
   }
+}
+
+/** Stream-Forked-From names the source by its path on the same server, leading `/` included. */
+function forkHeaders(url: string, fork: { source: StreamHandle | string; offset?: string }): Record<string, string> {
+  const source = typeof fork.source === 'string' ? new URL(fork.source.replace(/^\/+/, ''), `${new URL(url).origin}/`).href : fork.source.url;
+  const headers: Record<string, string> = { [H.streamForkedFrom]: decodeURIComponent(new URL(source).pathname) };
+  if (fork.offset !== undefined) headers[H.streamForkOffset] = fork.offset;
+  return headers;
 }
 
 function appendResult(status: number, headers: Headers, withProducer: boolean, closeOnly: boolean): AppendResult {

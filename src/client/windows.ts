@@ -37,11 +37,11 @@ export function validateSpec(spec: WindowSpec): void {
 }
 
 export class WindowBuilder<T> {
-  private messages: Message<T>[] = [];
-  private bytes = 0;
-  private openedAtMs = 0;
+  /** @internal */ private messages: Message<T>[] = [];
+  /** @internal */ private bytes = 0;
+  /** @internal */ private openedAtMs = 0;
 
-  constructor(private readonly spec: WindowSpec) {}
+  constructor(/** @internal */ private readonly spec: WindowSpec) {}
 
   get isEmpty(): boolean {
     return this.messages.length === 0;

@@ -14,6 +14,8 @@ import {
   type ReadBatch,
   type StreamHandle,
 } from '../../src/client/index.js';
+import { once } from 'node:events';
+import { createServer, type AddressInfo } from 'node:net';
 import { errorFromResponse } from '../../src/client/errors.js';
 import { useClientServer } from '../helpers/client-server.js';
 import { removeDir, startServer } from '../helpers/server.js';
@@ -199,7 +201,8 @@ describe('stream handle', () => {
     const seq = await stream.appendJson({ a: 2 }, { streamSeq: '00000000000000000005' }).catch((e: unknown) => e);
     expect(seq).toBeInstanceOf(StreamSeqConflictError);
     expect((seq as StreamSeqConflictError).lastSeq).toBe('00000000000000000005');
-    expect((seq as StreamSeqConflictError).fields.nextOffset).toBe(8);
+    // Offsets in error fields have the form offsets have everywhere else in the API.
+    expect((seq as StreamSeqConflictError).fields.nextOffset).toBe('00000000000000000008');
     const mismatch = await stream.append('plain', { contentType: 'text/plain' }).catch((e: unknown) => e);
     expect((mismatch as RillError).code).toBe('CONTENT_TYPE_MISMATCH');
     expect((mismatch as RillError).fields.lastSeq).toBeUndefined();
@@ -209,10 +212,11 @@ describe('stream handle', () => {
     await stream.close();
     const closed = await stream.appendJson({ a: 3 }).catch((e: unknown) => e);
     expect(closed).toBeInstanceOf(StreamClosedError);
-    expect((closed as StreamClosedError).fields).toMatchObject({ closed: true, nextOffset: 8 });
+    expect((closed as StreamClosedError).fields).toMatchObject({ closed: true, nextOffset: '00000000000000000008' });
     const missing = await env.client.stream('client/never-created').head().catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(NotFoundError);
     expect((missing as NotFoundError).code).toBe('STREAM_NOT_FOUND');
+    expect((missing as NotFoundError).message).toContain('/client/never-created');
   });
 
   it('answers 410 for a deleted stream whose history a fork still reads', async () => {
@@ -258,12 +262,49 @@ describe('stream handle', () => {
     expect((error as GoneError).earliestOffset).toBe('00000000000000000512');
   });
 
-  it('reports transport failures as NETWORK_ERROR with an unknown outcome', async () => {
-    const offline = new RillClient({ url: 'http://127.0.0.1:9', timeoutMs: 2000 });
-    const error = await offline.stream('client/x').head().catch((e: unknown) => e);
+  it('reports a refused connection with its URL, as retryable but not of unknown outcome', async () => {
+    // A port nobody listens on: taken from the system, then given back.
+    const probe = createServer().listen(0, '127.0.0.1');
+    await once(probe, 'listening');
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    const offline = new RillClient({ url: `http://127.0.0.1:${port}`, timeoutMs: 2000 });
+    const error = await offline.stream('client/x').append('x').catch((e: unknown) => e);
+    expect((error as RillError).code).toBe('CONNECTION_FAILED');
+    expect((error as RillError).message).toBe(`POST http://127.0.0.1:${port}/client/x: connection refused (ECONNREFUSED)`);
+    // Nothing was sent, so nothing can have been applied.
+    expect((error as RillError).outcomeUnknown).toBe(false);
+    expect((error as RillError).retryable).toBe(true);
+  });
+
+  it('reports an answer lost after the request left as NETWORK_ERROR with an unknown outcome', async () => {
+    const lost = new RillClient({ url: env.client.baseUrl, fetch: async () => { throw new TypeError('fetch failed', { cause: Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }) }); } });
+    const error = await lost.stream('client/x').append('x').catch((e: unknown) => e);
     expect((error as RillError).code).toBe('NETWORK_ERROR');
     expect((error as RillError).outcomeUnknown).toBe(true);
-    expect((error as RillError).retryable).toBe(true);
+  });
+
+  it('publishes snapshots, trims, bootstraps, labels, forks and appends batches', async () => {
+    const stream = fresh('extras');
+    await stream.create({ contentType: 'application/json' });
+    expect(await stream.snapshot()).toBeUndefined();
+    await stream.appendMessages([{ a: 1 }, { a: 2 }, { a: 3 }]);
+    const published = await stream.publishSnapshot('00000000000000000008', '{"sum":1}');
+    expect(published.digest).toMatch(/^[0-9a-f]{64}$/);
+    expect(await stream.snapshot()).toMatchObject({ offset: '00000000000000000008', digest: published.digest, contentType: 'application/json' });
+    expect(await stream.retain('00000000000000000008')).toEqual({ earliestOffset: '00000000000000000008' });
+    const boot = await stream.bootstrap();
+    expect(new TextDecoder().decode(boot.snapshot!.body)).toBe('{"sum":1}');
+    expect(boot.messages.map((m) => JSON.parse(new TextDecoder().decode(m)))).toEqual([{ a: 2 }, { a: 3 }]);
+    expect(boot).toMatchObject({ nextOffset: '00000000000000000024', upToDate: true, closed: false });
+    await stream.setAttrs({ title: 'T', metadata: { k: 1 } });
+    expect(await stream.attrs()).toEqual({ title: 'T', metadata: { k: 1 } });
+    const fork = fresh('extras-fork');
+    expect(await fork.create({ forkOf: { source: stream, offset: '00000000000000000016' } })).toMatchObject({ created: true, contentType: 'application/json' });
+    const acks = await fork.appendBatch(['{"f":1}', '{"broken"', '{"f":2}']);
+    expect(acks.map((a) => a.status)).toEqual([204, 400, 204]);
+    expect(acks[0]).toMatchObject({ offset: '00000000000000000016', nextOffset: '00000000000000000024' });
+    expect(values(await collect(fork.read({ offset: '00000000000000000008' })))).toEqual([{ a: 2 }, { f: 1 }, { f: 2 }]);
   });
 
   it('serves the bucket-less /v1/stream family too', async () => {

@@ -4,7 +4,7 @@
  * stopping, and a partitioned target. The crash tests cover it killed mid-step.
  */
 import { describe, expect, it } from 'vitest';
-import { IdempotentProducer, runProcessor, type StreamHandle, type Window } from '../../src/client/index.js';
+import { IdempotentProducer, NotFoundError, runProcessor, type StreamHandle, type Window } from '../../src/client/index.js';
 import { useClientServer } from '../helpers/client-server.js';
 import { expectWindows, readAll, sleep, type Aggregate } from '../helpers/processing.js';
 
@@ -37,6 +37,23 @@ function sum(window: Window<{ n: number }>): Aggregate {
 const again = (stream: StreamHandle) => env.client.stream(stream.url);
 
 describe('processor', () => {
+  it('names a missing target, or creates it when asked', async () => {
+    const [source] = (await streams(['application/json'])) as [StreamHandle];
+    await fill(source, 1, 4);
+    await source.close();
+    const target = env.client.stream(`proc/t${counter}-missing`);
+    const options = { source, target, producerId: 'sum', window: { count: 2 }, step: sum };
+    const refused = await runProcessor(options).done.catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(NotFoundError);
+    expect((refused as NotFoundError).message).toContain(`/proc/t${counter}-missing does not exist`);
+    const created = await runProcessor({ ...options, source: again(source), createTarget: { contentType: 'application/json' } }).done;
+    expect(created.published).toBe(2);
+    expect(await readAll(target)).toEqual([
+      { first: 1, last: 2, count: 2, sum: 3 },
+      { first: 3, last: 4, count: 2, sum: 7 },
+    ]);
+  });
+
   it('publishes one result per window and resumes from the target after a restart', async () => {
     const [source, target] = (await streams(['application/json', 'application/json'])) as [StreamHandle, StreamHandle];
     await fill(source, 1, 50);

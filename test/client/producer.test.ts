@@ -81,6 +81,12 @@ describe('idempotent producer', () => {
     expect(writes.size).toBe(20);
     const values = await readAll<{ i: number }>(stream);
     expect(values).toEqual(Array.from({ length: 2000 }, (_, i) => ({ i })));
+    // Each message's receipt gives its own offsets (and its place in its write), which
+    // are where a read finds it.
+    const read: string[] = [];
+    for await (const m of stream.messages({ offset: '-1' })) read.push(`${m.offset}-${m.nextOffset}`);
+    expect(receipts.map((r) => `${r.offset}-${r.nextOffset}`)).toEqual(read);
+    expect(new Set(receipts.map((r) => r.index)).size).toBe(100);
   });
 
   it('resends unchanged when an answer is lost, and the server deduplicates', async () => {
@@ -194,12 +200,30 @@ describe('idempotent producer', () => {
     }
     expect(old.stopped).toBeInstanceOf(FencedError);
     const later = await old.appendJson({ from: 'old', k: 4 }).catch((e: unknown) => e);
-    expect((later as RillError).code).toBe('PRODUCER_STOPPED');
+    expect(later).toBeInstanceOf(FencedError);
+    expect((later as FencedError).currentEpoch).toBe(4);
     expect(await readAll(stream)).toEqual([
       { from: 'old', k: 0 },
       { from: 'old', k: 1 },
       { from: 'new', k: 0 },
     ]);
+  });
+
+  it('never takes a body it did not send for a duplicate when it reuses a closed epoch', async () => {
+    const stream = await freshStream();
+    const first = new IdempotentProducer(stream, { id: 'reuser', epoch: 1 });
+    await first.appendJson({ run: 1, k: 0 });
+    await first.appendJson({ run: 1, k: 1 });
+    await new IdempotentProducer(stream, { id: 'reuser', epoch: 2 }).appendJson({ run: 2 });
+    // A restart that reuses epoch 1: the 403 says seqs 0-1 of epoch 1 applied, but not its own.
+    for (const digest of [false, true]) {
+      const restarted = new IdempotentProducer(stream, { id: 'reuser', epoch: 1, digest });
+      const error = await restarted.appendJson({ run: 3, digest }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(FencedError);
+      expect((error as FencedError).outcome).toBe('epoch-closed;by=claim');
+      expect(await restarted.appendJson({ run: 3, again: true }).catch((e: unknown) => e)).toBeInstanceOf(FencedError);
+    }
+    expect(await readAll(stream)).toEqual([{ run: 1, k: 0 }, { run: 1, k: 1 }, { run: 2 }]);
   });
 
   it('claims the next epoch itself after a restart', async () => {

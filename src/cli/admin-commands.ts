@@ -1,0 +1,98 @@
+/**
+ * Operator commands: `buckets ls` and `stats` ask a running server; `backup`, `restore`
+ * and `check` work on a SQLite data directory (or backup file) directly, so they need no
+ * server, and `backup` needs no pause of one. PostgreSQL data is backed up with the
+ * database's own tools (pg_dump), not these.
+ */
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import { backupDataDir, DATA_FILE, restoreDataDir } from '../storage/sqlite/backup.js';
+import { checkDataFile, type CheckReport } from '../storage/sqlite/check.js';
+import { action, globals } from './client-commands.js';
+import { out, outJson } from './output.js';
+import { progressBar } from './progress.js';
+
+const DEFAULT_DATA = './data';
+
+async function bucketsLs(flags: { limit?: string }, command: Command): Promise<void> {
+  const { client, json } = globals(command);
+  const limit = flags.limit === undefined ? undefined : Number(flags.limit);
+  for await (const bucket of client.buckets(limit === undefined ? {} : { limit })) {
+    if (json) await outJson(bucket);
+    else await out(`${bucket.id}\t${bucket.streamCount} streams\tcreated ${bucket.createdAt}\n`);
+  }
+}
+
+async function stats(path: string | undefined, _flags: unknown, command: Command): Promise<void> {
+  const { client, json } = globals(command);
+  const figures = path === undefined ? await client.stats() : await client.streamStats(path);
+  if (json) return outJson(figures);
+  const rows = Object.entries(figures).flatMap(([key, value]) =>
+    typeof value === 'object' && value !== null ? Object.entries(value).map(([k, v]) => [`${key}.${k}`, v]) : [[key, value]],
+  );
+  await out(rows.map(([key, value]) => `${String(key)}: ${value === null ? '(not counted)' : String(value)}\n`).join(''));
+}
+
+async function backup(file: string, flags: { data: string }, command: Command): Promise<void> {
+  const { json } = globals(command);
+  const bar = progressBar('backup', 'pages');
+  try {
+    const result = await backupDataDir(flags.data, file, (done, total) => bar.update(done, total));
+    bar.stop();
+    if (json) return outJson({ backup: resolve(file), ...result });
+    await out(`backed up ${resolve(flags.data, DATA_FILE)} to ${file}: ${result.bytes} bytes\n`);
+  } finally {
+    bar.stop();
+  }
+}
+
+async function restore(file: string, flags: { data: string; force?: boolean }, command: Command): Promise<void> {
+  const { json } = globals(command);
+  const bar = progressBar('restore', 'bytes');
+  try {
+    await restoreDataDir(file, flags.data, { force: flags.force === true }, (done, total) => bar.update(done, total));
+  } finally {
+    bar.stop();
+  }
+  if (json) return outJson({ restored: resolve(file), data: resolve(flags.data) });
+  await out(`restored ${file} into ${flags.data}; start rill serve --data ${flags.data}\n`);
+}
+
+async function check(file: string | undefined, flags: { data: string }, command: Command): Promise<void> {
+  const { json } = globals(command);
+  const target = file ?? resolve(flags.data, DATA_FILE);
+  const bar = progressBar('check', 'streams');
+  let report: CheckReport;
+  try {
+    report = checkDataFile(target, (done, total) => bar.update(done, total));
+  } finally {
+    bar.stop();
+  }
+  if (json) await outJson({ file: target, ...report });
+  else if (report.problems.length === 0) await out(`ok: ${target}: ${report.streams} streams, ${report.appends} appends, ${report.producers} producer records\n`);
+  if (report.problems.length === 0) return;
+  if (!json) process.stderr.write(`rill check: ${target} has ${report.problems.length} problem(s):\n  ${report.problems.join('\n  ')}\n`);
+  process.exitCode = 1;
+}
+
+export function addAdminCommands(program: Command): void {
+  const buckets = program.commands.find((c) => c.name() === 'buckets')!;
+  buckets.command('ls').description('list buckets with their stream counts').option('--limit <n>', 'buckets per request (1-1000)').action(action(bucketsLs));
+  program.command('stats [stream]').description("the server's totals, or one stream's (bucket/stream): bytes, messages, producers, live readers").action(action(stats));
+  program
+    .command('backup <file>')
+    .description('copy a SQLite data directory to FILE while the server keeps running (PostgreSQL: use pg_dump)')
+    .option('--data <dir>', 'data directory', DEFAULT_DATA)
+    .action(action(backup));
+  program
+    .command('restore <file>')
+    .description('restore a backup into a data directory no server has open (the backup is checked first)')
+    .option('--data <dir>', 'data directory', DEFAULT_DATA)
+    .option('--force', 'replace the database the directory holds')
+    .action(action(restore));
+  program
+    .command('check [file]')
+    .description("verify a data directory's (or a backup file's) invariants; exits 1 on a problem")
+    .option('--data <dir>', 'data directory', DEFAULT_DATA)
+    .action(action(check));
+}

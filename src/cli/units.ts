@@ -1,0 +1,53 @@
+/**
+ * Durations and sizes on the command line: parsed from the forms the flags accept
+ * (`500ms`, `20s`, `7d`; `4096`, `64KiB`, `32MiB`) and shown in `--help` in those same
+ * forms, so a default can be copied into a flag as it is printed.
+ */
+import { InvalidArgumentError, Option } from 'commander';
+import { UsageError } from './errors.js';
+
+const UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const UNITS_BYTES: Record<string, number> = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
+
+/** Durations: a number with a unit (ms, s, m, h, d); a bare number is milliseconds. */
+export function parseDurationMs(value: string): number {
+  const match = /^(\d+)(ms|s|m|h|d)?$/.exec(value.trim());
+  if (!match) throw new InvalidArgumentError('expected a duration such as 500ms, 30s, 1h or 7d');
+  return Number(match[1]) * UNITS_MS[match[2] ?? 'ms']!;
+}
+
+/** Sizes: a number of bytes (at least `minBytes`, 1 unless told), optionally with a unit (B, KiB, MiB, GiB). */
+export function parseBytes(value: string, minBytes = 1): number {
+  const match = /^(\d+)\s*(b|kib|mib|gib)?$/i.exec(value.trim());
+  const bytes = match ? Number(match[1]) * UNITS_BYTES[(match[2] ?? 'b').toLowerCase()]! : NaN;
+  if (!Number.isSafeInteger(bytes) || bytes < minBytes) throw new InvalidArgumentError(`expected a size such as 4096, 64KiB or 32MiB${minBytes === 0 ? ', or 0' : ''}`);
+  return bytes;
+}
+
+/** The largest whole unit: 20000 -> `20s`, 604800000 -> `7d`, 1500 -> `1500ms`. */
+export function formatDurationMs(ms: number): string {
+  for (const unit of ['d', 'h', 'm', 's'] as const) {
+    const size = UNITS_MS[unit]!;
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}
+
+/** The largest whole binary unit: 33554432 -> `32MiB`, 1000 -> `1000`. */
+export function formatBytes(bytes: number): string {
+  for (const unit of ['GiB', 'MiB', 'KiB'] as const) {
+    const size = UNITS_BYTES[unit.toLowerCase()]!;
+    if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`;
+  }
+  return String(bytes);
+}
+
+/** A `--flag <duration>` option whose default `--help` shows as the flag would take it. */
+export function durationOption(flags: string, description: string, defaultMs: number): Option {
+  return new Option(flags, description).argParser(parseDurationMs).default(defaultMs, formatDurationMs(defaultMs));
+}
+
+/** A `--flag <size>` option whose default `--help` shows as the flag would take it. */
+export function bytesOption(flags: string, description: string, defaultBytes: number, minBytes = 1): Option {
+  return new Option(flags, description).argParser((value) => parseBytes(value, minBytes)).default(defaultBytes, formatBytes(defaultBytes));
+}

@@ -1,0 +1,97 @@
+/**
+ * The `rill` client commands where a first-time user trips: every mistake answers what
+ * went wrong and what to do, in one error format, and every server feature has a
+ * command. The real binary against one real server (memory store: nothing here depends
+ * on the engine).
+ */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli } from '../helpers/cli.js';
+import { freePort, removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+
+let server: ServerProcess;
+
+beforeAll(async () => {
+  server = await startServer({ store: 'memory' });
+  expect((await rill(['buckets', 'create', 'first'])).code).toBe(0);
+});
+
+afterAll(async () => {
+  await server?.stop();
+  if (server) removeDir(server.dataDir);
+});
+
+const rill = (args: string[], stdin = '') => runCli(server.url, args, { stdin });
+
+async function ok(args: string[], stdin = ''): Promise<string> {
+  const run = await rill(args, stdin);
+  expect(run.code, run.stderr).toBe(0);
+  return run.stdout;
+}
+
+describe('rill commands, first hour', () => {
+  it('refuses a create without a stream name, and heads a bucket', async () => {
+    const bare = await rill(['create', 'first']);
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toBe('rill: USAGE: first names a bucket, not a stream: create the bucket with "rill buckets create first", a stream with "rill create first/NAME"\n');
+    expect(await ok(['head', 'first'])).toMatch(/^id: first\nstreams: 0\n/);
+  });
+
+  it('uses an explicit --epoch as given, or says why the server refused it', async () => {
+    await ok(['create', 'first/epochs', '-t', 'application/json']);
+    await ok(['append', 'first/epochs', '{"e":5}', '--producer', 'p', '--epoch', '5']);
+    const lower = await rill(['append', 'first/epochs', '{"e":2}', '--producer', 'p', '--epoch', '2']);
+    expect(lower.code).toBe(1);
+    expect(lower.stderr).toMatch(/^rill: PRODUCER_FENCED: .* \(HTTP 403\)\n$/);
+    expect(await ok(['read', 'first/epochs'])).toBe('{"e":5}\n');
+    const head = JSON.parse(await ok(['--json', 'head', 'first/epochs'])) as { nextOffset: string };
+    expect(head.nextOffset).toBe('00000000000000000008');
+  });
+
+  it('prints its version, takes a URL without a scheme, and names a refused URL', async () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(await ok(['--version'])).toBe(`${pkg.version}\n`);
+    expect(await ok(['--url', server.url.replace('http://', ''), 'head', 'first'])).toMatch(/^id: first/);
+    const port = await freePort();
+    const refused = await rill(['--url', `127.0.0.1:${port}`, 'head', 'first/x']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(`rill: CONNECTION_FAILED: HEAD http://127.0.0.1:${port}/first/x: connection refused (ECONNREFUSED)\n`);
+  });
+
+  it('reports errors as JSON with --json: code, message, status', async () => {
+    const missing = await rill(['--json', 'head', 'first/nope']);
+    expect(missing.code).toBe(1);
+    expect(missing.stdout).toBe('');
+    expect(JSON.parse(missing.stderr)).toEqual({ error: { code: 'STREAM_NOT_FOUND', message: 'stream not found: /first/nope', status: 404 } });
+  });
+
+  it('honours read --max-bytes, says tail starts at now, and refuses an empty stdin', async () => {
+    await ok(['create', 'first/bounded', '-t', 'application/json']);
+    await ok(['append', 'first/bounded'], '{"n":1}\n{"n":2}\n{"n":3}\n');
+    const bounded = await rill(['read', 'first/bounded', '--max-bytes', '16']);
+    expect(bounded.stdout).toBe('{"n":1}\n{"n":2}\n');
+    expect(bounded.stderr).toBe('rill: more to read: --offset 00000000000000000016\n');
+    expect(await ok(['tail', '--help'])).toMatch(/from now/);
+    const empty = await rill(['append', 'first/bounded'], '');
+    expect(empty.code).toBe(1);
+    expect(empty.stderr).toBe('rill: EMPTY_BODY: stdin was empty: nothing was appended\n');
+  });
+
+  it('publishes a snapshot, trims, bootstraps, labels and forks; a 410 says where to start', async () => {
+    await ok(['create', 'first/long', '-t', 'application/json']);
+    await ok(['append', 'first/long'], '{"n":1}\n{"n":2}\n');
+    expect(await ok(['snapshot', 'first/long', '00000000000000000008', '{"sum":1}'])).toMatch(/^published snapshot at 00000000000000000008 digest [0-9a-f]{64}\n$/);
+    expect(await ok(['snapshot', 'first/long'])).toBe('{"sum":1}');
+    expect(await ok(['retention', 'first/long', '00000000000000000008'])).toBe('earliest-offset 00000000000000000008\n');
+    const gone = await rill(['read', 'first/long']);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toContain('the earliest offset is 00000000000000000008: read from there (rill read first/long --offset 00000000000000000008) or start from the snapshot (rill bootstrap first/long)');
+    expect(await ok(['bootstrap', 'first/long'])).toBe('{"sum":1}\n{"n":2}\n');
+    await ok(['attrs', 'first/long', '{"title":"Long"}']);
+    expect(JSON.parse(await ok(['attrs', 'first/long']))).toEqual({ title: 'Long' });
+    expect(await ok(['fork', 'first/long', 'first/long-fork', '--offset', '00000000000000000016'])).toBe(
+      'forked first/long-fork from first/long (application/json) next-offset 00000000000000000016\n',
+    );
+    expect(await ok(['read', 'first/long-fork', '--offset', '00000000000000000008'])).toBe('{"n":2}\n');
+  });
+});

@@ -1,0 +1,49 @@
+/**
+ * `rill serve` as an operator meets it: `--help` shows durations and sizes the way the
+ * flags take them, those forms are accepted, an unknown RILL_LOG_LEVEL is a clear
+ * startup error, and SIGTERM logs once the server has stopped.
+ */
+import { spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import { formatBytes, formatDurationMs, parseBytes, parseDurationMs } from '../../src/cli/units.js';
+import { CLI, removeDir, startServer } from '../helpers/server.js';
+
+describe('rill serve', () => {
+  it('--help shows defaults in the forms the flags accept, and names RILL_LOG_LEVEL', () => {
+    const help = spawnSync(process.execPath, [CLI, 'serve', '--help'], { encoding: 'utf8' }).stdout;
+    expect(help).toMatch(/--long-poll-timeout <duration> .*\(default: 20s[,)]/);
+    expect(help).toMatch(/--max-body <size> .*\(default: 32MiB[,)]/);
+    expect(help).toMatch(/--producer-ttl <duration> .*\(default: 7d[,)]/);
+    expect(help).toContain('RILL_LOG_LEVEL');
+    for (const ms of [20_000, 60_000, 604_800_000, 1500]) expect(parseDurationMs(formatDurationMs(ms))).toBe(ms);
+    for (const bytes of [33_554_432, 16_384, 1000]) expect(parseBytes(formatBytes(bytes))).toBe(bytes);
+    expect(() => parseBytes('32MB')).toThrow(/32MiB/);
+  });
+
+  it('refuses an unknown RILL_LOG_LEVEL at startup, saying which levels exist', () => {
+    const run = spawnSync(process.execPath, [CLI, 'serve', '--store', 'memory', '--port', '0'], { encoding: 'utf8', env: { ...process.env, RILL_LOG_LEVEL: 'loud' } });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toBe('rill: USAGE: environment variable RILL_LOG_LEVEL: "loud" is not one of fatal, error, warn, info, debug, trace, silent\n');
+  });
+
+  it('takes sizes with units and logs "stopped" after SIGTERM', async () => {
+    const server = await startServer({ store: 'memory', args: ['--max-body', '1KiB'], env: { RILL_LOG_LEVEL: 'info' } });
+    try {
+      await fetch(`${server.url}/cfgx`, { method: 'PUT' });
+      const big = await fetch(`${server.url}/cfgx/s`, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'x'.repeat(1025) });
+      expect(big.status).toBe(413);
+      expect(await server.stop()).toBe(0);
+      // 'exit' can come before the last output: wait for the end of stdout.
+      const stdout = server.child.stdout!;
+      if (!stdout.readableEnded) await once(stdout, 'end');
+      // pino may write its lines out of order on exit; the times say which came last.
+      const lines = server.output().trim().split('\n').map((l) => JSON.parse(l) as { msg: string; signal?: string; time: number });
+      const stopped = lines.find((l) => l.msg === 'stopped');
+      expect(stopped, server.output()).toMatchObject({ signal: 'SIGTERM' });
+      expect(Math.max(...lines.map((l) => l.time))).toBe(stopped!.time);
+    } finally {
+      removeDir(server.dataDir);
+    }
+  });
+});
