@@ -1,0 +1,368 @@
+/**
+ * The web console end to end: Debian's Chromium (headless, driven by playwright-core)
+ * against the real `rill` binary. One browser and one server for the file; every page a
+ * test opens must log no console error (except the refusals the test provokes), and a
+ * screenshot of each page goes to the folder printed at the start.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { RillClient } from '../../src/client/index.js';
+import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+
+const CHROMIUM = process.env.RILL_CHROMIUM ?? '/usr/bin/chromium';
+const SHOTS = mkdtempSync(join(tmpdir(), 'rill-console-screenshots-'));
+
+let server: ServerProcess;
+let browser: Browser;
+let api: RillClient;
+
+interface Opened {
+  page: Page;
+  /** Console errors and uncaught exceptions of the page. */
+  errors: string[];
+  /** Status codes the test provokes: the browser logs "Failed to load resource" for each. */
+  allowRefused: (status: number) => void;
+}
+
+const opened: Opened[] = [];
+
+beforeAll(async () => {
+  console.log(`console screenshots: ${SHOTS}`);
+  [server, browser] = await Promise.all([
+    startServer(),
+    chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
+    }),
+  ]);
+  api = new RillClient({ url: server.url });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+  if (server) removeDir(server.dataDir);
+});
+
+afterEach(async () => {
+  for (const { page, errors } of opened.splice(0)) {
+    await page.context().close();
+    expect(errors, 'console errors in the page').toEqual([]);
+  }
+});
+
+async function open(hash = '#/'): Promise<Opened> {
+  const context = await browser.newContext({ viewport: { width: 1100, height: 1250 } });
+  const page = await context.newPage();
+  const errors: string[] = [];
+  const refused = new Set<number>();
+  page.on('console', (message) => {
+    if (message.type() !== 'error') return;
+    const status = /status of (\d{3})/.exec(message.text())?.[1];
+    if (status !== undefined && refused.has(Number(status))) return;
+    errors.push(message.text());
+  });
+  page.on('pageerror', (error) => errors.push(error.message));
+  // Nothing leaves for another host.
+  page.on('request', (request) => {
+    if (!request.url().startsWith(server.url) && !request.url().startsWith('data:')) errors.push(`request to another host: ${request.url()}`);
+  });
+  await page.goto(`${server.url}/console/${hash}`);
+  const result = { page, errors, allowRefused: (status: number) => void refused.add(status) };
+  opened.push(result);
+  return result;
+}
+
+async function screenshot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+/**
+ * Every visible enabled control has an accessible name, and Tab reaches each of them.
+ * Answers the controls seen, so a test can tell the check covered something.
+ */
+async function checkKeyboardAndLabels(page: Page): Promise<number> {
+  const controls = await page.evaluate(() => {
+    const found = Array.from(document.querySelectorAll<HTMLElement>('a[href], button, input, select, textarea, summary')).filter(
+      (el) => el.getClientRects().length > 0 && !(el as HTMLButtonElement).disabled,
+    );
+    return found.map((el, i) => {
+      el.dataset.a11y = String(i);
+      const labelled = el instanceof HTMLInputElement || el instanceof HTMLSelectElement || el instanceof HTMLTextAreaElement;
+      const name = labelled ? Array.from(el.labels ?? [], (l) => l.textContent ?? '').join(' ') : (el.textContent ?? '');
+      return { i, tag: el.tagName, name: (el.getAttribute('aria-label') ?? name).trim() };
+    });
+  });
+  expect(controls.filter((c) => c.name === ''), 'controls without a label').toEqual([]);
+  await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+  const reached = new Set<string>();
+  for (let presses = 0; presses < controls.length + 20 && reached.size < controls.length; presses++) {
+    await page.keyboard.press('Tab');
+    const at = await page.evaluate(() => (document.activeElement as HTMLElement | null)?.dataset.a11y);
+    if (at !== undefined) reached.add(at);
+  }
+  expect(controls.filter((c) => !reached.has(String(c.i))), 'controls Tab never reaches').toEqual([]);
+  return controls.length;
+}
+
+const countOf = (page: Page) => page.getByTestId('tail-count').textContent();
+
+describe('web console', () => {
+  it('is served at /console/ with content types and cache headers, refuses traversal with a JSON 404', async () => {
+    const index = await fetch(`${server.url}/console/`);
+    expect(index.status).toBe(200);
+    expect(index.headers.get('content-type')).toBe('text/html; charset=utf-8');
+    expect(index.headers.get('cache-control')).toBe('no-cache');
+    const script = /src="(\/console\/assets\/[^"]+\.js)"/.exec(await index.text())?.[1];
+    const asset = await fetch(`${server.url}${script}`);
+    expect(asset.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+    expect(asset.headers.get('cache-control')).toContain('immutable');
+    for (const path of ['/console/nope.js', '/console/assets%2f..%2f..%2fcli%2fmain.js', '/console/..%2fhttp%2fserver.js', '/console/assets/%00']) {
+      const res = await fetch(`${server.url}${path}`);
+      expect(res.status, path).toBe(404);
+      expect(await res.json()).toMatchObject({ code: 'NOT_FOUND' });
+    }
+    expect((await fetch(`${server.url}/console`, { redirect: 'manual' })).headers.get('location')).toBe('/console/');
+  });
+
+  it('creates a bucket and a stream in the UI, and lists streams by prefix, page by page', async () => {
+    const { page } = await open();
+    await page.getByLabel('Bucket id').fill('webui');
+    await page.getByRole('button', { name: 'Create bucket' }).click();
+    await page.getByRole('heading', { name: 'Bucket webui' }).waitFor();
+    expect(await checkKeyboardAndLabels(page)).toBeGreaterThan(8);
+    await page.getByLabel('New stream id').fill('chat');
+    await page.getByLabel('Content type').selectOption('application/json');
+    await page.getByRole('button', { name: 'Create stream' }).click();
+    await page.getByRole('heading', { name: 'Stream webui/chat' }).waitFor();
+    expect((await api.stream('webui/chat').head()).contentType).toBe('application/json');
+
+    const bucket = api.bucket('webui');
+    await Promise.all(Array.from({ length: 120 }, (_, i) => bucket.stream(`run-${String(i).padStart(3, '0')}`).create()));
+    await page.goto(`${server.url}/console/#/`);
+    await page.getByRole('link', { name: 'webui' }).click();
+    await page.getByTestId('stream-count').filter({ hasText: '121' }).waitFor();
+    await page.getByLabel('Stream id prefix').fill('run-');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    const names = async () => page.getByRole('list', { name: /^Streams starting with "run-", page/ }).getByRole('link').allTextContents();
+    await page.getByRole('list', { name: 'Streams starting with "run-", page 1' }).waitFor();
+    const seen = [...(await names())];
+    for (let n = 2; n <= 3; n++) {
+      await page.getByRole('button', { name: 'Next page' }).click();
+      await page.getByRole('list', { name: `Streams starting with "run-", page ${n}` }).waitFor();
+      seen.push(...(await names()));
+    }
+    expect(seen).toEqual(Array.from({ length: 120 }, (_, i) => `run-${String(i).padStart(3, '0')}`));
+    expect(await page.getByRole('button', { name: 'Next page' }).isDisabled()).toBe(true);
+    await page.getByRole('button', { name: 'Previous page' }).click();
+    await page.getByRole('list', { name: 'Streams starting with "run-", page 2' }).waitFor();
+    expect((await names())[0]).toBe('run-050');
+    await screenshot(page, 'bucket');
+    await page.goto(`${server.url}/console/#/`);
+    await page.getByRole('cell', { name: '121' }).waitFor();
+    await screenshot(page, 'buckets');
+    expect(await checkKeyboardAndLabels(page)).toBeGreaterThan(5);
+  });
+
+  it('shows a message appended through the API in the live tail within a second, counts every message at 1,000 a second, and pauses', async () => {
+    const stream = api.stream('v1/stream/tail-json');
+    await stream.create({ contentType: 'application/json' });
+    const { page } = await open('#/s/v1/stream/tail-json');
+    await page.getByRole('heading', { name: 'Live tail' }).waitFor();
+    const started = performance.now();
+    await stream.appendJson({ hello: 'world' });
+    await page.getByTestId('tail-count').filter({ hasText: /^1$/ }).waitFor({ timeout: 1000 });
+    expect(performance.now() - started).toBeLessThan(1000);
+    const live = page.getByRole('list', { name: 'Live messages, newest first' });
+    expect(await live.locator('li').first().getAttribute('data-offset')).toBe('00000000000000000000');
+    expect(await live.locator('pre.json').first().textContent()).toBe('{\n  "hello": "world"\n}');
+
+    await page.getByRole('button', { name: 'Pause' }).click();
+    await stream.appendJson({ during: 'pause' });
+    await page.getByTestId('tail-count').filter({ hasText: /^2$/ }).waitFor();
+    expect(await live.locator('li').count()).toBe(1);
+    await page.getByRole('button', { name: 'Resume' }).click();
+    await expect.poll(() => live.locator('li').count()).toBe(2);
+
+    // 1,000 messages a second for two seconds, in appends of 50: the counter and offset
+    // stay exact, and the page's event loop is never blocked for long (the longest gap
+    // between its timer ticks, measured in the page).
+    await page.evaluate(() => {
+      const w = window as unknown as { longestGapMs: number };
+      w.longestGapMs = 0;
+      let last = performance.now();
+      setInterval(() => {
+        const now = performance.now();
+        w.longestGapMs = Math.max(w.longestGapMs, now - last);
+        last = now;
+      }, 10);
+    });
+    const load = (async () => {
+      for (let round = 0; round < 40; round++) {
+        await stream.appendMessages(Array.from({ length: 50 }, (_, i) => ({ round, i })));
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    await load;
+    const tail = (await stream.head()).nextOffset;
+    await page.getByTestId('tail-count').filter({ hasText: /^2002$/ }).waitFor({ timeout: 5000 });
+    expect(await page.getByTestId('tail-offset').textContent()).toBe(tail);
+    expect(await live.locator('li').count()).toBe(200);
+    // Generous for a shared CI machine; rendering every message instead of one frame's worth takes seconds.
+    expect(await page.evaluate(() => (window as unknown as { longestGapMs: number }).longestGapMs)).toBeLessThan(500);
+    expect(await countOf(page)).toBe('2002');
+  });
+
+  it('pages through 10,000 messages forward and back, and jumps to an offset', async () => {
+    const stream = api.stream('v1/stream/ten-thousand');
+    await stream.create({ contentType: 'application/json' });
+    await stream.appendMessages(Array.from({ length: 10_000 }, (_, n) => ({ n })));
+    const { page } = await open('#/s/v1/stream/ten-thousand');
+    const pager = page.getByRole('list', { name: 'Messages of this page' });
+    await page.getByLabel('Messages per page').selectOption('1000');
+    // Each message is its JSON text plus a newline: offsets follow from the lengths.
+    let at = 0;
+    const expected = Array.from({ length: 10_000 }, (_, n) => {
+      const offset = String(at).padStart(20, '0');
+      at += JSON.stringify({ n }).length + 1;
+      return offset;
+    });
+    const values: number[] = [];
+    const offsets: string[] = [];
+    const pageStart = page.getByTestId('page-offset');
+    for (let n = 0; n < 10; n++) {
+      await pageStart.filter({ hasText: expected[n * 1000]! }).waitFor();
+      const shown = await pager.locator('li').evaluateAll((lis) =>
+        lis.map((li) => ({ offset: li.getAttribute('data-offset')!, text: li.querySelector('code.preview')!.textContent! })),
+      );
+      values.push(...shown.map((m) => (JSON.parse(m.text) as { n: number }).n));
+      offsets.push(...shown.map((m) => m.offset));
+      if (n < 9) await page.getByRole('button', { name: 'Next', exact: true }).click();
+    }
+    expect(values).toEqual(Array.from({ length: 10_000 }, (_, n) => n));
+    expect(offsets).toEqual(expected);
+    expect(await page.getByRole('button', { name: 'Next', exact: true }).isDisabled()).toBe(true);
+    await page.getByRole('button', { name: 'Previous' }).click();
+    await pageStart.filter({ hasText: expected[8000]! }).waitFor();
+    await page.getByLabel('Offset', { exact: true }).fill(String(Number(expected[5000])));
+    await page.getByRole('button', { name: 'Jump to offset' }).click();
+    await pageStart.filter({ hasText: expected[5000]! }).waitFor();
+    expect(await pager.locator('code.preview').first().textContent()).toBe('{"n":5000}');
+    await page.getByRole('button', { name: 'Previous' }).click();
+    await pageStart.filter({ hasText: expected[8000]! }).waitFor();
+  });
+
+  it('edits a stream\'s attributes, refusing metadata that is not a JSON object before sending', async () => {
+    const stream = api.stream('v1/stream/with-attrs');
+    await stream.create({ contentType: 'application/json' });
+    await stream.appendMessages([{ role: 'user', text: 'Where is my order?' }, { role: 'agent', text: 'It ships today.', items: [1, 2] }]);
+    const { page } = await open('#/s/v1/stream/with-attrs');
+    await page.getByLabel('Title').fill('Support chat');
+    await page.getByLabel('Metadata (a JSON object)').fill('[1, 2]');
+    await page.getByRole('button', { name: 'Save attributes' }).click();
+    await page.getByRole('alert').filter({ hasText: 'must be a JSON object' }).waitFor();
+    expect(await stream.attrs()).toEqual({});
+    await page.getByLabel('Metadata (a JSON object)').fill('{"customer": "c-42", "priority": 2}');
+    await page.getByRole('button', { name: 'Save attributes' }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+    expect(await stream.attrs()).toEqual({ title: 'Support chat', metadata: { customer: 'c-42', priority: 2 } });
+    await page.reload();
+    await expect.poll(() => page.getByLabel('Title').inputValue()).toBe('Support chat');
+    await page.getByRole('heading', { name: 'Live tail' }).waitFor();
+    await stream.appendJson({ role: 'user', text: 'Thanks!' });
+    await page.getByTestId('tail-count').filter({ hasText: /^1$/ }).waitFor();
+    await screenshot(page, 'stream');
+    expect(await checkKeyboardAndLabels(page)).toBeGreaterThan(15);
+  });
+
+  it('renders a JSON, a text and a binary stream each its own way, with offsets', async () => {
+    const json = api.stream('v1/stream/render-json');
+    await json.create({ contentType: 'application/json' });
+    await json.appendMessages([{ a: 1, b: [true, null] }, 'plain string']);
+    const text = api.stream('v1/stream/render-text');
+    await text.create({ contentType: 'text/plain' });
+    await text.append('line one\nline two ✓\n');
+    const binary = api.stream('v1/stream/render-bin');
+    await binary.create({ contentType: 'application/octet-stream' });
+    await binary.append(Uint8Array.from([0x00, 0x01, 0xff, 0x41, ...Array.from({ length: 16 }, (_, i) => i)]));
+
+    const { page } = await open('#/s/v1/stream/render-json');
+    const pager = page.getByRole('list', { name: 'Messages of this page' });
+    await expect.poll(() => pager.locator('pre.json').allTextContents()).toEqual(['{\n  "a": 1,\n  "b": [\n    true,\n    null\n  ]\n}', '"plain string"']);
+    expect(await pager.locator('li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-offset')))).toEqual(['00000000000000000000', '00000000000000000024']);
+    const first = pager.locator('details').first();
+    expect(await first.getAttribute('open')).not.toBeNull();
+    await first.locator('summary').click();
+    expect(await first.getAttribute('open')).toBeNull();
+    await screenshot(page, 'stream-json');
+
+    await page.goto(`${server.url}/console/#/s/v1/stream/render-text`);
+    await expect.poll(() => page.getByRole('list', { name: 'Messages of this page' }).locator('pre.text').textContent()).toBe('line one\nline two ✓\n');
+    await screenshot(page, 'stream-text');
+
+    await page.goto(`${server.url}/console/#/s/v1/stream/render-bin`);
+    await expect.poll(() => page.getByRole('list', { name: 'Messages of this page' }).locator('pre.hex').textContent()).toBe(
+      '00000000000000000000  00 01 ff 41 00 01 02 03 04 05 06 07 08 09 0a 0b  ...A............\n' +
+        '00000000000000000016  0c 0d 0e 0f                                      ....',
+    );
+    await page.getByRole('textbox', { name: /^Message/ }).fill('de ad be ef');
+    await page.getByRole('button', { name: 'Append', exact: true }).click();
+    await expect.poll(async () => (await binary.head()).nextOffset).toBe('00000000000000000024');
+    await screenshot(page, 'stream-binary');
+  });
+
+  it('shows the server\'s refusals with their code, validates JSON before sending, closes and deletes with confirmation', async () => {
+    const { page, allowRefused } = await open('#/s/v1/stream/does-not-exist');
+    allowRefused(404);
+    allowRefused(409);
+    await page.getByRole('alert').filter({ hasText: 'STREAM_NOT_FOUND' }).filter({ hasText: 'HTTP 404' }).waitFor();
+    await screenshot(page, 'error');
+
+    await api.bucket('full').create();
+    await api.stream('full/kept').create({ contentType: 'application/json' });
+    await page.goto(`${server.url}/console/#/b/full`);
+    await page.getByRole('button', { name: 'Delete bucket' }).click();
+    await page.getByRole('button', { name: 'Yes, delete bucket' }).click();
+    await page.getByRole('alert').filter({ hasText: 'BUCKET_NOT_EMPTY' }).filter({ hasText: 'HTTP 409' }).waitFor();
+
+    await page.goto(`${server.url}/console/#/s/full/kept`);
+    await page.getByRole('textbox', { name: /^Message/ }).fill('{"unclosed": ');
+    await page.getByRole('button', { name: 'Append', exact: true }).click();
+    await page.getByRole('alert').filter({ hasText: 'not valid JSON' }).waitFor();
+    expect((await api.stream('full/kept').head()).nextOffset).toBe('00000000000000000000');
+    await page.getByRole('textbox', { name: /^Message/ }).fill('{"ok": true}');
+    await page.getByRole('button', { name: 'Append', exact: true }).click();
+    await page.getByTestId('tail-count').filter({ hasText: /^1$/ }).waitFor();
+
+    await page.getByRole('button', { name: 'Close stream' }).click();
+    await page.getByRole('button', { name: 'Yes, close stream' }).click();
+    await page.locator('dd').filter({ hasText: /^yes$/ }).waitFor();
+    expect((await api.stream('full/kept').head()).closed).toBe(true);
+    await page.getByRole('button', { name: 'Delete stream' }).click();
+    await page.getByRole('button', { name: 'Cancel' }).click();
+    await page.getByRole('button', { name: 'Delete stream' }).click();
+    await page.getByRole('button', { name: 'Yes, delete stream' }).click();
+    await page.getByRole('heading', { name: 'Bucket full' }).waitFor();
+    await expect(api.stream('full/kept').head()).rejects.toMatchObject({ code: 'STREAM_NOT_FOUND' });
+  });
+
+  it('keeps the token in session storage only and sends it as a bearer token', async () => {
+    const { page } = await open();
+    const authorizations: (string | undefined)[] = [];
+    page.on('request', (request) => {
+      if (!request.url().includes('/console/')) authorizations.push(request.headers().authorization);
+    });
+    await page.getByLabel('Access token').fill('secret-token');
+    await page.getByRole('button', { name: 'Use token' }).click();
+    await page.getByLabel('Bucket id').fill('webui');
+    await page.getByRole('button', { name: 'Open bucket' }).click();
+    await page.getByRole('heading', { name: 'Bucket webui' }).waitFor();
+    await expect.poll(() => authorizations.length).toBeGreaterThan(0);
+    expect(new Set(authorizations)).toEqual(new Set(['Bearer secret-token']));
+    const storage = await page.evaluate(() => ({ session: sessionStorage.getItem('rill.console.token'), local: localStorage.length }));
+    expect(storage).toEqual({ session: 'secret-token', local: 0 });
+  });
+});
