@@ -12,8 +12,8 @@ export async function expectOk(res: Response, what: string): Promise<void> {
   if (res.status >= 300) throw new Error(`${what}: HTTP ${res.status}`);
 }
 
-export async function createStream(base: string, name: string, contentType: string, body?: Buffer): Promise<void> {
-  const init: RequestInit = { method: 'PUT', headers: { 'content-type': contentType } };
+export async function createStream(base: string, name: string, contentType: string, body?: Buffer, headers: Record<string, string> = {}): Promise<void> {
+  const init: RequestInit = { method: 'PUT', headers: { 'content-type': contentType, ...headers } };
   if (body) init.body = new Uint8Array(body);
   await expectOk(await fetch(`${base}/v1/stream/${name}`, init), `create ${name}`);
 }

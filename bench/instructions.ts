@@ -7,7 +7,7 @@
  * judged in one run, by its count against the one before it, and the floor's count
  * says what HTTP on Node costs in the same units.
  *
- *   node .bench/build/instructions.js [--only rill,rill-memory,floor] [--appends N]
+ *   node .bench/build/instructions.js [--only rill,rill-auth,rill-memory,floor] [--appends N]
  *                                     [--warmup N] [--streams N] [--producers] [--rill path/to/dist/cli/main.js] [--out FILE]
  *
  * Each server runs under callgrind with instrumentation off, gets `--streams` streams
@@ -89,13 +89,13 @@ function send(agent: Agent, base: URL, method: string, path: string, body?: Buff
  * floor(i / streams) of its stream's producer: with more streams than appends in flight,
  * a stream's next seq is sent only after its last was answered.
  */
-async function appendMany(agent: Agent, base: URL, options: Options, from: number, count: number, mustBe200: boolean): Promise<void> {
+async function appendMany(agent: Agent, base: URL, options: Options, from: number, count: number, mustBe200: boolean, headers: Record<string, string>): Promise<void> {
   const body = bodyOf();
   await pooled(count, CONCURRENCY, async (n) => {
     const i = from + n;
     const stream = i % options.streams;
     const producer = { 'producer-id': `ins-p${stream}`, 'producer-epoch': '0', 'producer-seq': String(Math.floor(i / options.streams)) };
-    const status = await send(agent, base, 'POST', `/v1/stream/ins-${stream}`, body, options.producers ? producer : {});
+    const status = await send(agent, base, 'POST', `/v1/stream/ins-${stream}`, body, options.producers ? { ...headers, ...producer } : headers);
     if (status >= 300 || (mustBe200 && status !== 200)) throw new Error(`append ${i}: HTTP ${status}`);
   });
 }
@@ -116,12 +116,12 @@ async function count(name: TargetName, options: Options, dir: string): Promise<n
   const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   try {
     const base = new URL(server.url);
-    for (let i = 0; i < options.streams; i++) await send(agent, base, 'PUT', `/v1/stream/ins-${i}`);
+    for (let i = 0; i < options.streams; i++) await send(agent, base, 'PUT', `/v1/stream/ins-${i}`, undefined, server.headers);
     // rill answers a new producer append 200 with its receipt (204 would be a duplicate); the floors answer 204 to all.
     const mustBe200 = options.producers && name.startsWith('rill');
-    await appendMany(agent, base, options, 0, options.warmup, mustBe200);
+    await appendMany(agent, base, options, 0, options.warmup, mustBe200, server.headers);
     execFileSync('callgrind_control', ['--instr=on', String(server.pid)], { stdio: 'ignore' });
-    await appendMany(agent, base, options, options.warmup, options.appends, mustBe200);
+    await appendMany(agent, base, options, options.warmup, options.appends, mustBe200, server.headers);
     execFileSync('callgrind_control', ['--instr=off', String(server.pid)], { stdio: 'ignore' });
     execFileSync('callgrind_control', ['--dump', String(server.pid)], { stdio: 'ignore' });
   } finally {

@@ -19,7 +19,7 @@ export interface Check {
   detail: string;
 }
 
-const ORDER: TargetName[] = ['rill', 'rill-pg', 'rill-pg-2', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
+const ORDER: TargetName[] = ['rill', 'rill-auth', 'rill-no-metrics', 'rill-pg', 'rill-pg-2', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
 
 export function median(values: number[] | undefined): number {
   if (!values || values.length === 0) return NaN;
@@ -51,6 +51,7 @@ export function renderTable(rows: Row[]): string {
     ...ORDER.map((t) => TARGET_LABELS[t]),
     'rill / ref mem',
     'rill / ref file',
+    'rill / rill metrics off',
     'rill / floor',
     'rill memory / ref mem',
     'rill / durable floor',
@@ -58,6 +59,7 @@ export function renderTable(rows: Row[]): string {
     'rill-pg / rill',
     'rill-pg / ref file',
     'rill-pg-2 / rill-pg',
+    'auth on / off',
   ];
   const lines = [header, header.map(() => '---')];
   for (const row of rows) {
@@ -67,6 +69,7 @@ export function renderTable(rows: Row[]): string {
       ...ORDER.map((t) => format(m[t])),
       ratio(m.rill, m['ref-memory']),
       ratio(m.rill, m['ref-file']),
+      ratio(m.rill, m['rill-no-metrics']),
       ratio(m.rill, m.floor),
       ratio(m['rill-memory'], m['ref-memory']),
       ratio(m.rill, m['durable-floor']),
@@ -74,6 +77,7 @@ export function renderTable(rows: Row[]): string {
       ratio(m['rill-pg'], m.rill),
       ratio(m['rill-pg'], m['ref-file']),
       ratio(m['rill-pg-2'], m['rill-pg']),
+      ratio(m['rill-auth'], m.rill),
     ]);
   }
   return lines.map((cells) => `| ${cells.join(' | ')} |`).join('\n');
@@ -93,7 +97,9 @@ export function checkTargets(rows: Row[], mid: number, large: number): Check[] {
   const checks = [
     check('appends/s at 500 streams >= 10x reference file-backed', m(a, 'rill') / m(a, 'ref-file'), 10, '>=', 'ratio'),
     check('appends/s at 500 streams >= reference in-memory', m(a, 'rill') / m(a, 'ref-memory'), 1, '>=', 'ratio'),
+    check('appends/s at 500 streams with metrics >= 0.95x with --metrics off', m(a, 'rill') / m(a, 'rill-no-metrics'), 0.95, '>=', 'ratio'),
     check('appends/s at 500 streams >= 0.7x bare floor', m(a, 'rill') / m(a, 'floor'), 0.7, '>=', 'ratio'),
+    check('appends/s at 500 streams with auth on >= 0.9x auth off (issue 24)', m(a, 'rill-auth') / m(a, 'rill'), 0.9, '>=', 'ratio'),
     check('append p99 at 50 connections < 10 ms', m(`${a}-p99`, 'rill'), 10, '<', 'p99 ms'),
     check('appends/s at 10,000 streams >= 0.9x of 500', m(`appends-${large}`, 'rill') / m(a, 'rill'), 0.9, '>=', 'ratio'),
     check('SSE fan-out p99 < 10 ms', m('sse-p99', 'rill'), 10, '<', 'p99 ms'),

@@ -7,7 +7,7 @@
  * writes everything as JSON under .bench/.
  *
  *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams]
- *                            [--targets rill,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
+ *                            [--targets rill,rill-auth,rill-no-metrics,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
  *                            [--rill path/to/dist/cli/main.js] [--cpu-prof]
  *
@@ -49,14 +49,16 @@ const ROOT = resolve(import.meta.dirname, '../..');
  * on the durable floor (the least any durable server can cost here) and on the SQLite
  * floor (the least a durable server on SQLite can cost).
  */
-const APPEND_TARGETS: TargetName[] = ['rill', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
+const APPEND_TARGETS: TargetName[] = ['rill', 'rill-auth', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
 /**
  * rill on PostgreSQL, one node and two on one database (the load spread over both), in
  * the append workload at the middle stream count, the producer workload and SSE fan-out.
  */
 const POSTGRES_TARGETS: TargetName[] = ['rill-pg', 'rill-pg-2'];
 /** Servers that must answer every append; another server's refusals are noted and not counted. */
-const MUST_ANSWER: TargetName[] = ['rill', 'rill-pg', 'rill-pg-2', 'rill-memory', 'durable-floor', 'sqlite-floor'];
+/** rill without metrics, beside rill, in the append workload at the middle stream count: what metrics cost. */
+const METRICS_OFF_TARGETS: TargetName[] = ['rill-no-metrics'];
+const MUST_ANSWER: TargetName[] = ['rill', 'rill-auth', 'rill-no-metrics', 'rill-pg', 'rill-pg-2', 'rill-memory', 'durable-floor', 'sqlite-floor'];
 const STORES: TargetName[] = ['rill', 'ref-memory', 'ref-file'];
 
 /** The servers `--targets` names (default: all); a workload measures only those of its own. */
@@ -148,6 +150,8 @@ interface AppendLoad {
   ratePerS?: number;
   /** Also on rill on PostgreSQL (POSTGRES_TARGETS). */
   postgres?: boolean;
+  /** Also on rill with auth on (issue 24's figure: appends at the middle stream count). */
+  auth?: boolean;
 }
 
 function appendKey(load: AppendLoad): { key: string; what: string } {
@@ -180,7 +184,8 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
   // those per page-cache folio a write dirties, and a folio can be far larger than the write.
   const wal: Row = { key: `${key}-wal`, label: `${what}, PostgreSQL WAL generated per request (WAL insert position)`, unit: 'B', better: 'lower', rounds: {} };
   // The file-backed reference does not reach the fixed rate: its latency there would be its queue's.
-  const all = load.postgres ? [...APPEND_TARGETS.slice(0, 1), ...POSTGRES_TARGETS, ...APPEND_TARGETS.slice(1)] : APPEND_TARGETS;
+  const base = load.auth ? APPEND_TARGETS : APPEND_TARGETS.filter((t) => t !== 'rill-auth');
+  const all = load.postgres ? [...base.slice(0, 1), ...(load.producers ? [] : METRICS_OFF_TARGETS), ...POSTGRES_TARGETS, ...base.slice(1)] : base;
   const targets = selected(load.ratePerS === undefined ? all : all.filter((t) => t !== 'ref-file'));
   if (targets.some(isPostgresTarget)) rows.push(wal, roundTrips, perBatch);
   // Paced, a round's figures drift less with the machine's speed; three rounds do.
@@ -192,10 +197,10 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
   try {
     for (const t of running) {
       progress(`${what}: preparing ${TARGET_LABELS[t.name]}`);
-      await prepareStreams(t.url, spec);
+      await prepareStreams(t.url, { ...spec, headers: t.headers });
       // The nodes start again, so that the totals they log at their stop count appends only, not the creates.
       await t.restartNodes?.();
-      if (s.warmupS > 0) count(t, await runAppends(t.urls, { ...spec, durationS: s.warmupS }));
+      if (s.warmupS > 0) count(t, await runAppends(t.urls, { ...spec, headers: t.headers, durationS: s.warmupS }));
       // Each round's writes on PostgreSQL end with a CHECKPOINT (see below): so does the warm-up.
       await t.checkpoint?.();
     }
@@ -203,7 +208,7 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
       for (const t of roundOrder(running, round)) {
         const wal0 = await t.walBytes?.();
         const meter = costMeter(t);
-        const r = await runAppends(t.urls, spec);
+        const r = await runAppends(t.urls, { ...spec, headers: t.headers });
         count(t, r);
         // PostgreSQL writes the data pages its commits dirtied at its checkpoints (WAL alone
         // at commit): one at the end of each round counts them with the appends that made them.
@@ -446,7 +451,7 @@ async function main(): Promise<void> {
   progress(`machine: ${machine().cores} cores, Node ${process.version}, load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`);
   const rows: Row[] = [];
   const runs: Array<[WorkloadName, () => Promise<void>]> = [
-    ...s.streamCounts.map((n): [WorkloadName, () => Promise<void>] => ['appends', () => appendWorkload(s, rows, { streams: n, producers: false, postgres: n === mid })]),
+    ...s.streamCounts.map((n): [WorkloadName, () => Promise<void>] => ['appends', () => appendWorkload(s, rows, { streams: n, producers: false, postgres: n === mid, auth: n === mid })]),
     ['producers', () => appendWorkload(s, rows, { streams: s.producerStreams, producers: true, postgres: true })],
     ['rate', () => appendWorkload(s, rows, { streams: s.producerStreams, producers: false, ratePerS: s.fixedRatePerS })],
     ['sse', () => sseWorkload(s, rows)],

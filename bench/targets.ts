@@ -12,16 +12,20 @@
  * Each is started fresh for a workload and stopped by its pid.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { SignJWT } from 'jose';
 import pg from 'pg';
 import { createDatabase, startPostgres, type PostgresServer } from './postgres.js';
 import { freePort } from './ports.js';
 
-export type TargetName = 'rill' | 'rill-pg' | 'rill-pg-2' | 'rill-memory' | 'ref-memory' | 'ref-file' | 'floor' | 'durable-floor' | 'sqlite-floor';
+export type TargetName = 'rill' | 'rill-auth' | 'rill-no-metrics' | 'rill-pg' | 'rill-pg-2' | 'rill-memory' | 'ref-memory' | 'ref-file' | 'floor' | 'durable-floor' | 'sqlite-floor';
 
 export const TARGET_LABELS: Record<TargetName, string> = {
   rill: 'rill (sqlite, durable)',
+  'rill-auth': 'rill (sqlite, durable), auth on',
+  'rill-no-metrics': 'rill --metrics off (sqlite, durable)',
   'rill-pg': 'rill on PostgreSQL, 1 node',
   'rill-pg-2': 'rill on PostgreSQL, 2 nodes',
   'rill-memory': 'rill --store memory (not durable)',
@@ -87,6 +91,8 @@ export interface Running {
    * On PostgreSQL: the nodes' and every process of the PostgreSQL server's.
    */
   writtenBytes(): number;
+  /** Headers every request to it carries: the bearer token of an auth-on target. */
+  headers: Record<string, string>;
   /** SIGTERM, then SIGKILL if it has not exited after `graceMs` (every node). */
   stop(graceMs?: number): Promise<void>;
   /** PostgreSQL: the nodes' totals as they logged them at their last stop, summed; null before a stop, or when a node did not log them. */
@@ -109,6 +115,10 @@ function commandFor(name: TargetName, port: number, dataDir: string | null): str
   switch (name) {
     case 'rill':
       return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!];
+    case 'rill-auth':
+      return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!, '--auth-secret-file', secretFileIn(dataDir!)];
+    case 'rill-no-metrics':
+      return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!, '--metrics', 'off'];
     case 'rill-memory':
       return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'memory'];
     case 'rill-pg':
@@ -128,7 +138,7 @@ function commandFor(name: TargetName, port: number, dataDir: string | null): str
 }
 
 export function needsDataDir(name: TargetName): boolean {
-  return name === 'rill' || name === 'ref-file' || name === 'durable-floor' || name === 'sqlite-floor';
+  return name === 'rill' || name === 'rill-auth' || name === 'rill-no-metrics' || name === 'ref-file' || name === 'durable-floor' || name === 'sqlite-floor';
 }
 
 /** A fresh, empty data directory on the same disk as the repository (not tmpfs). */
@@ -201,7 +211,8 @@ export async function startTarget(
 ): Promise<Running> {
   if (isPostgresTarget(name)) return startPostgresTarget(name, extraArgs, startTimeoutMs, launcher);
   const port = await freePort();
-  const flags = name === 'rill' ? rillNodeFlags : [];
+  const flags = name === 'rill' || name === 'rill-auth' ? rillNodeFlags : [];
+  const headers = name === 'rill-auth' ? await benchToken(dataDir!) : {};
   const server = await spawnListening([...launcher, process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs], port, 'warn', startTimeoutMs);
   const pid = server.child.pid!;
   return {
@@ -210,11 +221,32 @@ export async function startTarget(
     urls: [server.url],
     pid,
     dataDir,
+    headers,
     rssBytes: () => rssOf(pid),
     cpuSeconds: () => cpuSecondsOf(pid),
     writtenBytes: () => writtenBytesOf(pid),
     stop: (graceMs = 10_000) => server.stop(graceMs),
   };
+}
+
+/** The auth-on target's HS256 secret, beside its data directory (written by benchToken before it starts). */
+function secretFileIn(dataDir: string): string {
+  return join(dirname(resolve(dataDir)), `${basename(dataDir)}.secret`);
+}
+
+/**
+ * A secret for the auth-on target and the header of one token on every stream (one
+ * subject, no quotas): what each of its requests costs beyond rill's is checking it.
+ */
+async function benchToken(dataDir: string): Promise<Record<string, string>> {
+  const secret = randomBytes(32).toString('base64url');
+  writeFileSync(secretFileIn(dataDir), secret);
+  const token = await new SignJWT({ rill: { grants: [{ bucket: '*', can: ['admin'] }] } })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject('bench')
+    .setExpirationTime('1d')
+    .sign(new TextEncoder().encode(secret));
+  return { authorization: `Bearer ${token}` };
 }
 
 // --- rill on PostgreSQL ----------------------------------------------------------------
@@ -398,6 +430,7 @@ async function startPostgresTarget(name: TargetName, extraArgs: string[], startT
     urls: nodes.map((n) => n.url),
     pid: nodes[0]!.child.pid!,
     dataDir: null,
+    headers: {},
     rssBytes: () => nodes.reduce((sum, n) => sum + rssOf(n.child.pid!), 0),
     cpuSeconds: () => nodes.reduce((sum, n) => sum + cpuSecondsOf(n.child.pid!), 0) + postgresCpuSeconds(server),
     writtenBytes: () => nodes.reduce((sum, n) => sum + writtenBytesOf(n.child.pid!), 0) + postgresWrittenBytes(server),

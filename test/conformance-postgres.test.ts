@@ -1,18 +1,26 @@
 /**
  * The upstream Durable Streams conformance suite (@durable-streams/server-conformance-tests
  * 0.3.6), run unmodified against the real rill binary on PostgreSQL (a fresh database of
- * the run's PostgreSQL server). As on SQLite, the long-poll wait is shortened to 500 ms.
+ * the run's PostgreSQL server), its subscription group included. As on SQLite, the long-poll
+ * wait is shortened to 500 ms.
  */
 import { afterAll, beforeAll, describe } from 'vitest';
 import { runConformanceTests } from '@durable-streams/server-conformance-tests';
 import { sharedDatabase } from './helpers/postgres.js';
 import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
 
-const config = { baseUrl: '', longPollTimeoutMs: 500 };
+/** The suite's CORS preflight test calls from this origin, as a browser app served there would (rill allows only loopback pages by default). */
+const CONFORMANCE_ORIGIN = ['--cors-origin', 'https://example.com'];
+/**
+ * The subscription group is on: its webhook receiver listens on 127.0.0.1 over http, which
+ * rill refuses unless told it is a development setup (--webhook-allow-localhost).
+ */
+const SUBSCRIPTIONS = ['--webhook-allow-localhost'];
+const config = { baseUrl: '', longPollTimeoutMs: 500, subscriptions: true };
 let server: ServerProcess;
 
 beforeAll(async () => {
-  server = await startServer({ postgresUrl: await sharedDatabase(), args: ['--long-poll-timeout', '500ms'] });
+  server = await startServer({ postgresUrl: await sharedDatabase(), args: ['--long-poll-timeout', '500ms', ...CONFORMANCE_ORIGIN, ...SUBSCRIPTIONS] });
   config.baseUrl = server.url;
 });
 

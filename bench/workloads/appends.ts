@@ -17,6 +17,8 @@ export interface AppendSpec {
   prefix: string;
   /** Requests per second over all connections; unset, each connection sends as fast as it is answered. */
   ratePerS?: number;
+  /** Sent with every request (a bearer token). */
+  headers?: Record<string, string>;
 }
 
 export interface AppendResult {
@@ -31,7 +33,7 @@ export interface AppendResult {
 const CONTENT_TYPE = 'application/octet-stream';
 
 export async function prepareStreams(base: string, spec: AppendSpec): Promise<void> {
-  await pooled(spec.streams, 32, (i) => createStream(base, `${spec.prefix}-${i}`, CONTENT_TYPE));
+  await pooled(spec.streams, 32, (i) => createStream(base, `${spec.prefix}-${i}`, CONTENT_TYPE, undefined, spec.headers));
 }
 
 /**
@@ -59,7 +61,7 @@ function requestFor(spec: AppendSpec): autocannon.Request {
   const request = {
     method: 'POST' as const,
     body,
-    headers: { 'content-type': CONTENT_TYPE },
+    headers: { 'content-type': CONTENT_TYPE, ...spec.headers },
     state: {} as ConnectionState,
     setupRequest(req: autocannon.Request & { state: ConnectionState }) {
       if (!spec.producers) {

@@ -1,0 +1,246 @@
+/**
+ * The README, run as a new user would: every ```sh and ```ts block, in order, against
+ * ONE fresh default server (`rill serve`, no flags: SQLite, open, port 4437, or a free
+ * port substituted for 4437 everywhere when 4437 is taken). Blocks fenced ```console or
+ * ```text are shown, not run (servers started with other flags, other machines).
+ *
+ * What an example states is asserted (the README states the convention under Install):
+ * - `# → 201` after a shell command: the HTTP status of its curl answer; `# → exit 1`:
+ *   the command's exit code; any words after them must appear in its output. A command
+ *   without a stated status must exit 0, and its curl answers must be below 400.
+ * - A command whose comment says `Ctrl-C` runs for a second, then is stopped.
+ * - `// → text` in TypeScript: the program prints `text`, in that order; it must end.
+ *
+ * The shell blocks share one bash session (variables carry over, as in a terminal);
+ * `rill` is the built CLI, and `import ... from 'rill-streams/client'` resolves to the
+ * built package by its own name.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CLI, freePort, startServer, tempDataDir, removeDir, type ServerProcess } from '../helpers/server.js';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const README = join(ROOT, 'README.md');
+const DOC_PORT = 4437;
+/** Inside the package, so that the examples' imports resolve to it by its own name. */
+const WORK = join(ROOT, '.readme-run');
+const TSX = join(ROOT, 'node_modules/.bin/tsx');
+const BLOCK_TIMEOUT_MS = 20_000;
+
+export interface Block {
+  lang: 'sh' | 'ts';
+  code: string;
+  /** 1-based line of the opening fence. */
+  line: number;
+}
+
+/** The runnable blocks of a Markdown text, in order. */
+export function runnableBlocks(markdown: string): Block[] {
+  const blocks: Block[] = [];
+  const lines = markdown.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^```(\S*)\s*$/.exec(lines[i]!);
+    if (!open) continue;
+    const end = lines.findIndex((l, j) => j > i && l.startsWith('```'));
+    if (end < 0) throw new Error(`README line ${i + 1}: unclosed code block`);
+    const lang = open[1];
+    if (lang === 'sh' || lang === 'ts') blocks.push({ lang, code: lines.slice(i + 1, end).join('\n'), line: i + 1 });
+    i = end;
+  }
+  return blocks;
+}
+
+export interface Command {
+  text: string;
+  line: number;
+  /** What the comment after `→` states. */
+  status?: number;
+  exit?: number;
+  output?: string;
+  untilCtrlC: boolean;
+}
+
+/** Splits a shell block into commands (continued lines joined), each with what it states. */
+export function shellCommands(block: Block): Command[] {
+  const commands: Command[] = [];
+  const lines = block.code.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    if (/^\s*(#.*)?$/.test(lines[i]!)) continue;
+    const start = i;
+    let text = lines[i]!;
+    while (/\\\s*$/.test(lines[i]!) && i + 1 < lines.length) text += `\n${lines[++i]}`;
+    const comment = /\s#\s(.*)$/.exec(lines[i]!)?.[1] ?? '';
+    commands.push({ text, line: block.line + 1 + start, untilCtrlC: comment.includes('Ctrl-C'), ...stated(comment) });
+  }
+  return commands;
+}
+
+function stated(comment: string): Pick<Command, 'status' | 'exit' | 'output'> {
+  const claim = /→\s*(.*)$/.exec(comment)?.[1]?.trim();
+  if (claim === undefined) return {};
+  const match = /^(?:(\d{3})\b|exit (\d+)\b)?\s*(.*)$/.exec(claim)!;
+  return {
+    ...(match[1] ? { status: Number(match[1]) } : {}),
+    ...(match[2] ? { exit: Number(match[2]) } : {}),
+    ...(match[3] ? { output: match[3] } : {}),
+  };
+}
+
+/** The `// → text` lines a TypeScript block says it prints, in order. */
+export function statedPrints(block: Block): string[] {
+  return block.code
+    .split('\n')
+    .map((l) => /\/\/\s*→\s*(.*)$/.exec(l)?.[1]?.trim())
+    .filter((s): s is string => s !== undefined && s !== '');
+}
+
+/** One bash process for the whole README: variables carry from block to block. */
+class Shell {
+  private readonly child: ChildProcessWithoutNullStreams;
+  private buffer = '';
+  private waiting: ((line: string) => void) | undefined;
+
+  constructor(env: NodeJS.ProcessEnv) {
+    this.child = spawn('bash', ['--noprofile', '--norc'], { env, cwd: WORK });
+    this.child.stdout.on('data', (d: Buffer) => {
+      this.buffer += d.toString();
+      const done = /__DONE__ (\d+)\n/.exec(this.buffer);
+      if (done && this.waiting) {
+        this.buffer = '';
+        this.waiting(done[1]!);
+      }
+    });
+  }
+
+  /** Runs a command; its output (stdout and stderr) goes to a file, read afterwards. */
+  async run(command: Command, outFile: string): Promise<{ exit: number; output: string }> {
+    // Ctrl-C: curl (a shell function here) stops itself after a second; anything else is stopped by timeout.
+    const body = !command.untilCtrlC ? command.text : /^curl\b/.test(command.text) ? `RILL_README_MAX_TIME=1 ${command.text}` : `timeout 1 ${command.text}`;
+    const script = `{\n${body}\n} > ${outFile} 2>&1 < /dev/null; echo "__DONE__ $?"\n`;
+    const exit = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`README line ${command.line} did not end within ${BLOCK_TIMEOUT_MS} ms: ${command.text}`)), BLOCK_TIMEOUT_MS);
+      this.waiting = (code) => {
+        clearTimeout(timer);
+        resolve(code);
+      };
+      this.child.stdin.write(script);
+    });
+    return { exit: Number(exit), output: readFileSync(outFile, 'utf8') };
+  }
+
+  /** curl as the user runs it, plus its answers' statuses on lines of their own. */
+  functions(): string {
+    return `curl() { command curl ${'${RILL_README_MAX_TIME:+--max-time $RILL_README_MAX_TIME}'} -sS -w '\\n@@status %{http_code}\\n' "$@"; }`;
+  }
+
+  close(): void {
+    this.child.stdin.end();
+  }
+}
+
+
+/** The statuses curl reported, and the output as the user would see it. */
+function splitStatuses(raw: string): { statuses: number[]; shown: string } {
+  const statuses = [...raw.matchAll(/@@status (\d{3})/g)].map((m) => Number(m[1]));
+  return { statuses, shown: raw.replace(/\n?@@status \d{3}\n/g, '\n') };
+}
+
+async function portFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer().once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+}
+
+function runTs(file: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(TSX, [file], { env, cwd: WORK });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), BLOCK_TIMEOUT_MS);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+}
+
+let server: ServerProcess;
+let shell: Shell;
+let port: number;
+const env: NodeJS.ProcessEnv = { ...process.env };
+
+beforeAll(async () => {
+  port = (await portFree(DOC_PORT)) ? DOC_PORT : await freePort();
+  server = await startServer({ port, dataDir: tempDataDir('rill-readme-'), env: { RILL_LOG_LEVEL: 'warn' } });
+  rmSync(WORK, { recursive: true, force: true });
+  mkdirSync(join(WORK, 'bin'), { recursive: true });
+  writeFileSync(join(WORK, 'bin/rill'), `#!/bin/sh\nexec "${process.execPath}" "${CLI}" "$@"\n`);
+  chmodSync(join(WORK, 'bin/rill'), 0o755);
+  env.PATH = `${join(WORK, 'bin')}:${process.env.PATH}`;
+  delete env.RILL_URL;
+  shell = new Shell(env);
+  await shell.run({ text: shell.functions(), line: 0, untilCtrlC: false }, join(WORK, 'prelude.out'));
+});
+
+afterAll(async () => {
+  shell?.close();
+  await server?.stop();
+  if (server) removeDir(server.dataDir);
+  rmSync(WORK, { recursive: true, force: true });
+});
+
+describe('README', () => {
+  it('every sh and ts example runs as written, in order, with the outcome it states', { timeout: 180_000 }, async () => {
+    const markdown = readFileSync(README, 'utf8').replaceAll(`127.0.0.1:${DOC_PORT}`, `127.0.0.1:${port}`);
+    const blocks = runnableBlocks(markdown);
+    expect(blocks.length).toBeGreaterThan(5);
+    for (const [n, block] of blocks.entries()) {
+      if (block.lang === 'ts') {
+        const file = join(WORK, `block-${n}.mts`);
+        writeFileSync(file, block.code);
+        const run = await runTs(file, env);
+        expect(run.code, `README line ${block.line}: the TypeScript example failed or did not end\n${run.output}`).toBe(0);
+        let from = 0;
+        for (const print of statedPrints(block)) {
+          const at = run.output.indexOf(print, from);
+          expect(at, `README line ${block.line}: expected it to print ${print}\n${run.output}`).toBeGreaterThanOrEqual(0);
+          from = at + print.length;
+        }
+        continue;
+      }
+      for (const command of shellCommands(block)) {
+        // Installing or running npm scripts would change the checkout this test runs in.
+        expect(command.text, `README line ${command.line}: fence install and npm commands as console, not sh`).not.toMatch(/^\s*(sudo\s+)?(npm|npx|yarn|pnpm)\b/);
+        const started = Date.now();
+        const raw = await shell.run(command, join(WORK, 'command.out'));
+        if (process.env.RILL_README_TIMES) console.log(`${Date.now() - started} ms  line ${command.line}`);
+        const { statuses, shown } = splitStatuses(raw.output);
+        const where = `README line ${command.line}: ${command.text}\n${shown}`;
+        // Stopped after a second: curl's exit code for its time limit (28), or timeout's (124).
+        if (command.untilCtrlC) expect([28, 124], where).toContain(raw.exit);
+        else expect(raw.exit, where).toBe(command.exit ?? 0);
+        if (command.status !== undefined) expect(statuses.at(-1), where).toBe(command.status);
+        else for (const status of statuses) expect(status, where).toBeLessThan(400);
+        if (command.output !== undefined) expect(shown.toLowerCase(), where).toContain(command.output.toLowerCase());
+      }
+    }
+  });
+});
+
+describe('README example conventions', () => {
+  it('reads statuses, exit codes, outputs and Ctrl-C from the comments', () => {
+    const block: Block = { lang: 'sh', line: 10, code: "# intro\ncurl -i -X PUT $B/x \\\n  -H 'a: b'   # → 201\nrill read x  # → exit 1 STREAM_NOT_FOUND\ncurl -N $B/x # Ctrl-C to stop" };
+    expect(shellCommands(block)).toEqual([
+      { text: "curl -i -X PUT $B/x \\\n  -H 'a: b'   # → 201", line: 12, untilCtrlC: false, status: 201 },
+      { text: 'rill read x  # → exit 1 STREAM_NOT_FOUND', line: 14, untilCtrlC: false, exit: 1, output: 'STREAM_NOT_FOUND' },
+      { text: 'curl -N $B/x # Ctrl-C to stop', line: 15, untilCtrlC: true },
+    ]);
+    expect(runnableBlocks('```sh\na\n```\n```console\nb\n```\n```ts\nc // → 3\n```\n').map((b) => b.lang)).toEqual(['sh', 'ts']);
+    expect(statedPrints({ lang: 'ts', line: 1, code: 'console.log(1); // → 1\nx(); // no' })).toEqual(['1']);
+  });
+});
