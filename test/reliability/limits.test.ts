@@ -4,9 +4,14 @@
  * long-poll and SSE lifetimes, slow headers and bodies, and a slow SSE reader that
  * must be dropped rather than buffered for.
  */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
-import { expectJsonRefusal, refusalOf, sleep } from './checks.js';
+import { expectJsonRefusal, refusalOf, sleep, type Refusal } from './checks.js';
 import { collect, openSocket, parseHead, peakRssBytes, rssBytes, type Collected } from './net.js';
 
 const servers: ServerProcess[] = [];
@@ -145,6 +150,23 @@ describe('JSON floods: an array of tiny elements', () => {
   const json = { 'content-type': 'application/json' };
 
   /**
+   * POSTs `body` as JSON with curl and answers what came back. A body of 32 MB sent by this
+   * process's fetch holds up its own HEADs by 20-30 ms, which is not the server's doing.
+   * The body file is written before this returns, so before the HEADs start.
+   */
+  function postWithCurl(url: string, body: Buffer): Promise<Refusal> {
+    const dir = mkdtempSync(join(tmpdir(), 'rill-flood-'));
+    writeFileSync(join(dir, 'body'), body);
+    const args = ['-s', '-o', join(dir, 'answer'), '-w', '%{http_code} %{content_type}', '-H', 'content-type: application/json', '--data-binary', `@${join(dir, 'body')}`, url];
+    return promisify(execFile)('curl', args)
+      .then(({ stdout }) => {
+        const [status, answerType] = stdout.split(' ');
+        return { status: Number(status), contentType: answerType || null, body: readFileSync(join(dir, 'answer'), 'utf8') };
+      })
+      .finally(() => removeDir(dir));
+  }
+
+  /**
    * Sends HEAD requests one after another until `during` settles, and returns the slowest
    * answer's time: how long the server left other requests waiting meanwhile.
    */
@@ -182,9 +204,9 @@ describe('JSON floods: an array of tiny elements', () => {
     expect(body.length).toBeLessThanOrEqual(32 * 1024 * 1024);
     const idleMs = await idleSlowestHeadMs(stream);
     const rssBefore = await rssBytes(s.child.pid!);
-    const post = fetch(stream, { method: 'POST', headers: json, body });
+    const post = postWithCurl(stream, body);
     const slowestMs = await slowestHeadMs(stream, post);
-    const refused = await refusalOf(await post);
+    const refused = await post;
     expectJsonRefusal(refused, 413, 'TOO_MANY_MESSAGES');
     expect(refused.body).toContain('100000 messages');
     expect(refused.body).toContain('--max-append-messages');
@@ -195,17 +217,13 @@ describe('JSON floods: an array of tiny elements', () => {
     expect(await tailOf(stream)).toBe(0);
   });
 
-  it('frames an accepted array of a million messages in slices, in bounded memory, HEAD answering within 50 ms of idle', async () => {
+  it('accepts an array of a million messages past a raised --max-append-messages, in bounded memory, and reads it back', async () => {
     const s = await serve(['--max-append-messages', '1000000']);
     const stream = `${s.url}/v1/stream/flood-accepted`;
     await create(stream, 'application/json');
     const elements = 1_000_000;
-    const idleMs = await idleSlowestHeadMs(stream);
     const rssBefore = await rssBytes(s.child.pid!);
-    const post = fetch(stream, { method: 'POST', headers: json, body: zeros(elements) });
-    const slowestMs = await slowestHeadMs(stream, post);
-    expect((await post).status).toBe(204);
-    expect(slowestMs).toBeLessThan(idleMs + 50);
+    expect((await fetch(stream, { method: 'POST', headers: json, body: zeros(elements) })).status).toBe(204);
     expect((await peakRssBytes(s.child.pid!)) - rssBefore).toBeLessThan(48 * 1024 * 1024);
     // Every element is a message "0\n"; the last ones read back as they were sent.
     expect(await tailOf(stream)).toBe(2 * elements);
@@ -214,6 +232,56 @@ describe('JSON floods: an array of tiny elements', () => {
     const over = await fetch(stream, { method: 'POST', headers: json, body: zeros(elements + 1) });
     expectJsonRefusal(await refusalOf(over), 413, 'TOO_MANY_MESSAGES');
     expect(await tailOf(stream)).toBe(2 * elements);
+  });
+
+  /**
+   * `[0 ... ,0 ...]`: `elements` zeros of 320 bytes each with whitespace, which framing
+   * reads and drops: the body frames as 320 bytes an element and stores as "0\n", two.
+   */
+  function paddedZeros(elements: number): Buffer<ArrayBuffer> {
+    const body = Buffer.allocUnsafe(320 * elements + 1);
+    body[0] = 0x5b;
+    body.fill(`0${' '.repeat(318)},`, 1);
+    body[320 * elements] = 0x5d;
+    return body;
+  }
+
+  /** Appends `body` as binary again and again until `forMs` have passed. */
+  async function appendFor(url: string, body: Buffer<ArrayBuffer>, forMs: number): Promise<void> {
+    const startedAt = performance.now();
+    do {
+      const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body });
+      expect(res.status).toBe(204);
+    } while (performance.now() - startedAt < forMs);
+  }
+
+  /**
+   * Storing an append holds the event loop while SQLite writes it in one transaction
+   * (about 10 ms for 2 MB here when idle, several times that on a loaded machine), JSON
+   * or binary: the storage's cost, not framing's, and a JSON body may store far fewer
+   * bytes than it holds. So this body is 32 MB to frame and 200 KB to store (100,000
+   * messages, the default limit), and its HEADs are held to the slowest HEAD while those
+   * 200 KB are appended as binary for as long. Framed in one go, its 32 MB held HEADs
+   * 150-190 ms here; in slices they add at most 50 ms to storing (measured: 1-27 ms).
+   */
+  it('frames a 32 MB JSON body in slices: HEAD answers within 50 ms of storing its bytes as binary', async () => {
+    const s = await serve([]);
+    const stream = `${s.url}/v1/stream/flood-padded`;
+    const binary = `${s.url}/v1/stream/flood-binary`;
+    await create(stream, 'application/json');
+    await create(binary, 'application/octet-stream');
+    const elements = 100_000;
+    const body = paddedZeros(elements);
+    expect(body.length).toBe(32_000_001);
+    await idleSlowestHeadMs(stream); // warms the HEAD path
+    const postedAt = performance.now();
+    const post = postWithCurl(stream, body);
+    const slowestMs = await slowestHeadMs(stream, post);
+    expect((await post).status).toBe(204);
+    const postMs = performance.now() - postedAt;
+    expect(await tailOf(stream)).toBe(2 * elements);
+    const storingMs = await slowestHeadMs(stream, appendFor(binary, Buffer.from('0\n'.repeat(elements)), postMs));
+    expect(slowestMs).toBeLessThan(storingMs + 50);
   });
 });
 
