@@ -164,6 +164,8 @@ export function effectiveConfiguration(command: Command, redactUrl: (url: string
     const name = option.attributeName();
     const key = keyOf(option);
     let value = opts[name];
+    // A --no-X flag keeps X's value (true unless set); the log names it no-X, as files and variables do.
+    if (option.negate && typeof value === 'boolean') value = !value;
     if (typeof value === 'string' && /url$/.test(key)) value = redactUrl(value);
     else if (value !== undefined && SECRET_KEY.test(key)) value = '[redacted]';
     values[key] = value ?? null;

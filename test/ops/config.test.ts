@@ -84,6 +84,19 @@ describe('configuration', () => {
     expect(notStrings.stderr).toContain('key "cors-origin": expected a list of strings');
   });
 
+  it('logs a --no-X flag under its own key with its own meaning: no-console is false by default and true when set, from any source', async () => {
+    const [byDefault, byFlag, byEnv, byFile] = await Promise.all([
+      serve(['--port', '0']),
+      serve(['--port', '0', '--no-console']),
+      serve(['--port', '0'], { RILL_NO_CONSOLE: 'true' }),
+      serve(['--config', file('no-console.toml', 'port = 0\nno-console = true\n')]),
+    ]);
+    expect(configOf(byDefault.lines)['no-console']).toEqual({ value: false, source: 'default' });
+    expect(configOf(byFlag.lines)['no-console']).toEqual({ value: true, source: 'cli' });
+    expect(configOf(byEnv.lines)['no-console']).toEqual({ value: true, source: 'env' });
+    expect(configOf(byFile.lines)['no-console']).toEqual({ value: true, source: 'config' });
+  });
+
   it('reads JSON files too, and hides secrets in the startup log', async () => {
     const config = file('settings.json', JSON.stringify({ port: 0, 'max-producers': 12, 'postgres-url': 'postgres://u:hunter2@db:5432/x' }));
     const out = await serve(['--config', config]);
