@@ -35,7 +35,7 @@ export function parseReadQuery(search: string, req: IncomingMessage, ctx: Handle
   const q = parsed.params;
   const rawOffset = q.get('offset');
   const offset = rawOffset === undefined ? null : parseOffsetToken(rawOffset);
-  if (offset === undefined) return { ok: false, error: protocolError('INVALID_OFFSET', `"${rawOffset}" is not an offset`) };
+  if (offset === undefined) return { ok: false, error: protocolError('INVALID_OFFSET', `"${rawOffset}" is not an offset: use -1 (the start), now (the tail) or an offset rill answered, 20 digits as in Stream-Next-Offset`) };
   const liveRaw = q.get('live');
   if (liveRaw !== undefined && liveRaw !== 'long-poll' && liveRaw !== 'sse') return queryError('live must be long-poll or sse');
   const live: LiveMode = (liveRaw as LiveMode | undefined) ?? null;

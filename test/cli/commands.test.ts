@@ -65,13 +65,17 @@ describe('rill commands, first hour', () => {
     expect(JSON.parse(missing.stderr)).toEqual({ error: { code: 'STREAM_NOT_FOUND', message: 'stream not found: /first/nope', status: 404 } });
   });
 
-  it('honours read --max-bytes, says tail starts at now, and refuses an empty stdin', async () => {
+  it('honours read --max-bytes, says tail starts at now, says what an offset is, and refuses an empty stdin', async () => {
     await ok(['create', 'first/bounded', '-t', 'application/json']);
     await ok(['append', 'first/bounded'], '{"n":1}\n{"n":2}\n{"n":3}\n');
     const bounded = await rill(['read', 'first/bounded', '--max-bytes', '16']);
     expect(bounded.stdout).toBe('{"n":1}\n{"n":2}\n');
     expect(bounded.stderr).toBe('rill: more to read: --offset 00000000000000000016\n');
     expect(await ok(['tail', '--help'])).toMatch(/from now/);
+    // An offset typed by hand is told what an offset is.
+    const short = await rill(['read', 'first/bounded', '--offset', '5']);
+    expect(short.code).toBe(1);
+    expect(short.stderr).toBe('rill: INVALID_OFFSET: "5" is not an offset: use -1 (the start), now (the tail) or an offset rill answered, 20 digits as in Stream-Next-Offset (HTTP 400)\n');
     const empty = await rill(['append', 'first/bounded'], '');
     expect(empty.code).toBe(1);
     expect(empty.stderr).toBe('rill: EMPTY_BODY: stdin was empty: nothing was appended\n');
