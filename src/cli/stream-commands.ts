@@ -4,7 +4,7 @@
  */
 import type { Command } from 'commander';
 import { isJsonContentType } from '../protocol/content-type.js';
-import type { StreamHandle } from '../client/index.js';
+import { RillError, type StreamHandle } from '../client/index.js';
 import { action, globals } from './client-commands.js';
 import { UsageError } from './errors.js';
 import { out, outJson } from './output.js';
@@ -40,7 +40,10 @@ async function snapshotCommand(path: string, offset: string | undefined, data: s
 
 async function showSnapshot(stream: StreamHandle, path: string, json: boolean): Promise<void> {
   const snapshot = await stream.snapshot();
-  if (snapshot === undefined) throw new UsageError(`${path} has no snapshot; publish one with "rill snapshot ${path} OFFSET DATA"`);
+  // The server answered 404: a fact about the stream, not a mistake in the command (exit 1, not 2).
+  if (snapshot === undefined) {
+    throw new RillError({ code: 'SNAPSHOT_NOT_FOUND', status: 404, message: `${path} has no snapshot; publish one with "rill snapshot ${path} OFFSET DATA"` });
+  }
   if (json) return outJson({ offset: snapshot.offset, digest: snapshot.digest, contentType: snapshot.contentType, ...bodyJson(snapshot.body) });
   await out(snapshot.body);
 }

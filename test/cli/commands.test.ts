@@ -84,6 +84,9 @@ describe('rill commands, first hour', () => {
   it('publishes a snapshot, trims, bootstraps, labels and forks; a 410 says where to start', async () => {
     await ok(['create', 'first/long', '-t', 'application/json']);
     await ok(['append', 'first/long'], '{"n":1}\n{"n":2}\n');
+    const none = await rill(['snapshot', 'first/long']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toBe('rill: SNAPSHOT_NOT_FOUND: first/long has no snapshot; publish one with "rill snapshot first/long OFFSET DATA" (HTTP 404)\n');
     expect(await ok(['snapshot', 'first/long', '00000000000000000008', '{"sum":1}'])).toMatch(/^published snapshot at 00000000000000000008 digest [0-9a-f]{64}\n$/);
     expect(await ok(['snapshot', 'first/long'])).toBe('{"sum":1}');
     expect(await ok(['retention', 'first/long', '00000000000000000008'])).toBe('earliest-offset 00000000000000000008\n');
