@@ -228,11 +228,17 @@ export async function errorFromResponse(res: Response, url: string = res.url): P
     // A body that is not our JSON (a proxy's page, an empty 404 on HEAD): keep the status.
   }
   code ??= FALLBACK_CODE_BY_STATUS[res.status] ?? (res.status >= 500 ? 'INTERNAL' : 'UNEXPECTED_RESPONSE');
-  // Answers to HEAD have no body: the status (and the headers) are all there is.
-  if (message === `HTTP ${res.status}`) message = code.toLowerCase().replace(/_/g, ' ');
+  // Answers to HEAD have no body: the status and the headers are all there is. A refused
+  // token's reason is in its challenge (RFC 6750's error_description).
+  if (message === `HTTP ${res.status}`) message = challengeDescription(res.headers.get('www-authenticate')) ?? code.toLowerCase().replace(/_/g, ' ');
   if (res.status === 404 && url) message = `${message}: ${pathOf(url)}`;
   const fields = { ...clientFields(errorFieldsFromHeaders((name) => res.headers.get(name))), ...bodyFields };
   return makeError({ code, message, status: res.status, fields });
+}
+
+/** The error_description of a Bearer challenge, if it has one. */
+function challengeDescription(challenge: string | null): string | undefined {
+  return challenge === null ? undefined : /error_description="([^"]*)"/.exec(challenge)?.[1];
 }
 
 /** The path of a URL without its query, the way streams are named (`/bucket/stream`). */

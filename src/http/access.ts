@@ -247,8 +247,17 @@ export class AccessControl {
 }
 
 function refusal(error: ProtocolError): Admission {
-  const headers = error.code === 'UNAUTHORIZED' || error.code === 'TOKEN_EXPIRED' ? { 'www-authenticate': INVALID_TOKEN_CHALLENGE } : undefined;
-  return headers ? { ok: false, error, headers } : { ok: false, error };
+  if (error.code !== 'UNAUTHORIZED' && error.code !== 'TOKEN_EXPIRED') return { ok: false, error };
+  return { ok: false, error, headers: { 'www-authenticate': invalidTokenChallenge(error.message) } };
+}
+
+/**
+ * The challenge of a token that was sent and refused, saying why (RFC 6750's
+ * error_description): an answer to HEAD has no body, so it is the only place a client
+ * finds the reason. The quoted string may not hold `"` or `\`, nor anything unprintable.
+ */
+function invalidTokenChallenge(message: string): string {
+  return `${INVALID_TOKEN_CHALLENGE}, error_description="${message.replace(/[^\x20-\x21\x23-\x5b\x5d-\x7e]/g, "'")}"`;
 }
 
 function principalOfRequest(req: IncomingMessage): Principal | undefined {

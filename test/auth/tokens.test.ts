@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { exportJWK, exportSPKI, generateKeyPair, SignJWT, UnsecuredJWT, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signToken } from '../../src/auth/sign.js';
+import { RillClient } from '../../src/client/index.js';
 import { withoutToken } from '../../src/http/access.js';
 import { call, type Reply } from '../http/client.js';
 import { bearer, useAuthServer, type GrantSpec } from './setup.js';
@@ -71,6 +72,17 @@ describe('tokens', () => {
     expect((await get(null, '/healthz')).status).toBe(200);
     expect401(await call(env.url, 'PUT', `/${BUCKET}/s`, {}));
     expect401(await call(env.url, 'GET', '/v1/stream/x', { headers: { authorization: 'Basic dXNlcjpwYXNz' } }));
+  });
+
+  it('says why a sent token was refused in its challenge too, the only place an answer to HEAD has for it, and the client reads it there', async () => {
+    const forged = await hs256({ secret: randomBytes(32) });
+    const why = ((await get(forged)).json() as { message: string }).message;
+    expect(why).toMatch(/signature/);
+    const head = await call(env.url, 'HEAD', `/${BUCKET}`, { headers: bearer(forged) });
+    expect(head.status).toBe(401);
+    expect(head.headers['www-authenticate']).toBe(`Bearer realm="rill", error="invalid_token", error_description="${why}"`);
+    const client = new RillClient({ url: env.url, token: forged });
+    await expect(client.stream(`${BUCKET}/s`).head()).rejects.toMatchObject({ code: 'UNAUTHORIZED', status: 401, message: why });
   });
 
   it('refuses a bad signature, the wrong issuer or audience, a tampered payload, alg none and malformed claims', async () => {
