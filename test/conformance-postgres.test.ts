@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe } from 'vitest';
 import { runConformanceTests } from '@durable-streams/server-conformance-tests';
 import { sharedDatabase } from './helpers/postgres.js';
-import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
+import { removeDir, startServer, type RunningServer } from './helpers/server.js';
 
 /** The suite's CORS preflight test calls from this origin, as a browser app served there would (rill allows only loopback pages by default). */
 const CONFORMANCE_ORIGIN = ['--cors-origin', 'https://example.com'];
@@ -17,7 +17,7 @@ const CONFORMANCE_ORIGIN = ['--cors-origin', 'https://example.com'];
  */
 const SUBSCRIPTIONS = ['--webhook-allow-localhost'];
 const config = { baseUrl: '', longPollTimeoutMs: 500, subscriptions: true };
-let server: ServerProcess;
+let server: RunningServer;
 
 beforeAll(async () => {
   server = await startServer({ postgresUrl: await sharedDatabase(), args: ['--long-poll-timeout', '500ms', ...CONFORMANCE_ORIGIN, ...SUBSCRIPTIONS] });

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe } from 'vitest';
 import { runConformanceTests } from '@durable-streams/server-conformance-tests';
-import { removeDir, startServer, type ServerProcess } from './helpers/server.js';
+import { removeDir, startServer, type RunningServer } from './helpers/server.js';
 
 /** The suite's CORS preflight test calls from this origin, as a browser app served there would (rill allows only loopback pages by default). */
 const CONFORMANCE_ORIGIN = ['--cors-origin', 'https://example.com'];
@@ -16,7 +16,7 @@ const CONFORMANCE_ORIGIN = ['--cors-origin', 'https://example.com'];
  */
 const SUBSCRIPTIONS = ['--webhook-allow-localhost'];
 const config = { baseUrl: '', longPollTimeoutMs: 500, subscriptions: true };
-let server: ServerProcess;
+let server: RunningServer;
 
 beforeAll(async () => {
   server = await startServer({ args: ['--long-poll-timeout', '500ms', ...CONFORMANCE_ORIGIN, ...SUBSCRIPTIONS] });

@@ -76,10 +76,11 @@ function openStore(settings: ServerSettings, log: Logger, nowMs: () => number): 
 }
 
 /** Opens the PostgreSQL store the settings name: connects, migrates the schema, listens for other nodes' commits. */
-export function openPostgresStore(settings: ServerSettings): Promise<PostgresStore> {
+export function openPostgresStore(settings: ServerSettings, nowMs: () => number = Date.now): Promise<PostgresStore> {
   if (!settings.postgresUrl) throw new Error('the postgres store needs --postgres-url (or RILL_POSTGRES_URL)');
   return PostgresStore.open({
     producers: settings.producers,
+    nowMs,
     url: settings.postgresUrl,
     poolSize: settings.postgresPoolSize,
     statementTimeoutMs: settings.postgresStatementTimeoutMs,
@@ -90,7 +91,7 @@ export function openPostgresStore(settings: ServerSettings): Promise<PostgresSto
 /** createRillServer, for every store: one whose opening takes I/O (PostgreSQL) is opened first. */
 export async function openRillServer(options: CreateServerOptions = {}): Promise<RillServer> {
   const settings: ServerSettings = { ...DEFAULT_SETTINGS, ...options.settings };
-  const store = options.store ?? (settings.store === 'postgres' ? await openPostgresStore(settings) : undefined);
+  const store = options.store ?? (settings.store === 'postgres' ? await openPostgresStore(settings, options.now) : undefined);
   return createRillServer({ ...options, store });
 }
 

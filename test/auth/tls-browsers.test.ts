@@ -111,8 +111,8 @@ describe('browsers', () => {
 
 describe('the startup line', () => {
   it('says whether auth is on, and warns when an open server listens beyond loopback', async () => {
-    const open = await startServer({ args: ['--host', '0.0.0.0'], env: { RILL_LOG_LEVEL: 'info' } });
-    const secured = await startServer({ args: ['--auth-secret-file', env.secretFile], env: { RILL_LOG_LEVEL: 'info' } });
+    const open = await startServer({ process: true, args: ['--host', '0.0.0.0'], env: { RILL_LOG_LEVEL: 'info' } });
+    const secured = await startServer({ process: true, args: ['--auth-secret-file', env.secretFile], env: { RILL_LOG_LEVEL: 'info' } });
     try {
       expect(open.output()).toMatch(/rill listening on http:\/\/0\.0\.0\.0:\d+ \(auth off: anyone who can reach this port/);
       expect(open.output()).toMatch(/"level":40.*without auth/);

@@ -7,9 +7,9 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
-import { freePort, removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { freePort, removeDir, startServer, type RunningServer } from '../helpers/server.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 
 beforeAll(async () => {
   server = await startServer({ store: 'memory' });

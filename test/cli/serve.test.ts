@@ -28,7 +28,7 @@ describe('rill serve', () => {
   });
 
   it('takes sizes with units and logs "stopped" after SIGTERM', async () => {
-    const server = await startServer({ store: 'memory', args: ['--max-body', '1KiB'], env: { RILL_LOG_LEVEL: 'info' } });
+    const server = await startServer({ process: true, store: 'memory', args: ['--max-body', '1KiB'], env: { RILL_LOG_LEVEL: 'info' } });
     try {
       await fetch(`${server.url}/cfgx`, { method: 'PUT' });
       const big = await fetch(`${server.url}/cfgx/s`, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'x'.repeat(1025) });

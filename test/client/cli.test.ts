@@ -5,10 +5,10 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
-import { CLI, removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { CLI, removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { sleep } from '../helpers/processing.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 
 beforeAll(async () => {
   server = await startServer();

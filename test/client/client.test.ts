@@ -134,7 +134,7 @@ describe('stream handle', () => {
   });
 
   it('resumes SSE and long-poll reads across a SIGKILLed server', { timeout: 30_000 }, async () => {
-    let local = await startServer();
+    let local = await startServer({ process: true });
     try {
       const localClient = new RillClient({ url: local.url });
       await localClient.bucket('client').create();
@@ -145,7 +145,7 @@ describe('stream handle', () => {
         const reading = collect(stream.read({ live, retry: { baseDelayMs: 20, maxDelayMs: 200 } }));
         await new Promise((r) => setTimeout(r, 200));
         await local.kill();
-        local = await startServer({ port: local.port, dataDir: local.dataDir });
+        local = await startServer({ process: true, port: local.port, dataDir: local.dataDir });
         await stream.appendJson({ i: 1 });
         await stream.close();
         expect(values(await reading)).toEqual([{ i: 0 }, { i: 1 }]);

@@ -6,10 +6,10 @@
 import { DurableStream, IdempotentProducer as OfficialProducer, stream as officialStream } from '@durable-streams/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RillClient } from '../../src/client/index.js';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { readAll, sleep } from '../helpers/processing.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let rill: RillClient;
 
 beforeAll(async () => {

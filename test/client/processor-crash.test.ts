@@ -49,7 +49,7 @@ async function restartServer(): Promise<void> {
   const { port, dataDir } = server!;
   await server!.kill();
   await sleep(200);
-  server = await startServer({ port, dataDir });
+  server = await startServer({ process: true, port, dataDir });
 }
 
 /**
@@ -86,7 +86,7 @@ async function finish(stages: Stage[]): Promise<void> {
 }
 
 async function setUp(ids: string[]): Promise<{ client: RillClient; streams: StreamHandle[] }> {
-  server = await startServer();
+  server = await startServer({ process: true });
   const client = new RillClient({ url: server.url });
   return { client, streams: await makeJsonStreams(client, 'crash', ids) };
 }

@@ -35,7 +35,7 @@ afterEach(async () => {
 
 describe('two instances of one processor', () => {
   it('fences the older instance; the target stays exactly-once', { timeout: 60_000 }, async () => {
-    server = await startServer();
+    server = await startServer({ process: true });
     const client = new RillClient({ url: server.url });
     const [source, sums] = (await makeJsonStreams(client, 'fence', ['source', 'sums'])) as [StreamHandle, StreamHandle];
     const config: ChildConfig = { url: server.url, source: 'fence/source', targets: ['fence/sums'], producerId: 'summer', windowCount: 10 };

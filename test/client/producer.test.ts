@@ -14,10 +14,10 @@ import {
   type FetchLike,
   type StreamHandle,
 } from '../../src/client/index.js';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { readAll, retrying, sleep } from '../helpers/processing.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let counter = 0;
 
 beforeAll(async () => {
@@ -129,7 +129,7 @@ describe('idempotent producer', () => {
   });
 
   it('survives a SIGKILLed server: every acknowledged write is there exactly once', { timeout: 30_000 }, async () => {
-    const local = await startServer();
+    const local = await startServer({ process: true });
     let current = local;
     try {
       const client = new RillClient({ url: local.url, timeoutMs: 2000 });
@@ -147,7 +147,7 @@ describe('idempotent producer', () => {
       );
       await sleep(600);
       await local.kill();
-      current = await startServer({ port: local.port, dataDir: local.dataDir });
+      current = await startServer({ process: true, port: local.port, dataDir: local.dataDir });
       await Promise.all(writes);
       await producer.close();
       expect(acked.length).toBe(400);

@@ -25,7 +25,7 @@ beforeAll(async () => {
   keyDir = mkdtempSync(join(tmpdir(), 'rill-console-auth-'));
   writeFileSync(join(keyDir, 'secret'), SECRET);
   [server, browser] = await Promise.all([
-    startServer({ args: ['--auth-secret-file', join(keyDir, 'secret')] }),
+    startServer({ process: true, args: ['--auth-secret-file', join(keyDir, 'secret')] }),
     chromium.launch({
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],

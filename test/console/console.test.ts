@@ -32,7 +32,7 @@ const opened: Opened[] = [];
 beforeAll(async () => {
   console.log(`console screenshots: ${SHOTS}`);
   [server, browser] = await Promise.all([
-    startServer(),
+    startServer({ process: true }),
     chromium.launch({
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],

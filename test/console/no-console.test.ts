@@ -5,7 +5,7 @@ import { removeDir, startServer, type ServerProcess } from '../helpers/server.js
 let server: ServerProcess;
 
 beforeAll(async () => {
-  server = await startServer({ args: ['--no-console'] });
+  server = await startServer({ process: true, args: ['--no-console'] });
 });
 
 afterAll(async () => {

@@ -67,7 +67,7 @@ describe('SIGKILL while a producer pipelines', () => {
   it('every write ends in the log exactly once, in seq order, after resending the unanswered ones unchanged', async () => {
     const writes = makeWrites();
     const starts = positions(writes);
-    server = await startServer();
+    server = await startServer({ process: true });
     dataDir = server.dataDir;
     const url = () => `${server!.url}/v1/stream/crash`;
     expect((await fetch(url(), { method: 'PUT', headers: { 'content-type': 'text/plain' } })).status).toBe(201);
@@ -95,7 +95,7 @@ describe('SIGKILL while a producer pipelines', () => {
       if (killAfter === null) break;
       await server.kill();
       // The same data directory; the producer resends what was unanswered, unchanged.
-      server = await startServer({ dataDir: server.dataDir });
+      server = await startServer({ process: true, dataDir: server.dataDir });
     }
 
     expect(pending).toEqual([]);

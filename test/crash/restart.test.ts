@@ -128,14 +128,14 @@ function checkHistory(bytes: Buffer, attempts: Attempt[], context: string): void
 
 describe('SIGKILL under load, restart on the same data', () => {
   it('serves every acknowledged append exactly once, in order, with contiguous offsets', async () => {
-    server = await startServer({ dataDir });
+    server = await startServer({ process: true, dataDir });
     expect((await call(server.url, 'PUT', PATH, { headers: TEXT })).status).toBe(201);
     const attempts: Attempt[] = [];
     const nextSeq = Array.from({ length: CLIENTS }, () => 0);
     const rounds: string[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
       const { killAfterMs, ackedInRound } = await loadAndKill(server, nextSeq, attempts);
-      server = await startServer({ dataDir });
+      server = await startServer({ process: true, dataDir });
       const context = `round ${round} (killed ${killAfterMs} ms after 30 acks)`;
       const bytes = await readStream(server.url);
       checkHistory(bytes, attempts, context);

@@ -114,7 +114,7 @@ async function checkCursors(id: string, worker: Worker): Promise<void> {
 describe('subscriptions under SIGKILL', () => {
   it('lose no wake and no ack, and never move a cursor past what was acknowledged', async () => {
     receiver = await startReceiver();
-    server = await startServer({ args: ARGS });
+    server = await startServer({ process: true, args: ARGS });
     dataDir = server.dataDir;
     base = server.url;
     await fetch(`${base}/v1/stream/crash-wake`, { method: 'PUT', headers: JSON_TYPE, body: '[]' });
@@ -151,7 +151,7 @@ describe('subscriptions under SIGKILL', () => {
     for (let kill = 0; kill < KILLS; kill++) {
       await new Promise((r) => setTimeout(r, 1_200));
       await server.kill();
-      server = await startServer({ dataDir, port: server.port, args: ARGS });
+      server = await startServer({ process: true, dataDir, port: server.port, args: ARGS });
       await checkCursors('pull', pull);
       await checkCursors('hook', hook);
     }

@@ -176,7 +176,7 @@ const env: NodeJS.ProcessEnv = { ...process.env };
 
 beforeAll(async () => {
   port = (await portFree(DOC_PORT)) ? DOC_PORT : await freePort();
-  server = await startServer({ port, dataDir: tempDataDir('rill-readme-'), env: { RILL_LOG_LEVEL: 'warn' } });
+  server = await startServer({ process: true, port, dataDir: tempDataDir('rill-readme-'), env: { RILL_LOG_LEVEL: 'warn' } });
   rmSync(WORK, { recursive: true, force: true });
   mkdirSync(join(WORK, 'bin'), { recursive: true });
   writeFileSync(join(WORK, 'bin/rill'), `#!/bin/sh\nexec "${process.execPath}" "${CLI}" "$@"\n`);

@@ -1,10 +1,10 @@
 /** One real rill server with one bucket for a test file's client tests, stopped after them. */
 import { afterAll, beforeAll } from 'vitest';
 import { RillClient } from '../../src/client/index.js';
-import { removeDir, startServer, type ServerProcess, type StartOptions } from './server.js';
+import { removeDir, startServer, type RunningServer, type StartOptions } from './server.js';
 
 export interface ClientServer {
-  server: ServerProcess;
+  server: RunningServer;
   client: RillClient;
 }
 

@@ -1,26 +1,40 @@
 /**
- * Starts the real `rill` binary (dist/cli/main.js) as a child process on a free port,
- * waits for /healthz, and stops it by pid. Tests talk to it over HTTP only.
+ * Starts a real rill server on a free port; tests talk to it over HTTP only.
+ *
+ * - By default in this test's own process: `rill serve`'s own option parser turns the same
+ *   flags and RILL_* variables into settings (src/cli/serve-options.ts), and the server is
+ *   the one the command runs (openRillServer), on a real store. No process start per server,
+ *   and the test may hand it a clock it controls (`clock`).
+ * - With `process: true`, the real `rill` binary (dist/cli/main.js) as a child process,
+ *   waited for on /healthz and stopped by pid: for tests of the process itself (signals and
+ *   SIGKILL, exit codes, its log, the data-directory lock, memory it holds), and for any test
+ *   whose own process blocks (a synchronous child) while the server must answer.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort } from '../../bench/ports.js';
+import type { TestClock } from './clock.js';
 
 export { freePort };
 
 export const CLI = resolve(import.meta.dirname, '../../dist/cli/main.js');
 
-export interface ServerProcess {
+/** A server a test started, in its own process or as a child process. */
+export interface RunningServer {
   url: string;
   port: number;
   dataDir: string;
-  child: ChildProcess;
-  /** Everything the server wrote to stdout and stderr. */
+  /** Everything the server logged (the child's stdout and stderr). */
   output(): string;
-  /** SIGTERM and wait for exit; resolves with the exit code. */
+  /** Stops the server (a child: SIGTERM and wait for its exit) and resolves with its exit code (0 in-process). */
   stop(): Promise<number | null>;
+}
+
+/** A server started as the real `rill` binary in a child process (`process: true`). */
+export interface ServerProcess extends RunningServer {
+  child: ChildProcess;
   /** SIGKILL and wait for exit. */
   kill(): Promise<void>;
 }
@@ -31,8 +45,18 @@ export interface StartOptions {
   postgresUrl?: string;
   dataDir?: string;
   port?: number;
+  /** `rill serve` flags. */
   args?: string[];
+  /** RILL_* variables the server reads (in-process too); a child process also gets the rest. */
   env?: Record<string, string>;
+  /** In-process only: the clock the server judges time by. */
+  clock?: TestClock;
+}
+
+/** Run the `rill` binary in a child process instead of in this one. */
+export interface ProcessOptions extends StartOptions {
+  process: true;
+  clock?: undefined;
 }
 
 export function tempDataDir(prefix = 'rill-test-'): string {
@@ -79,14 +103,56 @@ async function postgresUrlFor(options: StartOptions, dataDir: string): Promise<s
   return url;
 }
 
-export async function startServer(options: StartOptions = {}): Promise<ServerProcess> {
+/** The `rill serve` arguments of a test server; the store is chosen as postgresUrlFor says. */
+async function serveArgs(options: StartOptions): Promise<{ args: string[]; port: number; dataDir: string }> {
   const port = options.port ?? (await freePort());
   const dataDir = options.dataDir ?? tempDataDir();
   const postgresUrl = await postgresUrlFor(options, dataDir);
   const store = options.store ?? (postgresUrl ? 'postgres' : 'sqlite');
   const postgres = postgresUrl ? ['--postgres-url', postgresUrl] : [];
-  const args = [CLI, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', store, '--data', dataDir, ...postgres, ...(options.args ?? [])];
-  const child = spawn(process.execPath, args, { env: { ...process.env, RILL_LOG_LEVEL: 'warn', ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const args = ['--host', '127.0.0.1', '--port', String(port), '--store', store, '--data', dataDir, ...postgres, ...(options.args ?? [])];
+  return { args, port, dataDir };
+}
+
+/** Quiet unless a test asks for more: a test reads warnings and errors in output(). */
+const TEST_LOG_LEVEL = { RILL_LOG_LEVEL: 'warn' };
+
+export function startServer(options: ProcessOptions): Promise<ServerProcess>;
+export function startServer(options?: StartOptions): Promise<RunningServer>;
+export function startServer(options: StartOptions | ProcessOptions = {}): Promise<RunningServer> {
+  return 'process' in options && options.process ? startServerProcess(options) : startInProcess(options);
+}
+
+async function startInProcess(options: StartOptions): Promise<RunningServer> {
+  const { args, port, dataDir } = await serveArgs(options);
+  // Imported here: a file that only starts child processes does not load the server.
+  const [{ serveSettingsOf }, { openRillServer }, { createLogger }] = await Promise.all([
+    import('../../src/cli/serve-options.js'),
+    import('../../src/http/server.js'),
+    import('../../src/ops/logger.js'),
+  ]);
+  const { flags, settings } = await serveSettingsOf(args, { ...TEST_LOG_LEVEL, ...options.env });
+  let output = '';
+  const logger = createLogger({ level: flags.logLevel, destination: { write: (line: string) => void (output += line) } });
+  const rill = await openRillServer({ settings, logger, now: options.clock?.now });
+  // The command exits on a fatal storage error; here the test sees it in output() and in its answers.
+  rill.store.onFatal((error) => logger.fatal({ err: error }, 'storage cannot continue'));
+  await rill.listen();
+  return {
+    url: rill.url(),
+    port,
+    dataDir,
+    output: () => output,
+    async stop() {
+      await rill.close();
+      return 0;
+    },
+  };
+}
+
+async function startServerProcess(options: StartOptions): Promise<ServerProcess> {
+  const { args, port, dataDir } = await serveArgs(options);
+  const child = spawn(process.execPath, [CLI, 'serve', ...args], { env: { ...process.env, ...TEST_LOG_LEVEL, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));

@@ -2,10 +2,10 @@
  * Stream attributes and batched appends over real HTTP, on both URL families.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { errorCode, frames, get, head, offset, post, put } from '../helpers/http.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let n = 0;
 const MAX_BODY = 64 * 1024;
 

@@ -5,11 +5,11 @@
  * nothing while a writer keeps appending.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { bootstrapParts, errorCode, get, offset, post, put } from '../helpers/http.js';
 import { sseBlocks } from '../helpers/sse.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let n = 0;
 const v1 = (name: string) => `${server.url}/v1/stream/${name}-${Date.now()}-${n++}`;
 

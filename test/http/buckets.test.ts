@@ -4,10 +4,10 @@
  * `/`, NUL, control characters or `..`; `streams` reserved).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { call, expectRefusal, unique } from './client.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 const http = (method: string, path: string, options = {}) => call(server.url, method, path, options);
 
 beforeAll(async () => {

@@ -8,9 +8,9 @@ import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, JSON_TYPE, pad, readJsonToTail, type Answer } from '../helpers/conditional.js';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let counter = 0;
 
 beforeAll(async () => {

@@ -4,9 +4,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, JSON_TYPE, pad, rawAppend, rawRequest, readJsonToTail, TEXT_TYPE, type Answer } from '../helpers/conditional.js';
-import { removeDir, startServer, tempDataDir, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, tempDataDir, type RunningServer } from '../helpers/server.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let counter = 0;
 
 beforeAll(async () => {
@@ -79,13 +79,13 @@ describe('Each stream stores the last accepted Stream-Seq', () => {
 
   it('keeps the stored value across a kill -9 and restart', async () => {
     const dataDir = tempDataDir();
-    let own = await startServer({ dataDir });
+    let own = await startServer({ process: true, dataDir });
     try {
       const url = `${own.url}/v1/stream/durable-seq`;
       expect((await call(url, 'PUT', TEXT_TYPE)).status).toBe(201);
       expect((await call(url, 'POST', { ...TEXT_TYPE, ...seq(pad(7)) }, 'x')).status).toBe(204);
       await own.kill();
-      own = await startServer({ dataDir });
+      own = await startServer({ process: true, dataDir });
       const again = `${own.url}/v1/stream/durable-seq`;
       expect((await call(again, 'HEAD')).headers.get('stream-last-seq')).toBe(pad(7));
       expectSeqConflict(await call(again, 'POST', { ...TEXT_TYPE, ...seq(pad(7)) }, 'y'), pad(7), pad(1));

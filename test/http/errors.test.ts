@@ -5,10 +5,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_STATUS, type ErrorCode } from '../../src/protocol/errors.js';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { call, expectRefusal, offset, rawExchange, unique } from './client.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let b: string;
 const http = (method: string, path: string, options = {}) => call(server.url, method, path, options);
 const TEXT = { 'content-type': 'text/plain' };

@@ -4,10 +4,10 @@
  * and forks, snapshots, retention and attributes surviving a restart.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { bootstrapParts, del, get, head, offset, post, put, readAll } from '../helpers/http.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let n = 0;
 const text = { 'content-type': 'text/plain' };
 
@@ -78,7 +78,7 @@ describe('forks', () => {
 
 describe('restart', () => {
   test('snapshots, retention, forks, soft-deleted sources and attributes survive a SIGKILL', async () => {
-    const own = await startServer();
+    const own = await startServer({ process: true });
     const base = `${own.url}/v1/stream`;
     const doc = `${base}/doc`;
     await put(doc, 'one,', { ...text, 'stream-attrs': '{"title":"kept"}' });

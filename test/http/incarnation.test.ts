@@ -4,9 +4,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, JSON_TYPE, openSse, pad, pipelinedRecreate, readJsonToTail, TEXT_TYPE, type Answer } from '../helpers/conditional.js';
-import { removeDir, startServer, tempDataDir, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, tempDataDir, type RunningServer } from '../helpers/server.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let counter = 0;
 
 beforeAll(async () => {
@@ -113,12 +113,12 @@ describe('Every successful response that addresses a stream, except a DELETE, ca
 
   it('survives a kill -9 and restart unchanged', async () => {
     const dataDir = tempDataDir();
-    let own = await startServer({ dataDir });
+    let own = await startServer({ process: true, dataDir });
     try {
       const first = await call(`${own.url}/v1/stream/durable-token`, 'PUT', TEXT_TYPE);
       const token = first.headers.get('stream-incarnation')!;
       await own.kill();
-      own = await startServer({ dataDir });
+      own = await startServer({ process: true, dataDir });
       const url = `${own.url}/v1/stream/durable-token`;
       expect((await call(url, 'HEAD', inc(token))).headers.get('stream-incarnation')).toBe(token);
       expect((await call(url, 'POST', { ...TEXT_TYPE, ...inc(token) }, 'x')).status).toBe(204);

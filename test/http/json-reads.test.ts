@@ -4,10 +4,10 @@
  * inside a message even under `max_bytes`, and every token keeps its digits.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { call, expectRefusal, offset, unique, type Reply } from './client.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 const http = (method: string, path: string, options = {}) => call(server.url, method, path, options);
 const JSON_HEADERS = { 'content-type': 'application/json' };
 const NDJSON = { accept: 'application/x-ndjson' };

@@ -5,12 +5,12 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { blake3Hex, httpRequest, sendPipelined, type HttpAnswer } from '../helpers/producer-client.js';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { TestClock } from '../helpers/clock.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { request } from 'node:http';
 
 const MAX_SAFE = '9007199254740991';
 const off = (position: number): string => String(position).padStart(20, '0');
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Headers a producer relies on; an answer is compared on exactly these. */
 const WATCHED = [
@@ -56,7 +56,7 @@ interface WriteOptions {
 }
 
 class Streams {
-  constructor(readonly server: () => ServerProcess) {}
+  constructor(readonly server: () => RunningServer) {}
 
   url(name: string): string {
     return `${this.server().url}/v1/stream/${name}`;
@@ -109,7 +109,7 @@ function closedBy(epoch: number, seq: number): Record<string, string> {
   return { 'producer-closed-epoch': String(epoch), 'producer-closed-seq': String(seq) };
 }
 
-let server: ServerProcess;
+let server: RunningServer;
 const s = new Streams(() => server);
 
 beforeAll(async () => {
@@ -402,10 +402,11 @@ describe('state survives a restart', () => {
 });
 
 describe('producer limit and eviction (--max-producers 2 --producer-idle-evict 2s)', () => {
-  let limited: ServerProcess;
+  let limited: RunningServer;
   const t = new Streams(() => limited);
+  const clock = new TestClock();
   beforeAll(async () => {
-    limited = await startServer({ args: ['--max-producers', '2', '--producer-idle-evict', '2s'] });
+    limited = await startServer({ args: ['--max-producers', '2', '--producer-idle-evict', '2s'], clock });
   });
   afterAll(async () => {
     await limited?.stop();
@@ -422,7 +423,7 @@ describe('producer limit and eviction (--max-producers 2 --producer-idle-evict 2
     // Known producers are not limited, not even when they claim a new epoch.
     expect((await t.produce('limit', 'old', 5, 0, 'o1;')).status).toBe(200);
     expect((await t.produce('limit', 'busy', 0, 1, 'b1;')).status).toBe(200);
-    await sleep(2_100);
+    clock.advance(2_100);
     await t.produce('limit', 'busy', 0, 2, 'b2;'); // busy is seen again; old has idled 2 s
     expect(await t.produce('limit', 'third', 0, 0, 't0;')).toEqual(ok(200, { ...receipt(15, 18), ...pos(0, 0) }));
     // 'old' was replaced: forgotten, so the floor is its epoch 5; as a new producer its seq 1 is a gap expecting 0.
@@ -436,11 +437,12 @@ describe('producer limit and eviction (--max-producers 2 --producer-idle-evict 2
 });
 
 describe('forgetting and the epoch floor (--producer-ttl 2s)', () => {
-  let forgetful: ServerProcess;
+  let forgetful: RunningServer;
   const t = new Streams(() => forgetful);
   const args = ['--producer-ttl', '2s'];
+  const clock = new TestClock();
   beforeAll(async () => {
-    forgetful = await startServer({ args });
+    forgetful = await startServer({ args, clock });
   });
   afterAll(async () => {
     await forgetful?.stop();
@@ -452,7 +454,7 @@ describe('forgetting and the epoch floor (--producer-ttl 2s)', () => {
     await t.produce('floor', 'a', 7, 0, 'a0;');
     await t.produce('floor', 'b', 2, 0, 'b0;');
     expect((await t.produce('floor', 'a', 7, 1, 'a1;')).status).toBe(200); // not idle yet
-    await sleep(2_100);
+    clock.advance(2_100);
     const expired = { status: 403, code: 'PRODUCER_EXPIRED', h: { 'producer-epoch': '7', 'producer-outcome': 'producer-expired' } };
     expect(await t.produce('floor', 'b', 2, 1, 'b1;', { incarnation })).toEqual(expired);
     expect(await t.produce('floor', 'never-seen', 7, 0, 'n0;', { incarnation })).toEqual(expired);
@@ -466,10 +468,10 @@ describe('forgetting and the epoch floor (--producer-ttl 2s)', () => {
   it('the floor survives a restart', async () => {
     const incarnation = await t.create('floor-restart');
     await t.produce('floor-restart', 'gone', 9, 0, 'g0;');
-    await sleep(2_100);
+    clock.advance(2_100);
     await t.produce('floor-restart', 'fresh', 0, 0, 'f0;'); // a new producer: the stream forgets 'gone'
     expect(await forgetful.stop()).toBe(0);
-    forgetful = await startServer({ dataDir: forgetful.dataDir, args });
+    forgetful = await startServer({ dataDir: forgetful.dataDir, args, clock });
     const late = await t.produce('floor-restart', 'late', 9, 0, 'l0;', { incarnation });
     expect(late).toEqual({ status: 403, code: 'PRODUCER_EXPIRED', h: { 'producer-epoch': '9', 'producer-outcome': 'producer-expired' } });
     expect((await t.produce('floor-restart', 'late', 10, 0, 'l0;', { incarnation })).status).toBe(200);

@@ -6,10 +6,10 @@
  * (Stream-Next-Offset above all) of an append's 204.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { call, unique } from './client.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 const http = (method: string, path: string, options = {}) => call(server.url, method, path, options);
 const TEXT = { 'content-type': 'text/plain' };
 const ORIGIN = 'https://app.example';

@@ -6,10 +6,10 @@
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { call, errorCode, get, head, offset, post, put } from '../helpers/http.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let bucketBase: string;
 const MAX_SNAPSHOT_BYTES = 4096;
 

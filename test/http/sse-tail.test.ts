@@ -5,15 +5,15 @@
  * keep-alive when, and only when, its connection has been quiet for a heartbeat.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { post, put, readAll } from '../helpers/http.js';
 import { sseBlocks } from '../helpers/sse.js';
 
 const HEARTBEAT_MS = 400;
 /** Default settings: a heartbeat (15 s) far longer than any wait these tests allow. */
-let server: ServerProcess;
+let server: RunningServer;
 /** A short heartbeat, to watch keep-alives. */
-let beating: ServerProcess;
+let beating: RunningServer;
 
 beforeAll(async () => {
   [server, beating] = await Promise.all([startServer(), startServer({ args: ['--sse-heartbeat', `${HEARTBEAT_MS}ms`] })]);

@@ -4,11 +4,11 @@
  * give back the stream's text.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { put } from '../helpers/http.js';
 import { sseBlocks } from '../helpers/sse.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 
 beforeAll(async () => {
   server = await startServer();

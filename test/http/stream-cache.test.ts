@@ -11,7 +11,7 @@ const ROUNDS = 4;
 let server: ServerProcess;
 
 beforeAll(async () => {
-  server = await startServer({ args: ['--stream-cache', '2'] });
+  server = await startServer({ process: true, args: ['--stream-cache', '2'] });
 });
 
 afterAll(async () => {
@@ -44,7 +44,7 @@ describe('a stream cache smaller than the streams written', () => {
       }
     }
     await server.kill();
-    server = await startServer({ dataDir: server.dataDir, args: ['--stream-cache', '2'] });
+    server = await startServer({ process: true, dataDir: server.dataDir, args: ['--stream-cache', '2'] });
     for (let i = 0; i < STREAMS; i++) {
       const res = await fetch(`${url(i)}?offset=-1`);
       expect(await res.text()).toBe(expected[i]);

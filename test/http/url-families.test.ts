@@ -5,10 +5,10 @@
  * be identical.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { call, expectRefusal, offset, unique, type Reply } from './client.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let bucket: string;
 const http = (method: string, path: string, options = {}) => call(server.url, method, path, options);
 

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { backupDataDir, restoreDataDir } from '../../src/storage/sqlite/backup.js';
-import { CLI, removeDir, startServer, tempDataDir, type ServerProcess } from '../helpers/server.js';
+import { CLI, removeDir, startServer, tempDataDir, type RunningServer } from '../helpers/server.js';
 
 const exec = promisify(execFile);
 const STREAMS = ['w0', 'w1', 'w2'];
@@ -28,7 +28,7 @@ async function rill(...args: string[]): Promise<{ code: number; stdout: string; 
 }
 
 const dirs: string[] = [];
-const servers: ServerProcess[] = [];
+const servers: RunningServer[] = [];
 afterAll(async () => {
   for (const s of servers) await s.stop();
   for (const d of dirs) removeDir(d);

@@ -38,7 +38,7 @@ afterAll(async () => {
 });
 
 async function start(): Promise<ServerProcess> {
-  server = await startServer({ dataDir, args: ['--min-free-disk', String(MIN_FREE_BYTES)] });
+  server = await startServer({ process: true, dataDir, args: ['--min-free-disk', String(MIN_FREE_BYTES)] });
   return server;
 }
 
@@ -120,7 +120,7 @@ describe('a full disk', () => {
   });
 
   it('answers 507, not 503, when another process fills the disk and SQLite itself runs out (limit off)', async () => {
-    const s = await startServer({ dataDir, args: ['--min-free-disk', '0'] });
+    const s = await startServer({ process: true, dataDir, args: ['--min-free-disk', '0'] });
     server = s;
     const url = `${s.url}/v1/stream/fifth`;
     expect((await fetch(url, { method: 'PUT', headers: binary })).status).toBe(201);

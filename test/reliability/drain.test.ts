@@ -37,7 +37,7 @@ async function connectRefused(port: number): Promise<boolean> {
 
 describe('SIGTERM', () => {
   it('stops accepting, finishes in-flight writes, ends live readers, exits 0 and keeps every acknowledged write', async () => {
-    server = await startServer({ args: ['--long-poll-timeout', '30s', '--sse-lifetime', '60s'] });
+    server = await startServer({ process: true, args: ['--long-poll-timeout', '30s', '--sse-lifetime', '60s'] });
     const s = server;
     dirs.push(s.dataDir);
     const stream = `${s.url}/v1/stream/drain`;
@@ -81,14 +81,14 @@ describe('SIGTERM', () => {
     expect(atMs - finishedAt).toBeLessThan(3_500);
     keepAlive.destroy();
 
-    server = await startServer({ dataDir: s.dataDir });
+    server = await startServer({ process: true, dataDir: s.dataDir });
     const after = await fetch(`${server.url}/v1/stream/drain?offset=-1`);
     expect(await after.text()).toBe(`${expected}in-flight`);
     expect(await server.stop()).toBe(0);
   });
 
   it('does not let stalled clients hold the shutdown past the drain timeout, and still exits 0', async () => {
-    server = await startServer({ args: ['--drain-timeout', '1s', '--sse-lifetime', '60s', '--sse-heartbeat', '30s'] });
+    server = await startServer({ process: true, args: ['--drain-timeout', '1s', '--sse-lifetime', '60s', '--sse-heartbeat', '30s'] });
     const s = server;
     dirs.push(s.dataDir);
     const stream = `${s.url}/v1/stream/big`;
@@ -118,7 +118,7 @@ describe('SIGTERM', () => {
     upload.req.destroy();
 
     // The unfinished write was never acknowledged, and nothing of it was applied.
-    server = await startServer({ dataDir: s.dataDir });
+    server = await startServer({ process: true, dataDir: s.dataDir });
     const head = await fetch(`${server.url}/v1/stream/big`, { method: 'HEAD' });
     expect(Number(head.headers.get('stream-next-offset'))).toBe(8 * chunk.length);
     expect(await server.stop()).toBe(0);
@@ -126,7 +126,7 @@ describe('SIGTERM', () => {
 
   it('with --shutdown-delay, answers /readyz 503 "draining" while it goes on serving reads and writes, then drains and exits 0', async () => {
     // Long enough for a loaded machine to answer the requests below inside the delay.
-    server = await startServer({ args: ['--shutdown-delay', '3s'] });
+    server = await startServer({ process: true, args: ['--shutdown-delay', '3s'] });
     const s = server;
     dirs.push(s.dataDir);
     const stream = `${s.url}/v1/stream/leaving`;
@@ -150,7 +150,7 @@ describe('SIGTERM', () => {
     expect(code).toBe(0);
     expect(atMs - termAt).toBeGreaterThanOrEqual(2_900);
     expect(await connectRefused(s.port)).toBe(true);
-    server = await startServer({ dataDir: s.dataDir });
+    server = await startServer({ process: true, dataDir: s.dataDir });
     expect(await (await fetch(`${server.url}/v1/stream/leaving?offset=-1`)).text()).toBe('late;');
     expect(await server.stop()).toBe(0);
   });

@@ -56,6 +56,7 @@ let before: ControlState;
 
 beforeAll(async () => {
   server = await startServer({
+    process: true,
     args: [
       '--max-body', '65536', '--max-header-bytes', '8192', '--max-url-bytes', '2048',
       '--headers-timeout', '2s', '--request-timeout', '3s',

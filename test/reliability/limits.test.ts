@@ -17,7 +17,7 @@ import { collect, openSocket, parseHead, peakRssBytes, rssBytes, type Collected 
 const servers: ServerProcess[] = [];
 
 async function serve(args: string[]): Promise<ServerProcess> {
-  const s = await startServer({ args });
+  const s = await startServer({ process: true, args });
   servers.push(s);
   return s;
 }

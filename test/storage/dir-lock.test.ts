@@ -60,14 +60,14 @@ test('a store that fails to open leaves the directory free', async () => {
 
 test('a second server on a directory in use exits with the reason; once the first is killed, one starts', async () => {
   const dataDir = newDir();
-  const first = await startServer({ dataDir });
+  const first = await startServer({ process: true, dataDir });
   servers.push(first);
   const stream = `${first.url}/v1/stream/s`;
   expect((await fetch(stream, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'durable' })).status).toBe(201);
-  await expect(startServer({ dataDir })).rejects.toThrow(/exited with 1[\s\S]*data directory .* is in use/);
+  await expect(startServer({ process: true, dataDir })).rejects.toThrow(/exited with 1[\s\S]*data directory .* is in use/);
   // SIGKILL: no close runs, the kernel drops the lock with the process.
   await first.kill();
-  const next = await startServer({ dataDir });
+  const next = await startServer({ process: true, dataDir });
   servers.push(next);
   const read = await fetch(`${next.url}/v1/stream/s?offset=-1`);
   expect(read.status).toBe(200);

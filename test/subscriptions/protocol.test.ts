@@ -5,10 +5,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { del, errorCode, get, post, put, type Reply } from '../helpers/http.js';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { eventually, signatureVerifies, startReceiver, type Receiver } from '../helpers/webhooks.js';
 
-let server: ServerProcess;
+let server: RunningServer;
 let receiver: Receiver;
 let n = 0;
 const JSON_TYPE = { 'content-type': 'application/json' };

@@ -41,7 +41,7 @@ async function inParallel(count: number, width: number, work: (i: number) => Pro
 
 describe('subscriptions at scale', () => {
   it('10,000 matched streams with a trickle of appends cost bounded memory and CPU', async () => {
-    server = await startServer({ args: ['--subscription-sweep', '500ms'] });
+    server = await startServer({ process: true, args: ['--subscription-sweep', '500ms'] });
     const pid = server.child.pid!;
     const base = `${server.url}/v1/stream`;
     await fetch(`${base}/scale-wake`, { method: 'PUT', headers: JSON_TYPE, body: '[]' });

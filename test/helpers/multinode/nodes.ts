@@ -26,7 +26,7 @@ export class RillNode {
   ) {}
 
   static async start(name: string, postgresUrl: string, args: string[] = [], port?: number): Promise<RillNode> {
-    const server = await startServer({ postgresUrl, port, args });
+    const server = await startServer({ process: true, postgresUrl, port, args });
     return new RillNode(name, postgresUrl, server.port, args, server);
   }
 
@@ -63,7 +63,7 @@ export class RillNode {
     let lastError: unknown;
     for (let attempt = 0; attempt < RESTART_TRIES; attempt++) {
       try {
-        this.server = await startServer({ postgresUrl: this.postgresUrl, port: this.port, args: this.args });
+        this.server = await startServer({ process: true, postgresUrl: this.postgresUrl, port: this.port, args: this.args });
         this.restarts += 1;
         this.restartMs.push(Date.now() - started);
         return;

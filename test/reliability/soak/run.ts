@@ -71,7 +71,7 @@ class Supervisor {
   ) {}
 
   async start(): Promise<void> {
-    this.server = await startServer({ dataDir: this.dataDir, port: this.port, args: SERVER_ARGS });
+    this.server = await startServer({ process: true, dataDir: this.dataDir, port: this.port, args: SERVER_ARGS });
   }
 
   async crash(): Promise<void> {
