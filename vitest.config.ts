@@ -1,27 +1,86 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * How `npm test` is laid out on this 2-core machine:
+ *
+ * - `main`: every file that needs no PostgreSQL server, two at a time.
+ * - `postgres-engine`: the files that run PostgreSQL themselves (the storage contract, the
+ *   seed-000 model on every engine, the conformance suite on PostgreSQL, ...), two at a time.
+ * - `postgres`: the HTTP and client files whose answers depend on what an engine stores
+ *   (writes, producers, conditional appends, lifecycle, live tailing, subscriptions), again
+ *   with every server they start on PostgreSQL (test/helpers/server.ts). The other HTTP files
+ *   test parsing, headers and the client, which no engine changes, and run on SQLite only.
+ * - `serial`: the files that measure the machine (memory, CPU, latency across nodes) or load it
+ *   with many processes, one at a time after the others, so no other file skews them.
+ *
+ * The PostgreSQL server is started by globalSetup only in the projects that need it; vitest
+ * runs a project's globalSetup only when that project has files to run, so `npm test --
+ * test/http/sse.test.ts` starts none.
+ */
+const POSTGRES_SETUP = ['test/helpers/postgres-global.ts'];
+
+/** Files that start PostgreSQL or a database on the shared server themselves. */
+const USES_POSTGRES = [
+  'test/conformance-postgres.test.ts',
+  'test/postgres-smoke.test.ts',
+  'test/core/producer-model.test.ts',
+  'test/live/remote.test.ts',
+  'test/ops/metrics.test.ts',
+  'test/storage/contract.test.ts',
+  'test/storage/postgres-engine.test.ts',
+  'test/storage/subscriptions.test.ts',
+];
+
+/** HTTP and client files run again on PostgreSQL: what they assert depends on the engine. */
+const AGAIN_ON_POSTGRES = [
+  'test/http/attrs-batch.test.ts',
+  'test/http/buckets.test.ts',
+  'test/http/conditional.test.ts',
+  'test/http/forks.test.ts',
+  'test/http/incarnation.test.ts',
+  'test/http/json-reads.test.ts',
+  'test/http/producers.test.ts',
+  'test/http/snapshots.test.ts',
+  'test/http/sse-tail.test.ts',
+  'test/client/subscriptions.test.ts',
+];
+
+/** Files that measure memory, CPU or latency, or run several servers and databases under load. */
+const SERIAL = [
+  'test/multinode/cluster.test.ts',
+  'test/multinode/postgres-kill.test.ts',
+  'test/reliability/limits.test.ts',
+  'test/subscriptions/scale.test.ts',
+];
+
 export default defineConfig({
   test: {
-    // One PostgreSQL server for the run (sharedDatabase() in test/helpers/postgres.ts).
-    globalSetup: ['test/helpers/postgres-global.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
-    reporters: ['default'],
+    setupFiles: ['test/support/seed-report.ts'],
+    reporters: ['default', './test/support/failure-summary.ts'],
     projects: [
-      { extends: true, test: { name: 'main', include: ['test/**/*.test.ts'] } },
       {
-        // The HTTP and client tiers again, every server they start on PostgreSQL (test/helpers/server.ts).
         extends: true,
         test: {
-          name: 'postgres',
-          include: ['test/http/**/*.test.ts', 'test/client/**/*.test.ts'],
-          // SQLite's own settings (--stream-cache) and files; and the processor crash test, whose
-          // SIGKILLs test the client's fencing, not the engine (PostgreSQL under SIGKILL:
-          // test/multinode/postgres-kill.test.ts), and which took 130 of the run's 800 test-file seconds here.
-          exclude: ['test/http/stream-cache.test.ts', 'test/client/processor-crash.test.ts'],
-          env: { RILL_TEST_STORE: 'postgres' },
+          name: 'main',
+          include: ['test/**/*.test.ts'],
+          exclude: [...USES_POSTGRES, ...SERIAL],
+          maxWorkers: 2,
         },
+      },
+      {
+        extends: true,
+        test: { name: 'postgres-engine', include: USES_POSTGRES, globalSetup: POSTGRES_SETUP, maxWorkers: 2 },
+      },
+      {
+        extends: true,
+        test: { name: 'postgres', include: AGAIN_ON_POSTGRES, globalSetup: POSTGRES_SETUP, maxWorkers: 2, env: { RILL_TEST_STORE: 'postgres' } },
+      },
+      {
+        extends: true,
+        test: { name: 'serial', include: SERIAL, globalSetup: POSTGRES_SETUP, maxWorkers: 1, sequence: { groupOrder: 1 } },
       },
     ],
   },

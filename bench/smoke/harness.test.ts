@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, expect, test } from 'vitest';
 
-const ROOT = resolve(import.meta.dirname, '..');
+const ROOT = resolve(import.meta.dirname, '../..');
 const outDir = mkdtempSync(join(tmpdir(), 'rill-bench-smoke-'));
 
 afterAll(() => rmSync(outDir, { recursive: true, force: true }));

@@ -1,11 +1,11 @@
 /**
- * A vitest reporter that ends the run with what failed: each failing test by file and name
- * with its first error line and where in the test it was raised, then one count line. It
- * comes after the default reporter, so a failed CI run can be read from its last lines alone
- * (the default reporter's own summary comes first, with every stack in full above it).
+ * A vitest reporter that ends the run with what failed: each failing test by file and name,
+ * with its first error line, where in the test it was raised, and the seed that replays it
+ * when the file was random; then one count line. It comes after the default reporter, whose
+ * full stacks come first, so that a failed CI run can be read from its last lines alone.
  */
 import { relative } from 'node:path';
-import type { Reporter, TestModule } from 'vitest/node';
+import type { Reporter, TestCase, TestModule } from 'vitest/node';
 
 interface SerializedFailure {
   message?: string;
@@ -15,49 +15,53 @@ interface SerializedFailure {
 
 const ROOT = process.cwd();
 
-/** The error's first line and the first stack frame inside test/ (where the test raised it). */
+/** The error's first line, and the first stack frame in the project's tests (where the test raised it). */
 function describeError(error: SerializedFailure | undefined): string[] {
   if (!error) return ['(no error recorded)'];
-  const first = `${error.name && !error.message?.startsWith(error.name) ? `${error.name}: ` : ''}${(error.message ?? '').split('\n')[0]}`;
-  const frame = (error.stack ?? '').split('\n').find((line) => line.includes('/test/') && !line.includes('node_modules'));
-  const where = frame?.trim().replace(ROOT + '/', '');
-  return where ? [first, where] : [first];
+  const message = (error.message ?? '').split('\n')[0]!;
+  const first = error.name && !message.startsWith(error.name) ? `${error.name}: ${message}` : message;
+  const frame = (error.stack ?? '').split('\n').find((line) => line.includes(`${ROOT}/test/`) || line.includes(`${ROOT}/bench/`));
+  return frame ? [first, frame.trim().replace(`${ROOT}/`, '')] : [first];
 }
 
-function failuresOf(module: TestModule): string[] {
-  const file = relative(ROOT, module.moduleId);
-  const lines: string[] = [];
-  for (const test of module.children.allTests()) {
-    const result = test.result();
-    if (result.state !== 'failed') continue;
-    lines.push(`FAIL ${file} > ${test.fullName}`, ...describeError(result.errors?.[0] as SerializedFailure | undefined).map((l) => `     ${l}`));
-  }
-  // A file that failed outside any test: its import, a hook, or a leaked error.
-  for (const error of module.errors()) lines.push(`FAIL ${file} (the file itself)`, ...describeError(error as SerializedFailure).map((l) => `     ${l}`));
-  return lines;
+function failedTest(file: string, test: TestCase): string[] {
+  const lines = [`FAIL ${file} > ${test.fullName}`, ...describeError(test.result().errors?.[0] as SerializedFailure | undefined)];
+  const seed = test.meta().seed;
+  if (seed !== undefined) lines.push(`seed ${seed}: RILL_TEST_SEED=${seed} npm test -- ${file}`);
+  return lines.map((line, i) => (i === 0 ? line : `     ${line}`));
+}
+
+/** Failures outside any test (an import, a hook, an error the file leaked) count as one each. */
+function failedFile(file: string, error: unknown): string[] {
+  return [`FAIL ${file} (outside its tests)`, ...describeError(error as SerializedFailure).map((line) => `     ${line}`)];
 }
 
 export default class FailureSummary implements Reporter {
   onTestRunEnd(modules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>): void {
-    let passed = 0;
-    let failed = 0;
-    let skipped = 0;
+    const counts = { passed: 0, failed: 0, skipped: 0 };
     const lines: string[] = [];
     for (const module of modules) {
+      const file = relative(ROOT, module.moduleId);
       for (const test of module.children.allTests()) {
         const state = test.result().state;
-        if (state === 'passed') passed += 1;
-        else if (state === 'failed') failed += 1;
-        else skipped += 1;
+        if (state === 'failed') {
+          counts.failed += 1;
+          lines.push(...failedTest(file, test));
+        } else if (state === 'passed') counts.passed += 1;
+        else counts.skipped += 1;
       }
-      lines.push(...failuresOf(module));
+      for (const error of module.errors()) {
+        counts.failed += 1;
+        lines.push(...failedFile(file, error));
+      }
     }
-    for (const error of unhandledErrors) lines.push('FAIL an unhandled error', ...describeError(error as SerializedFailure).map((l) => `     ${l}`));
-    const projects = new Set(modules.map((m) => m.project.name));
-    const out = ['', `rill test summary (${modules.length} files; projects: ${[...projects].join(', ')})`];
-    if (lines.length > 0) out.push(`Failing (${failed} tests${modules.some((m) => m.errors().length > 0) || unhandledErrors.length > 0 ? ', and errors outside tests' : ''}):`, ...lines);
-    const failures = failed + (lines.length > 0 && failed === 0 ? 1 : 0);
-    out.push(`${passed} passed, ${failures} failed${skipped > 0 ? `, ${skipped} skipped` : ''}`);
-    process.stdout.write(out.join('\n') + '\n');
+    for (const error of unhandledErrors) {
+      counts.failed += 1;
+      lines.push(...failedFile('(the run)', error));
+    }
+    const out = ['', `rill test summary: ${modules.length} files`];
+    if (lines.length > 0) out.push(...lines);
+    out.push(`${counts.passed} passed, ${counts.failed} failed${counts.skipped > 0 ? `, ${counts.skipped} skipped` : ''}`);
+    process.stdout.write(`${out.join('\n')}\n`);
   }
 }
