@@ -2,12 +2,18 @@
  * SIGTERM drains the real server process: it stops accepting connections, finishes the
  * writes in flight, ends live readers (long-poll answers, SSE ends), exits 0, and loses
  * nothing it acknowledged. A client that stops reading cannot hold the shutdown.
+ *
+ * What happens is judged by its order (the readers are ended while a write is still in
+ * flight; the process exits after it is answered), never by how long it took: the drain's
+ * times are `npm run bench` figures (the `drain` workload, docs/performance.md).
  */
-import { Agent, get, type IncomingMessage } from 'node:http';
+import { once } from 'node:events';
+import { Agent, get, request, type ClientRequest, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import { sleep } from './checks.js';
-import { collect, openSocket, readIncoming, startUpload } from './net.js';
+import { openSocket, readIncoming } from './net.js';
 
 let server: ServerProcess | undefined;
 const dirs: string[] = [];
@@ -18,8 +24,56 @@ afterEach(async () => {
   for (const dir of dirs.splice(0)) removeDir(dir);
 });
 
-function exitOf(s: ServerProcess): Promise<{ code: number | null; atMs: number }> {
-  return new Promise((resolve) => s.child.once('exit', (code) => resolve({ code, atMs: Date.now() })));
+/** Far past any drain here: a process still running then was held by something the drain should have ended. */
+const EXIT_LIMIT_MS = 20_000;
+
+function exitOf(s: ServerProcess): Promise<number | null> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`rill did not exit within ${EXIT_LIMIT_MS} ms of SIGTERM`)), EXIT_LIMIT_MS);
+    s.child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+  });
+}
+
+/** How often a wait below looks again: the server announces none of these events. */
+const POLL_MS = 20;
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not so after ${timeoutMs} ms`);
+    await sleep(POLL_MS); // a poll's interval, not a wait for time to pass
+  }
+}
+
+/** Until the server holds `n` live readers of `kind` (its /metrics gauge). */
+function untilLive(url: string, kind: 'sse' | 'long_poll', n: number): Promise<void> {
+  const pattern = new RegExp(`^rill_live_readers\\{kind="${kind}"\\} (\\d+)$`, 'm');
+  return until(`${n} ${kind} readers held`, async () => Number(pattern.exec(await (await fetch(`${url}/metrics`)).text())?.[1]) === n);
+}
+
+/**
+ * A write whose head the server has read (it answered `Expect: 100-continue`) and whose
+ * body has `first` of it sent, the rest held back: a write in flight.
+ */
+async function writeInFlight(url: string, headers: Record<string, string>, first: string, agent?: Agent): Promise<{ req: ClientRequest; response: Promise<IncomingMessage> }> {
+  const req = request(url, { method: 'POST', headers: { ...headers, expect: '100-continue' }, agent });
+  req.on('error', () => {});
+  const response = new Promise<IncomingMessage>((resolve) => req.once('response', resolve));
+  req.flushHeaders();
+  await once(req, 'continue');
+  req.write(first);
+  return { req, response };
+}
+
+/** A connection sending `head` whose answer has begun to arrive, and which then reads no more. */
+async function stalledReader(port: number, head: string): Promise<Socket> {
+  const socket = await openSocket(port);
+  socket.write(head);
+  await once(socket, 'readable');
+  return socket;
 }
 
 function getStream(url: string): Promise<IncomingMessage> {
@@ -37,7 +91,8 @@ async function connectRefused(port: number): Promise<boolean> {
 
 describe('SIGTERM', () => {
   it('stops accepting, finishes in-flight writes, ends live readers, exits 0 and keeps every acknowledged write', async () => {
-    server = await startServer({ process: true, args: ['--long-poll-timeout', '30s', '--sse-lifetime', '60s'] });
+    // Live waits longer than the test: only the drain can end them.
+    server = await startServer({ process: true, args: ['--long-poll-timeout', '10m', '--max-long-poll-timeout', '10m', '--sse-lifetime', '10m'] });
     const s = server;
     dirs.push(s.dataDir);
     const stream = `${s.url}/v1/stream/drain`;
@@ -54,31 +109,24 @@ describe('SIGTERM', () => {
     const longPoll = fetch(`${stream}?offset=${tail}&live=long-poll`);
     const sse = await getStream(`${stream}?offset=${tail}&live=sse`);
     const sseText = readIncoming(sse);
-    // A write in flight on a keep-alive connection: its head is sent, its body is not.
-    const upload = startUpload(stream, { 'content-type': 'text/plain', 'content-length': '9' }, 'in-', keepAlive);
-    await sleep(300);
+    // A write in flight on a keep-alive connection: its head is read, its body is not all sent.
+    const upload = await writeInFlight(stream, { 'content-type': 'text/plain', 'content-length': '9' }, 'in-', keepAlive);
+    await untilLive(s.url, 'long_poll', 1);
 
     const exited = exitOf(s);
-    const termAt = Date.now();
     s.child.kill('SIGTERM');
-    const poll = await longPoll;
-    // Both were set to wait 30 s or more; the drain ends them at once.
-    expect(poll.status).toBe(204);
-    expect(Date.now() - termAt).toBeLessThan(4_000);
+    // The drain ends both readers at once, while the write is still in flight and the process up.
+    expect((await longPoll).status).toBe(204);
     expect(await sseText).toContain('event: control');
-    expect(Date.now() - termAt).toBeLessThan(4_000);
     expect(await connectRefused(s.port)).toBe(true);
+    expect(s.child.exitCode).toBeNull();
 
     upload.req.end('flight');
     const answer = await upload.response;
     expect(answer.statusCode).toBe(204);
+    // Told to close: a keep-alive client cannot hold the process up with its connection.
     expect(answer.headers.connection).toBe('close');
-    const finishedAt = Date.now();
-    const { code, atMs } = await exited;
-    expect(code).toBe(0);
-    // Nothing (an idle keep-alive socket included) holds the process once work is done;
-    // an idle keep-alive socket alone would hold it for the 5 s keep-alive timeout.
-    expect(atMs - finishedAt).toBeLessThan(3_500);
+    expect(await exited).toBe(0);
     keepAlive.destroy();
 
     server = await startServer({ process: true, dataDir: s.dataDir });
@@ -96,24 +144,17 @@ describe('SIGTERM', () => {
     expect((await fetch(stream, { method: 'PUT', headers: binary })).status).toBe(201);
     const chunk = Buffer.alloc(2 * 1024 * 1024, 7);
     for (let i = 0; i < 8; i++) expect((await fetch(stream, { method: 'POST', headers: binary, body: chunk })).status).toBe(204);
-    // Readers that never read, far behind: a catch-up read and an SSE tail.
+    // Readers that stop reading once their answers begin, far behind: a catch-up read and an SSE tail.
     const stalled = [];
     for (const query of ['offset=-1&max_bytes=8388608', 'offset=-1&live=sse']) {
-      const socket = await openSocket(s.port);
-      socket.write(`GET /v1/stream/big?${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
-      socket.pause();
-      stalled.push(socket);
+      stalled.push(await stalledReader(s.port, `GET /v1/stream/big?${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`));
     }
     // A writer that stops sending half way through its body.
-    const upload = startUpload(stream, { ...binary, 'content-length': '100' }, 'half');
-    await sleep(500);
+    const upload = await writeInFlight(stream, { ...binary, 'content-length': '100' }, 'half');
     const exited = exitOf(s);
-    const termAt = Date.now();
     s.child.kill('SIGTERM');
-    const { code, atMs } = await exited;
-    expect(code).toBe(0);
-    expect(atMs - termAt).toBeGreaterThanOrEqual(900);
-    expect(atMs - termAt).toBeLessThan(6_000);
+    // Without the drain timeout none of them would ever let go: the exit is the timeout's doing.
+    expect(await exited).toBe(0);
     for (const socket of stalled) socket.destroy();
     upload.req.destroy();
 
@@ -134,21 +175,17 @@ describe('SIGTERM', () => {
     expect((await fetch(stream, { method: 'PUT', headers: text })).status).toBe(201);
     expect((await fetch(`${s.url}/readyz`)).status).toBe(200);
     const exited = exitOf(s);
-    const termAt = Date.now();
     s.child.kill('SIGTERM');
-    let ready = await fetch(`${s.url}/readyz`);
-    for (let i = 0; i < 75 && ready.status === 200; i++) {
-      await sleep(20);
-      ready = await fetch(`${s.url}/readyz`);
-    }
+    // The signal is handled when it is handled: /readyz says so.
+    let ready!: Response;
+    await until('/readyz answering 503', async () => (ready = await fetch(`${s.url}/readyz`)).status !== 200);
     expect([ready.status, await ready.json(), ready.headers.get('retry-after')]).toEqual([503, { status: 'draining' }, '1']);
     // Still serving everything while the load balancer takes it out of rotation.
     expect((await fetch(stream, { method: 'POST', headers: text, body: 'late;' })).status).toBe(204);
     expect(await (await fetch(`${stream}?offset=-1`)).text()).toBe('late;');
     expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
-    const { code, atMs } = await exited;
-    expect(code).toBe(0);
-    expect(atMs - termAt).toBeGreaterThanOrEqual(2_900);
+    expect(s.child.exitCode).toBeNull();
+    expect(await exited).toBe(0);
     expect(await connectRefused(s.port)).toBe(true);
     server = await startServer({ process: true, dataDir: s.dataDir });
     expect(await (await fetch(`${server.url}/v1/stream/leaving?offset=-1`)).text()).toBe('late;');

@@ -3,16 +3,18 @@
  * by flags: body 413, headers 431, URL 414, live connections 503 + Retry-After,
  * long-poll and SSE lifetimes, slow headers and bodies, and a slow SSE reader that
  * must be dropped rather than buffered for.
+ *
+ * No assertion here is on time or memory: timers are judged by the order of what they
+ * end, and waits are for the event itself, with a timeout only a bug reaches. How long
+ * the server leaves other requests waiting while it frames a JSON flood, and the memory
+ * a flood or a stalled reader costs, are `npm run bench` figures (the `limits` workload,
+ * docs/performance.md).
  */
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
-import { expectJsonRefusal, refusalOf, sleep, type Refusal } from './checks.js';
-import { collect, openSocket, parseHead, peakRssBytes, rssBytes, type Collected } from './net.js';
+import { expectJsonRefusal, refusalOf, sleep } from './checks.js';
+import { collect, openSocket, parseHead, type Collected } from './net.js';
 
 const servers: ServerProcess[] = [];
 
@@ -46,6 +48,41 @@ async function raw(port: number, bytes: string | Buffer, timeoutMs = 5_000): Pro
   const socket = await openSocket(port);
   socket.write(bytes);
   return collect(socket, timeoutMs);
+}
+
+/** The live readers (long-polls waiting, SSE connections) the server holds now, from its /metrics. */
+async function liveReaders(url: string, kind: 'sse' | 'long_poll'): Promise<number> {
+  const metrics = await (await fetch(`${url}/metrics`)).text();
+  const match = new RegExp(`^rill_live_readers\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(metrics);
+  if (!match) throw new Error(`no rill_live_readers{kind="${kind}"} in /metrics`);
+  return Number(match[1]);
+}
+
+/** How often a wait below looks again: the server announces none of these events. */
+const POLL_MS = 20;
+
+/** Resolves once `check` holds, failing after `timeoutMs`, which only a bug reaches. */
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not so after ${timeoutMs} ms`);
+    await sleep(POLL_MS); // a poll's interval, not a wait for time to pass
+  }
+}
+
+/** Until the server holds exactly `n` live readers of `kind`. */
+const untilLive = (url: string, kind: 'sse' | 'long_poll', n: number) => until(`${n} ${kind} readers held`, async () => (await liveReaders(url, kind)) === n);
+
+/** Runs the tasks at once and answers their labels in the order they finished. */
+async function finishOrder(tasks: Record<string, () => Promise<void>>): Promise<string[]> {
+  const order: string[] = [];
+  await Promise.all(
+    Object.entries(tasks).map(async ([label, task]) => {
+      await task();
+      order.push(label);
+    }),
+  );
+  return order;
 }
 
 function refusalFrom(reply: Collected) {
@@ -140,7 +177,7 @@ describe('protocol limits', () => {
 describe('JSON floods: an array of tiny elements', () => {
   /** `[0,0,...,0]` of `elements` elements: two bytes each, so 32 MiB (the default --max-body) holds 16.7 million. */
   function zeros(elements: number): Buffer<ArrayBuffer> {
-    // Filled in place: a 32 MiB JavaScript string would make this process's own GC pauses part of what is measured.
+    // Filled in place: a 32 MiB JavaScript string would cost this process more than the request.
     const body = Buffer.allocUnsafe(2 * elements + 1);
     body[0] = 0x5b;
     body.fill('0,', 1, 2 * elements);
@@ -149,82 +186,30 @@ describe('JSON floods: an array of tiny elements', () => {
   }
   const json = { 'content-type': 'application/json' };
 
-  /**
-   * POSTs `body` as JSON with curl and answers what came back. A body of 32 MB sent by this
-   * process's fetch holds up its own HEADs by 20-30 ms, which is not the server's doing.
-   * The body file is written before this returns, so before the HEADs start.
-   */
-  function postWithCurl(url: string, body: Buffer): Promise<Refusal> {
-    const dir = mkdtempSync(join(tmpdir(), 'rill-flood-'));
-    writeFileSync(join(dir, 'body'), body);
-    const args = ['-s', '-o', join(dir, 'answer'), '-w', '%{http_code} %{content_type}', '-H', 'content-type: application/json', '--data-binary', `@${join(dir, 'body')}`, url];
-    return promisify(execFile)('curl', args)
-      .then(({ stdout }) => {
-        const [status, answerType] = stdout.split(' ');
-        return { status: Number(status), contentType: answerType || null, body: readFileSync(join(dir, 'answer'), 'utf8') };
-      })
-      .finally(() => removeDir(dir));
-  }
+  // The bench's `limits` workload measures the memory these floods cost and how long the
+  // server leaves a HEAD waiting meanwhile (keys json-flood-*, json-million-rss, json-frame-*).
 
-  /**
-   * Sends HEAD requests one after another until `during` settles, and returns the slowest
-   * answer's time: how long the server left other requests waiting meanwhile.
-   */
-  async function slowestHeadMs(url: string, during: Promise<unknown>): Promise<number> {
-    let settled = false;
-    void during.finally(() => (settled = true));
-    let slowest = 0;
-    let answered = 0;
-    while (!settled) {
-      const started = performance.now();
-      expect((await fetch(url, { method: 'HEAD' })).status).toBe(200);
-      slowest = Math.max(slowest, performance.now() - started);
-      answered++;
-      await sleep(5);
-    }
-    expect(answered).toBeGreaterThan(3);
-    return slowest;
-  }
-
-  /**
-   * The slowest HEAD of the idle server over a second, after warming its HEAD path: on a
-   * shared two-core machine the scheduler alone delays some answers by tens of ms, and
-   * that is not the flood's doing. The flood may add at most 50 ms to it.
-   */
-  async function idleSlowestHeadMs(url: string): Promise<number> {
-    for (let i = 0; i < 20; i++) await fetch(url, { method: 'HEAD' });
-    return slowestHeadMs(url, sleep(1_000));
-  }
-
-  it('refuses 32 MiB of `[0,0,...]` with 413 TOO_MANY_MESSAGES past --max-append-messages, in bounded memory, HEAD answering within 50 ms of idle', async () => {
+  it('refuses 32 MiB of `[0,0,...]` with 413 TOO_MANY_MESSAGES past --max-append-messages, and stores nothing', async () => {
     const s = await serve([]);
     const stream = `${s.url}/v1/stream/flood`;
     await create(stream, 'application/json');
     const body = zeros(16 * 1024 * 1024 - 1);
     expect(body.length).toBeLessThanOrEqual(32 * 1024 * 1024);
-    const idleMs = await idleSlowestHeadMs(stream);
-    const rssBefore = await rssBytes(s.child.pid!);
-    const post = postWithCurl(stream, body);
-    const slowestMs = await slowestHeadMs(stream, post);
-    const refused = await post;
+    const refused = await refusalOf(await fetch(stream, { method: 'POST', headers: json, body }));
     expectJsonRefusal(refused, 413, 'TOO_MANY_MESSAGES');
     expect(refused.body).toContain('100000 messages');
     expect(refused.body).toContain('--max-append-messages');
-    expect(slowestMs).toBeLessThan(idleMs + 50);
-    // The body is held while it arrives and once whole (2 x 32 MiB); nothing per element
-    // (before framing was rewritten, 16.7 million elements took 2.7 GB).
-    expect((await peakRssBytes(s.child.pid!)) - rssBefore).toBeLessThan(128 * 1024 * 1024);
     expect(await tailOf(stream)).toBe(0);
+    // The server goes on answering once it has refused.
+    expect((await fetch(stream, { method: 'HEAD' })).status).toBe(200);
   });
 
-  it('accepts an array of a million messages past a raised --max-append-messages, in bounded memory, and reads it back', async () => {
+  it('accepts an array of a million messages past a raised --max-append-messages, and reads it back', async () => {
     const s = await serve(['--max-append-messages', '1000000']);
     const stream = `${s.url}/v1/stream/flood-accepted`;
     await create(stream, 'application/json');
     const elements = 1_000_000;
-    const rssBefore = await rssBytes(s.child.pid!);
     expect((await fetch(stream, { method: 'POST', headers: json, body: zeros(elements) })).status).toBe(204);
-    expect((await peakRssBytes(s.child.pid!)) - rssBefore).toBeLessThan(48 * 1024 * 1024);
     // Every element is a message "0\n"; the last ones read back as they were sent.
     expect(await tailOf(stream)).toBe(2 * elements);
     const tail = await fetch(`${stream}?offset=${String(2 * elements - 6).padStart(20, '0')}`);
@@ -246,56 +231,37 @@ describe('JSON floods: an array of tiny elements', () => {
     return body;
   }
 
-  /** Appends `body` as binary again and again until `forMs` have passed. */
-  async function appendFor(url: string, body: Buffer<ArrayBuffer>, forMs: number): Promise<void> {
-    const startedAt = performance.now();
-    do {
-      const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body });
-      expect(res.status).toBe(204);
-    } while (performance.now() - startedAt < forMs);
-  }
-
-  /**
-   * Storing an append holds the event loop while SQLite writes it in one transaction
-   * (about 10 ms for 2 MB here when idle, several times that on a loaded machine), JSON
-   * or binary: the storage's cost, not framing's, and a JSON body may store far fewer
-   * bytes than it holds. So this body is 32 MB to frame and 200 KB to store (100,000
-   * messages, the default limit), and its HEADs are held to the slowest HEAD while those
-   * 200 KB are appended as binary for as long. Framed in one go, its 32 MB held HEADs
-   * 150-190 ms here; in slices they add at most 50 ms to storing (measured: 1-27 ms).
-   */
-  it('frames a 32 MB JSON body in slices: HEAD answers within 50 ms of storing its bytes as binary', async () => {
+  it('frames a 32 MB JSON body of padded elements (in slices) into its 100,000 messages, whitespace dropped', async () => {
     const s = await serve([]);
     const stream = `${s.url}/v1/stream/flood-padded`;
-    const binary = `${s.url}/v1/stream/flood-binary`;
     await create(stream, 'application/json');
-    await create(binary, 'application/octet-stream');
     const elements = 100_000;
     const body = paddedZeros(elements);
     expect(body.length).toBe(32_000_001);
-    await idleSlowestHeadMs(stream); // warms the HEAD path
-    const postedAt = performance.now();
-    const post = postWithCurl(stream, body);
-    const slowestMs = await slowestHeadMs(stream, post);
-    expect((await post).status).toBe(204);
-    const postMs = performance.now() - postedAt;
+    expect((await fetch(stream, { method: 'POST', headers: json, body })).status).toBe(204);
     expect(await tailOf(stream)).toBe(2 * elements);
-    const storingMs = await slowestHeadMs(stream, appendFor(binary, Buffer.from('0\n'.repeat(elements)), postMs));
-    expect(slowestMs).toBeLessThan(storingMs + 50);
+    // Stored as "0\n" each, first and last alike: no slice boundary left a message out or cut one.
+    const first = await fetch(`${stream}?offset=-1&max_bytes=6`);
+    expect(await first.json()).toEqual([0, 0, 0]);
+    const last = await fetch(`${stream}?offset=${String(2 * elements - 6).padStart(20, '0')}`);
+    expect(await last.json()).toEqual([0, 0, 0]);
   });
 });
 
 describe('live connection limits', () => {
   let s: ServerProcess;
+  const LIVE_LIMIT = 3;
   const stream = () => `${s.url}/v1/stream/live`;
+  /** Longer than any wait here: a reader still open then was not ended by the limit under test. */
+  const notEnded = () => AbortSignal.timeout(20_000);
   beforeAll(async () => {
-    s = await serve(['--max-live-connections', '2', '--long-poll-timeout', '300ms', '--max-long-poll-timeout', '1s', '--sse-lifetime', '1s']);
+    s = await serve(['--max-live-connections', String(LIVE_LIMIT), '--long-poll-timeout', '300ms', '--max-long-poll-timeout', '1s', '--sse-lifetime', '1s']);
     await create(stream());
   });
 
   it('answers 503 with Retry-After once --max-live-connections readers are held, and admits again after', async () => {
-    const held = [1, 2].map(() => fetch(`${stream()}?offset=now&live=long-poll&timeout_ms=1000`));
-    await sleep(200);
+    const held = Array.from({ length: LIVE_LIMIT }, () => fetch(`${stream()}?offset=now&live=long-poll&timeout_ms=1000`));
+    await untilLive(s.url, 'long_poll', LIVE_LIMIT);
     for (const query of ['offset=now&live=long-poll', 'offset=now&live=sse']) {
       const refused = await fetch(`${stream()}?${query}`);
       expect(refused.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
@@ -308,26 +274,29 @@ describe('live connection limits', () => {
     expect(again.status).toBe(204);
   });
 
-  it('bounds a long-poll wait by --max-long-poll-timeout, whatever timeout_ms asks', async () => {
-    const started = Date.now();
-    const res = await fetch(`${stream()}?offset=now&live=long-poll&timeout_ms=600000`);
-    const took = Date.now() - started;
+  /** A long-poll at the tail that must end 204: its wait over, nothing written. */
+  const waitEnds = (query: string) => async () => {
+    const res = await fetch(`${stream()}?offset=now&live=long-poll${query}`, { signal: notEnded() });
+    await res.arrayBuffer();
     expect(res.status).toBe(204);
-    expect(took).toBeGreaterThanOrEqual(900);
-    expect(took).toBeLessThan(5_000);
-    const byDefault = Date.now();
-    expect((await fetch(`${stream()}?offset=now&live=long-poll`)).status).toBe(204);
-    expect(Date.now() - byDefault).toBeLessThan(1_500);
+  };
+
+  it('bounds a long-poll wait by --max-long-poll-timeout, whatever timeout_ms asks', async () => {
+    // Three waits at once, told apart by the order they end in: the default (300 ms), one
+    // asked for 600 ms, and one asking 600 s, which the 1 s bound ends third (and at all).
+    const order = await finishOrder({ default: waitEnds(''), asked600ms: waitEnds('&timeout_ms=600'), asked600s: waitEnds('&timeout_ms=600000') });
+    expect(order).toEqual(['default', 'asked600ms', 'asked600s']);
   });
 
   it('ends an SSE connection after --sse-lifetime, with a control event carrying where to resume', async () => {
-    const started = Date.now();
-    const res = await fetch(`${stream()}?offset=-1&live=sse`);
-    expect(res.status).toBe(200);
-    const body = await res.text();
-    const took = Date.now() - started;
-    expect(took).toBeGreaterThanOrEqual(900);
-    expect(took).toBeLessThan(6_000);
+    let body = '';
+    const sse = async () => {
+      const res = await fetch(`${stream()}?offset=-1&live=sse`, { signal: notEnded() });
+      expect(res.status).toBe(200);
+      body = await res.text();
+    };
+    // The SSE connection (1 s) outlives a long-poll of the default wait (300 ms) started with it.
+    expect(await finishOrder({ longPoll: waitEnds(''), sse })).toEqual(['longPoll', 'sse']);
     expect(body).toContain('"streamNextOffset":"00000000000000000000"');
   });
 });
@@ -344,27 +313,17 @@ describe('live readers that hang up', () => {
   /** The status a long-poll of 100 ms gets: 204 when admitted, 503 when every slot is held. */
   const probe = async () => (await fetch(`${s.url}${path}?offset=now&live=long-poll&timeout_ms=100`)).status;
 
-  /** Polls until a live reader is admitted again; answers how long that took. */
-  async function admittedWithinMs(limitMs: number): Promise<number> {
-    const started = Date.now();
-    while ((await probe()) !== 204) {
-      if (Date.now() - started > limitMs) throw new Error(`no live slot came back within ${limitMs} ms`);
-      await sleep(50);
-    }
-    return Date.now() - started;
-  }
-
-  for (const [kind, query] of [
-    ['long-poll', 'offset=now&live=long-poll&timeout_ms=60000'],
-    ['SSE', 'offset=now&live=sse'],
+  for (const [kind, gauge, query] of [
+    ['long-poll', 'long_poll', 'offset=now&live=long-poll&timeout_ms=60000'],
+    ['SSE', 'sse', 'offset=now&live=sse'],
   ] as const) {
     it(`gives back the slots of ${kind} readers that close their connections mid-wait`, async () => {
       const readers = await Promise.all([1, 2].map(() => openSocket(s.port)));
       for (const socket of readers) socket.write(`GET ${path}?${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
-      await sleep(300);
+      await untilLive(s.url, gauge, 2);
       expect(await probe()).toBe(503);
       for (const socket of readers) socket.destroy();
-      await admittedWithinMs(3_000);
+      await untilLive(s.url, gauge, 0);
       // Both slots: two readers are held at once again.
       const held = [1, 2].map(() => fetch(`${s.url}${path}?offset=now&live=long-poll&timeout_ms=500`));
       for (const res of await Promise.all(held)) expect(res.status).toBe(204);
@@ -374,6 +333,11 @@ describe('live readers that hang up', () => {
 
 describe('slow clients', () => {
   let s: ServerProcess;
+  /**
+   * Six times --headers-timeout and short of its 10 s default: a connection still open
+   * then was not closed by the flag. --request-timeout (2 s) is far from its default (120 s).
+   */
+  const HEADERS_CLOSE_MS = 6_000;
   beforeAll(async () => {
     s = await serve(['--headers-timeout', '1s', '--request-timeout', '2s']);
     await create(`${s.url}/v1/stream/slow`);
@@ -382,28 +346,27 @@ describe('slow clients', () => {
   it('answers 408 and closes a connection whose headers trickle in (slowloris)', async () => {
     const socket = await openSocket(s.port);
     socket.write('GET /v1/stream/slow HTTP/1.1\r\nHost: localhost\r\nX-Slow: ');
+    // The trickle is the client under test: a byte of header every 100 ms, never the end.
     const drip = setInterval(() => socket.writable && socket.write('a'), 100);
-    const reply = await collect(socket, 12_000);
+    const reply = await collect(socket, HEADERS_CLOSE_MS);
     clearInterval(drip);
     expect(reply.ended).not.toBe('timeout');
-    expect(reply.afterMs).toBeLessThan(5_000);
     expectJsonRefusal(refusalFrom(reply), 408, 'REQUEST_TIMEOUT');
   });
 
   it('closes a connection that never sends a request', async () => {
-    const reply = await collect(await openSocket(s.port), 12_000);
+    const reply = await collect(await openSocket(s.port), HEADERS_CLOSE_MS);
     expect(reply.ended).not.toBe('timeout');
-    expect(reply.afterMs).toBeLessThan(5_000);
   });
 
   it('drops a request whose body trickles past --request-timeout, applying nothing', async () => {
     const socket = await openSocket(s.port);
     socket.write('POST /v1/stream/slow HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nab');
+    // A byte of body every 100 ms: 1000 bytes would take 100 s.
     const drip = setInterval(() => socket.writable && socket.write('c'), 100);
     const reply = await collect(socket, 12_000);
     clearInterval(drip);
     expect(reply.ended).not.toBe('timeout');
-    expect(reply.afterMs).toBeLessThan(6_000);
     expect(await tailOf(`${s.url}/v1/stream/slow`)).toBe(0);
     expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
   });
@@ -420,36 +383,34 @@ describe('a slow SSE reader', () => {
       socket.write('GET /v1/stream/firehose?offset=-1&live=sse HTTP/1.1\r\nHost: localhost\r\n\r\n');
       return socket;
     };
+    // The stalled reader takes its answer's head, then stops reading: that is the client under test.
     const stalled = await subscribe();
-    stalled.pause();
+    await once(stalled, 'readable');
     const keeping = await subscribe();
     const keepingDone = collect(keeping, 60_000);
-    await sleep(300);
-    const rssBefore = await rssBytes(s.child.pid!);
+    await untilLive(s.url, 'sse', 2);
 
     const chunk = Buffer.alloc(1024 * 1024, 0x61);
-    const appends = 128;
+    const appends = 48;
     for (let i = 0; i < appends; i++) {
       const res = await fetch(stream, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body: chunk });
       expect(res.status).toBe(204);
     }
     const total = appends * chunk.length;
-    await sleep(2_500);
-    const rssAfter = await rssBytes(s.child.pid!);
+    // The server lets the stalled reader go (a heartbeat after its buffer filled), keeping the other.
+    await untilLive(s.url, 'sse', 1);
     // Closing the stream ends the reader that kept up once it has read everything.
     expect((await fetch(stream, { method: 'POST', headers: { 'stream-closed': 'true' } })).status).toBe(204);
 
     const fromStalled = await collect(stalled, 5_000);
     expect(fromStalled.ended).not.toBe('timeout');
-    // Base64 SSE of 128 MiB is about 171 MiB; the stalled reader got the socket
-    // buffers' worth and the bound, then was cut.
+    // Base64 SSE of 48 MiB is 64 MiB; the stalled reader got the socket buffers' worth
+    // and the bound, then was cut.
     expect(fromStalled.data.length).toBeLessThan(16 * 1024 * 1024);
     const kept = await keepingDone;
     expect(kept.ended).toBe('end');
     expect(kept.data.toString()).toContain(`"streamNextOffset":"${String(total).padStart(20, '0')}"`);
-    // Writing 128 MiB alone grows the heap by some 50 MiB; had the server buffered for
-    // the stalled reader, it would hold about 171 MiB more on top of that.
-    expect(rssAfter - rssBefore).toBeLessThan(100 * 1024 * 1024);
+    expect(kept.data.toString()).toContain('"streamClosed":true');
   }, 60_000);
 });
 
@@ -459,13 +420,11 @@ describe('connections a client opens and holds', () => {
     const silent = await Promise.all(Array.from({ length: 50 }, () => openSocket(s.port)));
     const used = await openSocket(s.port);
     used.write(`HEAD /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n`);
+    // Ten times --headers-timeout, and half its 10 s default.
     const endings = await Promise.all(silent.map((socket) => collect(socket, 5_000)));
-    for (const ending of endings) {
-      expect(ending.ended).toBe('end');
-      expect(ending.afterMs).toBeLessThan(2_000);
-    }
+    for (const ending of endings) expect(ending.ended).toBe('end');
     // The used connection is governed by the keep-alive timeout (5 s), not the first-request one.
-    await sleep(700);
+    await sleep(700); // the used connection idles past --headers-timeout: the idling is the behaviour under test
     expect(used.destroyed).toBe(false);
     used.destroy();
   });
@@ -481,7 +440,7 @@ describe('connections a client opens and holds', () => {
     expect(head.headers['retry-after']).toBe('1');
     expect(JSON.parse(head.rest.toString())).toEqual({ code: 'TOO_MANY_CONNECTIONS', message: expect.any(String) });
     for (const socket of held) socket.destroy();
-    await sleep(200);
-    expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
+    // Admitted once the server has seen the closes: refused (503) until then.
+    await until('a connection admitted again', async () => (await fetch(`${s.url}/healthz`)).status === 200);
   });
 });
