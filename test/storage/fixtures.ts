@@ -16,6 +16,7 @@ import { SqliteStore, type RecentIndexing } from '../../src/storage/sqlite/engin
 import type { Store } from '../../src/storage/store.js';
 import { PostgresStore, type PostgresStoreOptions } from '../../src/storage/postgres/engine.js';
 import { sharedDatabase } from '../helpers/postgres.js';
+import { seededRandom as seededRng, testSeed } from '../helpers/seed.js';
 
 /** A clock tests move by hand. */
 export class TestClock {
@@ -187,17 +188,13 @@ export async function readAll(store: Store, name: string): Promise<Buffer> {
   return store.readRange(stream, 0, stream.tail + 1);
 }
 
-/** mulberry32: a small seeded generator, so failures reproduce. */
-export function seededRandom(seed: number): (n: number) => number {
-  let a = seed >>> 0;
-  return (n: number) => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    const unit = ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    return Math.floor(unit * n);
-  };
+/**
+ * Integers in [0, n) drawn from this file's seed (test/helpers/seed.ts: RILL_TEST_SEED, printed
+ * when a test fails) and a stream number `k`, so that one use's draws do not shift another's.
+ */
+export function seededRandom(k: number): (n: number) => number {
+  const rng = seededRng(testSeed() + k);
+  return (n: number) => Math.floor(rng.next() * n);
 }
 
 export function randomBytes(random: (n: number) => number, length: number): Buffer {
