@@ -5,6 +5,7 @@
  * keep-alive when, and only when, its connection has been quiet for a heartbeat.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { TestClock } from '../helpers/clock.js';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { post, put, readAll } from '../helpers/http.js';
 import { sseBlocks } from '../helpers/sse.js';
@@ -12,11 +13,17 @@ import { sseBlocks } from '../helpers/sse.js';
 const HEARTBEAT_MS = 400;
 /** Default settings: a heartbeat (15 s) far longer than any wait these tests allow. */
 let server: RunningServer;
-/** A short heartbeat, to watch keep-alives. */
+/**
+ * A short heartbeat, to watch keep-alives, on a clock the tests move (stream expiry), and an
+ * SSE lifetime no jump of that clock reaches.
+ */
 let beating: RunningServer;
+const clock = new TestClock();
+/** Far past any wait here: a reader still open then is a failure, not a slow machine. */
+const LIMIT_MS = 15_000;
 
 beforeAll(async () => {
-  [server, beating] = await Promise.all([startServer(), startServer({ args: ['--sse-heartbeat', `${HEARTBEAT_MS}ms`] })]);
+  [server, beating] = await Promise.all([startServer(), startServer({ clock, args: ['--sse-heartbeat', `${HEARTBEAT_MS}ms`, '--sse-lifetime', '24h'] })]);
 });
 
 afterAll(async () => {
@@ -26,16 +33,19 @@ afterAll(async () => {
   }
 });
 
-/** Waits for every reader to be let go, failing after `limitMs`: a reader left waiting shows as a failure, not a hang. */
-async function endsWithin(ended: Array<Promise<void>>, limitMs: number): Promise<void> {
+/** Waits for `what`, failing after LIMIT_MS: a reader left waiting shows as a failure, not a hang. */
+async function within<T>(what: string, happening: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`readers still open after ${limitMs} ms`)), limitMs)));
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not after ${LIMIT_MS} ms`)), LIMIT_MS)));
   try {
-    await Promise.race([Promise.all(ended), late]);
+    return await Promise.race([happening, late]);
   } finally {
     clearTimeout(timer);
   }
 }
+
+/** Waits for every reader to be let go. */
+const allEnded = (readers: SseReader[]) => within('readers let go', Promise.all(readers.map((r) => r.ended)));
 
 interface SseEvent {
   /** 'keep-alive' for a comment line. */
@@ -50,6 +60,8 @@ interface SseReader {
   ready: Promise<void>;
   /** Resolves when the server ends the response. */
   ended: Promise<void>;
+  /** Resolves once `count` events of `type` have arrived (failing after LIMIT_MS). */
+  received(type: string, count: number): Promise<void>;
   stop(): void;
 }
 
@@ -57,6 +69,7 @@ interface SseReader {
 function openReader(url: string): SseReader {
   const abort = new AbortController();
   const events: SseEvent[] = [];
+  const waiting = new Set<() => void>();
   let markReady = () => {};
   const ready = new Promise<void>((resolve) => (markReady = resolve));
   const ended = (async () => {
@@ -66,15 +79,29 @@ function openReader(url: string): SseReader {
       const event = parseBlock(block);
       events.push(event);
       if (event.type === 'control') markReady();
+      for (const look of waiting) look();
     }
   })().catch((error: unknown) => {
     if (!abort.signal.aborted) throw error;
   });
-  return { events, ready, ended, stop: () => abort.abort() };
+  const received = (type: string, count: number) =>
+    within(
+      `${count} ${type} events`,
+      new Promise<void>((resolve) => {
+        const look = () => {
+          if (events.filter((e) => e.type === type).length < count) return;
+          waiting.delete(look);
+          resolve();
+        };
+        waiting.add(look);
+        look();
+      }),
+    );
+  return { events, ready, ended, received, stop: () => abort.abort() };
 }
 
 function parseBlock(block: string): SseEvent {
-  const atMs = Date.now();
+  const atMs = performance.now();
   if (block.startsWith(':')) return { type: 'keep-alive', data: '', atMs };
   const lines = block.split('\n');
   const type = lines.find((l) => l.startsWith('event:'))?.slice(6).trim() ?? 'message';
@@ -103,7 +130,7 @@ describe('SSE readers at the tail of one stream', () => {
     }
     // The last append closes the stream too: each reader gets its bytes, is told, and is let go.
     expect((await post(url, `m${n++};`, { 'content-type': 'text/plain', 'stream-closed': 'true' })).status).toBe(204);
-    await endsWithin(readers.map((r) => r.ended), 5_000);
+    await allEnded(readers);
 
     const stored = await readAll(url);
     expect(stored.body.toString().split(';').length - 1).toBe(n);
@@ -125,7 +152,7 @@ describe('SSE readers at the tail of one stream', () => {
     const readers = Array.from({ length: 20 }, () => openReader(`${url}?offset=now&live=sse`));
     await Promise.all(readers.map((r) => r.ready));
     expect((await post(url, undefined, { 'stream-closed': 'true' })).status).toBe(204);
-    await endsWithin(readers.map((r) => r.ended), 5_000);
+    await allEnded(readers);
     const tail = (await readAll(url)).next;
     for (const reader of readers) {
       expect(reader.events.filter((e) => e.type === 'data')).toEqual([]);
@@ -134,37 +161,57 @@ describe('SSE readers at the tail of one stream', () => {
     }
   }, 30_000);
 
-  test('a reader of a stream that expires is let go soon after the expiry', async () => {
+  test('a reader of a stream that expires stays while it lives and is let go once it has expired', async () => {
     const url = `${beating.url}/v1/stream/tail-expiry-${Date.now()}`;
-    expect((await put(url, undefined, { 'content-type': 'text/plain', 'stream-ttl': '1' })).status).toBe(201);
+    expect((await put(url, undefined, { 'content-type': 'text/plain', 'stream-ttl': '60' })).status).toBe(201);
     const reader = openReader(`${url}?offset=now&live=sse`);
     await reader.ready;
-    const openedAtMs = Date.now();
-    // One second of TTL from the read that opened it, then the expiry's own commit wakes the reader.
-    await endsWithin([reader.ended], 1_000 + HEARTBEAT_MS + 1_500);
-    expect(Date.now() - openedAtMs).toBeGreaterThanOrEqual(900);
+    // Alive, the stream keeps its reader through a heartbeat, which looks at the stream.
+    await reader.received('keep-alive', 1);
+    expect((await fetch(url, { method: 'HEAD' })).status).toBe(200);
+    // A minute later by the server's clock, the stream has expired: the next look lets the reader go.
+    clock.advance(61_000);
+    await allEnded([reader]);
+    expect(reader.events.filter((e) => e.type === 'data')).toEqual([]);
     expect((await fetch(url, { method: 'HEAD' })).status).toBe(404);
   }, 30_000);
 
-  test('a reader taking appends gets no keep-alive while they flow, and one within a heartbeat of the last', async () => {
+  test('a reader taking appends gets no keep-alive while they flow, and keep-alives once they stop', async () => {
     const url = `${beating.url}/v1/stream/tail-heartbeat-${Date.now()}`;
     expect((await put(url, undefined, { 'content-type': 'text/plain' })).status).toBe(201);
     const reader = openReader(`${url}?offset=now&live=sse`);
     await reader.ready;
-    // Appends every quarter heartbeat for four heartbeats: the connection is never quiet.
-    for (let i = 0; i < 16; i++) {
+    const appends = 24;
+    for (let i = 0; i < appends; i++) {
       expect((await post(url, `x${i};`, { 'content-type': 'text/plain' })).status).toBe(204);
-      await sleep(HEARTBEAT_MS / 4);
+      // Appends every eighth of a heartbeat for three heartbeats or more: the pacing is the behaviour under test.
+      await sleep(HEARTBEAT_MS / 8);
     }
-    const lastData = reader.events.filter((e) => e.type === 'data').at(-1)!;
-    expect(reader.events.filter((e) => e.type === 'keep-alive')).toEqual([]);
-    await sleep(HEARTBEAT_MS * 3);
+    await reader.received('data', appends);
+    // Quiet from here: a keep-alive comes, and another.
+    await reader.received('keep-alive', 2);
     reader.stop();
-    const keepAlives = reader.events.filter((e) => e.type === 'keep-alive');
-    expect(keepAlives.length).toBeGreaterThanOrEqual(2);
-    // A heartbeat after the last data, give or take a timer's lateness on a busy machine.
-    expect(keepAlives[0]!.atMs - lastData.atMs).toBeGreaterThanOrEqual(HEARTBEAT_MS - 50);
-    expect(keepAlives[0]!.atMs - lastData.atMs).toBeLessThan(HEARTBEAT_MS + 300);
-    expect(reader.events.filter((e) => e.type === 'data')).toHaveLength(16);
+    expect(keepAlivesBetweenCloseData(reader.events)).toEqual([]);
+    expect(reader.events.filter((e) => e.type === 'data')).toHaveLength(appends);
+    expect(reader.events.at(-1)!.type).toBe('keep-alive');
   }, 30_000);
 });
+
+/**
+ * Keep-alives that came between two data events less than a third of a heartbeat apart, as
+ * this process saw them: a connection that quiet for so short must get none. Two data events
+ * further apart (a machine that stalled the appends) say nothing either way.
+ */
+function keepAlivesBetweenCloseData(events: SseEvent[]): SseEvent[] {
+  const found: SseEvent[] = [];
+  let lastData: SseEvent | undefined;
+  let between: SseEvent[] = [];
+  for (const event of events) {
+    if (event.type === 'keep-alive') between.push(event);
+    if (event.type !== 'data') continue;
+    if (lastData && event.atMs - lastData.atMs < HEARTBEAT_MS / 3) found.push(...between);
+    lastData = event;
+    between = [];
+  }
+  return found;
+}
