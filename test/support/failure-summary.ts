@@ -36,6 +36,19 @@ function failedFile(file: string, error: unknown): string[] {
   return [`FAIL ${file} (outside its tests)`, ...describeError(error as SerializedFailure).map((line) => `     ${line}`)];
 }
 
+/** Per project: files, tests, and the seconds its files took (tests and hooks), which the note of a change can quote. */
+function tiers(modules: ReadonlyArray<TestModule>): string {
+  const byProject = new Map<string, { files: number; tests: number; ms: number }>();
+  for (const module of modules) {
+    const tier = byProject.get(module.project.name) ?? { files: 0, tests: 0, ms: 0 };
+    tier.files += 1;
+    tier.tests += [...module.children.allTests()].length;
+    tier.ms += module.diagnostic().duration;
+    byProject.set(module.project.name, tier);
+  }
+  return [...byProject].map(([name, t]) => `${name}: ${t.files} files, ${t.tests} tests, ${Math.round(t.ms / 1000)} s`).join('; ');
+}
+
 export default class FailureSummary implements Reporter {
   onTestRunEnd(modules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<unknown>): void {
     const counts = { passed: 0, failed: 0, skipped: 0 };
@@ -59,7 +72,7 @@ export default class FailureSummary implements Reporter {
       counts.failed += 1;
       lines.push(...failedFile('(the run)', error));
     }
-    const out = ['', `rill test summary: ${modules.length} files`];
+    const out = ['', `rill test summary: ${modules.length} files; ${tiers(modules)}`];
     if (lines.length > 0) out.push(...lines);
     out.push(`${counts.passed} passed, ${counts.failed} failed${counts.skipped > 0 ? `, ${counts.skipped} skipped` : ''}`);
     process.stdout.write(`${out.join('\n')}\n`);
