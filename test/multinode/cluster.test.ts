@@ -5,8 +5,9 @@
  *    also when both copies arrive at once;
  *    two Stream-Seq writers racing on two nodes with the same value: one wins, the other is told
  *    409 STREAM_SEQ_CONFLICT.
- *  - A long-poll reader on node B gets an append acknowledged by node A through the commit
- *    notification, well before the 1 s re-check.
+ *  - A long-poll reader on node B gets each append acknowledged by node A, once and in order
+ *    (how soon, through the commit notification rather than the 1 s re-check, is the bench's
+ *    `longpoll-cross-p50` on two nodes: docs/performance.md).
  *  - A lost notification (node B's LISTEN connection terminated from SQL) only makes B's reader
  *    late: it still gets the append, once, in order.
  *  - Three nodes under load (plain, producer and Stream-Seq writers spread over the nodes round
@@ -26,9 +27,11 @@ import { messageOf, type LoadContext, type ReaderContext } from '../helpers/mult
 import { RillNode } from '../helpers/multinode/nodes.js';
 import { LongPollReader, SseReader } from '../helpers/multinode/readers.js';
 import { send, sleep, type Observation } from '../helpers/multinode/send.js';
+import { until, untilLongPolling } from '../helpers/multinode/waits.js';
 import { PlainWriter, ProducerWriter, StreamSeqWriter } from '../helpers/multinode/writers.js';
 import { blake3Hex } from '../helpers/producer-client.js';
 import { sharedDatabase } from '../helpers/postgres.js';
+import { seededRandom, testSeed } from '../helpers/seed.js';
 
 /** Short SSE lifetime, so SSE readers also resume from control events without any kill. */
 const NODE_ARGS = ['--sse-lifetime', '5s'];
@@ -121,7 +124,7 @@ describe('rill nodes on one PostgreSQL database', () => {
     console.log(`[multinode] Stream-Seq race: wins ${JSON.stringify(wins)}`);
   });
 
-  it('a long-poll reader on node B gets an append acknowledged by node A through the notification (median of 20 well under the 1 s re-check)', async () => {
+  it('a long-poll reader on node B gets each of 20 appends acknowledged by node A, once and in order', async () => {
     const [a, b] = [nodes[0]!, nodes[1]!];
     const path = `/v1/stream/mn-notify-${tag()}`;
     await createStream(a, path);
@@ -133,7 +136,7 @@ describe('rill nodes on one PostgreSQL database', () => {
         receivedAt = Date.now();
         return answer;
       });
-      await sleep(150); // the reader is waiting on B
+      await untilLongPolling(b.url); // the reader is waiting on B
       const body = messageOf('notify', i);
       const appendedAt = Date.now();
       const ack = await send(a.url + path, { method: 'POST', headers: JSON_TYPE, body });
@@ -143,8 +146,9 @@ describe('rill nodes on one PostgreSQL database', () => {
       latencies.push(receivedAt - appendedAt);
       offset = Number(answer.headers.get('stream-next-offset'));
     }
+    // For the record; the bench holds the figure (longpoll-cross-p50).
     console.log(`[multinode] A append -> B long-poll answer, ms: ${latencies.join(' ')} (median ${median(latencies)})`);
-    expect(median(latencies)).toBeLessThan(250);
+    expect(offset).toBe((await readLog(a.url + path)).tail);
   });
 
   it("a lost notification (node B's LISTEN connection terminated from SQL) is repaired: B's long-poll reader still gets A's appends, once, in order", async () => {
@@ -158,21 +162,19 @@ describe('rill nodes on one PostgreSQL database', () => {
     for (let round = 0; round < 3; round++) {
       // B's LISTEN connection: B's connections to PostgreSQL that pg_stat_activity shows listening.
       let bListener: number[] = [];
-      const waitUntil = Date.now() + 5_000;
-      while (Date.now() < waitUntil) {
+      // After a round's termination, B listens again once it has reconnected.
+      await until('node B listens on exactly one connection', async () => {
         const listening = new Set(await listenerPorts(databaseUrl));
         bListener = connectionPortsOf(b.pid!, pgPort).filter((port) => listening.has(port));
-        if (bListener.length === 1) break;
-        await sleep(50);
-      }
-      expect(bListener, 'node B listens on exactly one connection').toHaveLength(1);
+        return bListener.length === 1;
+      });
 
       let receivedAt = 0;
       const poll = send(`${b.url}${path}?offset=${pad20(offset)}&live=long-poll&timeout_ms=10000`, { headers: NDJSON, timeoutMs: 15_000 }).then((answer) => {
         receivedAt = Date.now();
         return answer;
       });
-      await sleep(150); // the reader is waiting on B
+      await untilLongPolling(b.url); // the reader is waiting on B
       expect(await terminateListeners(databaseUrl, bListener)).toBe(1);
       const body = messageOf('lost', round);
       const appendedAt = Date.now();
@@ -180,8 +182,8 @@ describe('rill nodes on one PostgreSQL database', () => {
       expect(ack.status).toBe(204);
       const answer = await poll;
       expect([round, answer.status]).toEqual([round, 200]);
+      // Repaired before the long-poll's own 10 s wait ran out (it would have answered 204).
       latencies.push(receivedAt - appendedAt);
-      expect(receivedAt - appendedAt, 'the repair comes within a few seconds').toBeLessThan(5_000);
       received.push(...answer.text.split('\n').slice(0, -1));
       offset = Number(answer.headers.get('stream-next-offset'));
     }
@@ -203,11 +205,10 @@ describe('rill nodes on one PostgreSQL database', () => {
     const put = await send(`${a.url}/v1/stream/${root}/s`, { method: 'PUT', headers: JSON_TYPE, body: '[1]' });
     expect(put.status).toBe(201);
     const tail = put.headers.get('stream-next-offset')!;
-    let claim = await send(subscription(a, '/claim'), { method: 'POST', headers: JSON_TYPE, body: '{"worker":"w"}' });
-    for (let i = 0; i < 100 && claim.code === 'NO_PENDING_WORK'; i++) {
-      await sleep(50);
-      claim = await send(subscription(a, '/claim'), { method: 'POST', headers: JSON_TYPE, body: '{"worker":"w"}' });
-    }
+    // The work is there once the wake stream says so.
+    const woke = await send(`${a.url}/v1/stream/${root}-wake?offset=-1&live=long-poll&timeout_ms=10000`, { timeoutMs: 15_000 });
+    expect(woke.status).toBe(200);
+    const claim = await send(subscription(a, '/claim'), { method: 'POST', headers: JSON_TYPE, body: '{"worker":"w"}' });
     expect(claim.status).toBe(200);
     const claimed = JSON.parse(claim.text) as { wake_id: string; generation: number; token: string };
     const ack = { wake_id: claimed.wake_id, generation: claimed.generation, acks: [{ stream: `${root}/s`, offset: tail }], done: true };
@@ -260,18 +261,19 @@ describe('rill nodes on one PostgreSQL database', () => {
       { atMs: 16_000, node: 0 },
     ];
     const downMs: number[] = [];
+    const downtime = seededRandom(testSeed() + 1);
     for (const kill of kills) {
-      await sleep(Math.max(0, started + kill.atMs - Date.now()));
+      await sleep(Math.max(0, started + kill.atMs - Date.now())); // the load runs until the kill's moment: the schedule under test
       const node = nodes[kill.node]!;
       const pid = node.pid;
       const killedAt = Date.now();
       await node.kill();
-      await sleep(300 + Math.floor(Math.random() * 500));
+      await sleep(downtime.int(300, 799)); // the node stays down a while, as a crashed one does
       await node.restart();
       expect(node.pid).not.toBe(pid);
       downMs.push(Date.now() - killedAt);
     }
-    await sleep(Math.max(0, started + LOAD_MS - Date.now()));
+    await sleep(Math.max(0, started + LOAD_MS - Date.now())); // the load runs its course
     stopping = true;
     await Promise.all(writerRuns);
     const writersDoneAt = Date.now();

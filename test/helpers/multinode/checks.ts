@@ -1,7 +1,7 @@
 /**
  * The final state of a multi-node run held against what the clients were told: readLog() reads
  * the stream as finally stored, checkLog() compares it with the writers' records; median() sums
- * up the latencies tests bound.
+ * up the latencies tests log (their bounds are `npm run bench` figures).
  */
 import { readAll } from '../http.js';
 import type { PlainWriter, ProducerWriter, StreamSeqWriter } from './writers.js';

@@ -69,7 +69,7 @@ export class RillNode {
         return;
       } catch (error) {
         lastError = error;
-        await sleep(RESTART_RETRY_PAUSE_MS);
+        await sleep(RESTART_RETRY_PAUSE_MS); // backoff before the next start, as a supervisor's
       }
     }
     throw lastError;

@@ -9,6 +9,7 @@ import { sseBlocks } from '../sse.js';
 import { violation, type ReaderContext } from './load.js';
 import { NoAnswer, send, sleep, type Answer } from './send.js';
 
+// These pauses are the readers' backoff, the behaviour of a real client, not waits for an event.
 /** Pause before asking the next node after a lost connection. */
 const MOVE_PAUSE_MS = 20;
 /** Pause after a 503 (the node is up but its storage is not). */
@@ -40,7 +41,7 @@ abstract class Reader {
   protected async moveOn(): Promise<void> {
     this.at += 1;
     this.moves += 1;
-    await sleep(MOVE_PAUSE_MS);
+    await sleep(MOVE_PAUSE_MS); // backoff before the next node
   }
 
   protected finished(): boolean {
@@ -85,10 +86,10 @@ export class LongPollReader extends Reader {
     } else if (answer.status === 204) {
       if (next !== this.offset) violation(this.ctx, `${this.id}: 204 at ${this.offset} with Stream-Next-Offset ${next}`);
     } else if (answer.status === 503) {
-      await sleep(UNAVAILABLE_PAUSE_MS);
+      await sleep(UNAVAILABLE_PAUSE_MS); // backoff after a 503
     } else {
       violation(this.ctx, `${this.id}: long-poll at ${this.offset} answered ${answer.status} ${answer.text.slice(0, 200)}`);
-      await sleep(200);
+      await sleep(200); // backoff after an answer it cannot use
     }
   }
 }
@@ -118,7 +119,7 @@ export class SseReader extends Reader {
       const outcome = await this.follow();
       if (outcome === 'lost') await this.moveOn();
       else if (outcome === 'ended') this.ends += 1;
-      else if (outcome === 'unavailable') await sleep(UNAVAILABLE_PAUSE_MS);
+      else if (outcome === 'unavailable') await sleep(UNAVAILABLE_PAUSE_MS); // backoff after a 503
     }
   }
 

@@ -10,16 +10,26 @@
  */
 import { offset as pad20 } from '../http.js';
 import { blake3Hex } from '../producer-client.js';
+import { seededRandom, testSeed, type Rng } from '../seed.js';
 import { JSON_TYPE, messageOf, violation, type LoadContext } from './load.js';
 import { NoAnswer, observed, sleep, type Answer } from './send.js';
 
+// The pauses below are the clients' own behaviour, as a real client's backoff is: after no
+// answer or a 5xx a writer waits before it tries again, and between writes it paces itself.
 /** Pause after no answer before resending (a refused connection goes to the next node at once otherwise). */
 const RESEND_PAUSE_MS = 10;
 const DEFAULT_PAUSE_AFTER_5XX_MS = 50;
 
 /** A delay after which to drop the answer, for a share `loseChance` of writes. */
-function maybeLose(ctx: LoadContext): number | undefined {
-  return ctx.loseChance && Math.random() < ctx.loseChance ? Math.floor(Math.random() * 9) : undefined;
+function maybeLose(ctx: LoadContext, rng: Rng): number | undefined {
+  return ctx.loseChance && rng.next() < ctx.loseChance ? rng.int(0, 8) : undefined;
+}
+
+/** A number of the writer's id, so that each writer draws from a seeded generator of its own. */
+function seedOffsetOf(id: string): number {
+  let hash = 0;
+  for (const char of id) hash = (Math.imul(hash, 31) + char.charCodeAt(0)) >>> 0;
+  return hash;
 }
 
 /** Round robin over the nodes. */
@@ -38,6 +48,8 @@ class RoundRobin {
 /** What every writer has: its id, the context, the node it writes to next and its pause between writes. */
 abstract class Writer {
   private readonly rr: RoundRobin;
+  /** The writer's random choices (answers it drops, jitter), replayable from the file's seed. */
+  protected readonly rng: Rng;
 
   constructor(
     readonly id: string,
@@ -46,6 +58,7 @@ abstract class Writer {
     private readonly pauseMs: number,
   ) {
     this.rr = new RoundRobin(ctx.urls, start);
+    this.rng = seededRandom(testSeed() + seedOffsetOf(id));
   }
 
   abstract run(): Promise<void>;
@@ -56,12 +69,12 @@ abstract class Writer {
   }
 
   protected async pause(): Promise<void> {
-    if (this.pauseMs > 0) await sleep(this.pauseMs);
+    if (this.pauseMs > 0) await sleep(this.pauseMs); // the writer's pace between writes
   }
 
   /** One append to the next node; the answer may be dropped on purpose (LoadContext.loseChance). */
   protected post(headers: Record<string, string>, body: string): Promise<Answer> {
-    return observed(this.ctx, this.id, this.rr.next() + this.ctx.path, { method: 'POST', headers, body, loseAfterMs: maybeLose(this.ctx) });
+    return observed(this.ctx, this.id, this.rr.next() + this.ctx.path, { method: 'POST', headers, body, loseAfterMs: maybeLose(this.ctx, this.rng) });
   }
 
   /**
@@ -74,11 +87,11 @@ abstract class Writer {
       answer = await this.post(headers, body);
     } catch (error) {
       if (!(error instanceof NoAnswer)) throw error;
-      await sleep(RESEND_PAUSE_MS);
+      await sleep(RESEND_PAUSE_MS); // backoff before the resend
       return error.refused ? 'not-sent' : 'maybe-applied';
     }
     if (answer.status < 500) return answer;
-    await sleep(this.ctx.pauseAfter5xxMs ?? DEFAULT_PAUSE_AFTER_5XX_MS);
+    await sleep(this.ctx.pauseAfter5xxMs ?? DEFAULT_PAUSE_AFTER_5XX_MS); // backoff after a 5xx
     return 'maybe-applied';
   }
 }
@@ -122,7 +135,7 @@ export class PlainWriter extends Writer {
         if (!error.refused) return 'unknown';
         this.failovers += 1;
         // The first few at once (another node is up), then gently (all may be restarting).
-        await sleep(tries < 3 ? 0 : 20);
+        await sleep(tries < 3 ? 0 : 20); // backoff after a refused connection
         continue;
       }
       if (answer.status === 204) {
@@ -132,7 +145,7 @@ export class PlainWriter extends Writer {
       }
       if (answer.status >= 500) {
         const outcome = answer.status === 503 && /not applied/.test(answer.message ?? '') ? 'refused' : 'unknown';
-        await sleep(this.ctx.pauseAfter5xxMs ?? DEFAULT_PAUSE_AFTER_5XX_MS);
+        await sleep(this.ctx.pauseAfter5xxMs ?? DEFAULT_PAUSE_AFTER_5XX_MS); // backoff after a 5xx
         return outcome;
       }
       violation(this.ctx, `${this.id} write ${n}: answered ${answer.status} ${answer.text.slice(0, 200)}`);
@@ -214,7 +227,7 @@ export class ProducerWriter extends Writer {
       }
       if (answer.status === 409 && answer.headers.get('producer-expected-seq') !== null) {
         this.gaps += 1;
-        await sleep(5 + Math.random() * 15);
+        await sleep(5 + this.rng.next() * 15); // jittered backoff: an earlier seq is still on its way
         continue;
       }
       violation(this.ctx, `${this.id} seq ${seq}: answered ${answer.status} ${answer.text.slice(0, 200)}`);
