@@ -4,9 +4,10 @@
  * rill on PostgreSQL, one node and two (`rill-pg`, `rill-pg-2`), runs in the append
  * workload at the middle stream count (500), the producer workload and SSE fan-out.
  * Prints progress on stderr, one Markdown table and the target checks on stdout, and
- * writes everything as JSON under .bench/.
+ * writes everything as JSON under .bench/. The last four workloads (limits, drain,
+ * subscriptions, crossnode: bench/bounds.ts) measure what the tests no longer bound.
  *
- *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams]
+ *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams,limits,drain,subscriptions,crossnode]
  *                            [--targets rill,rill-auth,rill-no-metrics,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
  *                            [--rill path/to/dist/cli/main.js] [--cpu-prof]
@@ -18,6 +19,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { crossNodeWorkload, drainWorkload, limitsWorkload, subscriptionsWorkload, type BoundsContext } from './bounds.js';
 import { checkPostgresTargets, checkTargets, median, renderChecks, renderTable, type Row } from './report.js';
 import { FULL, QUICK, WORKLOADS, type BenchSettings, type WorkloadName } from './settings.js';
 import {
@@ -395,6 +397,11 @@ function postgresNotes(rows: Row[], mid: number, s: BenchSettings, settings: Rec
   return lines.join('\n');
 }
 
+/** What the workloads of bench/bounds.ts borrow from here. */
+function boundsContext(): BoundsContext {
+  return { dataBase: DATA_BASE, progress, startAll, stopAll, selected };
+}
+
 function machine() {
   return { cores: cpus().length, cpu: cpus()[0]?.model ?? 'unknown', node: process.version, platform: `${process.platform} ${process.arch}` };
 }
@@ -458,6 +465,10 @@ async function main(): Promise<void> {
     ['longpoll', () => longPollWorkload(s, rows)],
     ['catchup', () => catchUpWorkload(s, rows)],
     ['streams', () => manyStreamsWorkload(s, rows)],
+    ['limits', () => limitsWorkload(s, rows, boundsContext())],
+    ['drain', () => drainWorkload(s, rows, boundsContext())],
+    ['subscriptions', () => subscriptionsWorkload(s, rows, boundsContext())],
+    ['crossnode', () => crossNodeWorkload(s, rows, boundsContext())],
   ];
   // A workload that fails is reported and the others still run, so that one server's
   // failure late in a long run does not lose what was measured before it.

@@ -1,4 +1,6 @@
 /** What one bench run does; `--quick` shrinks everything for the smoke test. */
+import type { FloodSpec } from './workloads/floods.js';
+import type { SubscriptionSpec } from './workloads/subscriptions.js';
 
 export interface BenchSettings {
   /** Rounds of the SSE and catch-up workloads. */
@@ -35,6 +37,12 @@ export interface BenchSettings {
   restartRounds: number;
   /** Wait before reading a server's resident memory, so it has settled. */
   settleMs: number;
+  /** The limits workload: JSON floods and a stalled SSE reader (bench/workloads/floods.ts). */
+  floods: FloodSpec;
+  /** The subscriptions workload: one pull-wake subscription over many streams. */
+  subscriptions: SubscriptionSpec;
+  /** Appends the cross-node long-poll workload delivers from one node to another. */
+  crossNodeDeliveries: number;
 }
 
 export const FULL: BenchSettings = {
@@ -57,6 +65,9 @@ export const FULL: BenchSettings = {
   manyStreams: 100_000,
   restartRounds: 3,
   settleMs: 1000,
+  floods: { refusedElements: 16 * 1024 * 1024 - 1, acceptedElements: 1_000_000, paddedElements: 100_000, idleMs: 1000, stalledMiB: 128 },
+  subscriptions: { streams: 10_000, idleS: 2, trickleS: 5, tricklePerS: 20 },
+  crossNodeDeliveries: 40,
 };
 
 export const QUICK: BenchSettings = {
@@ -79,7 +90,10 @@ export const QUICK: BenchSettings = {
   manyStreams: 200,
   restartRounds: 1,
   settleMs: 100,
+  floods: { refusedElements: 200_000, acceptedElements: 150_000, paddedElements: 10_000, idleMs: 200, stalledMiB: 8 },
+  subscriptions: { streams: 300, idleS: 0.3, trickleS: 0.5, tricklePerS: 20 },
+  crossNodeDeliveries: 5,
 };
 
-export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams'] as const;
+export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams', 'limits', 'drain', 'subscriptions', 'crossnode'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];
