@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import { CLI, removeDir, startServer, type RunningServer } from '../helpers/server.js';
-import { sleep } from '../helpers/processing.js';
+import { until, within } from '../helpers/processing.js';
 
 let server: RunningServer;
 
@@ -25,6 +25,23 @@ async function ok(args: string[], options?: { stdin?: string }): Promise<string>
   const run = await rill(args, options);
   expect(run.code, run.stderr).toBe(0);
   return run.stdout;
+}
+
+/** A `rill` command left running (a tail): what it printed so far, and its exit code. */
+function start(args: string[]) {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, RILL_URL: server.url } });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, exited, stdout: () => stdout, stderr: () => stderr };
+}
+
+/** Resolves once a live reader waits on `stream`: the server counts it in the stream's /stats. */
+async function untilTailed(stream: string): Promise<void> {
+  const waiting = async () => ((await (await fetch(`${server.url}/${stream}/stats`)).json()) as { liveReaders: number }).liveReaders > 0;
+  await until(waiting, `a live reader on ${stream}`);
 }
 
 describe('rill client commands', () => {
@@ -49,29 +66,25 @@ describe('rill client commands', () => {
   it('tails with SSE until the stream is closed', async () => {
     await ok(['create', 'v1/stream/cli-tail', '-t', 'text/plain']);
     await ok(['append', 'v1/stream/cli-tail', 'before ']);
-    const tail = rill(['tail', 'v1/stream/cli-tail', '--offset', '-1']);
-    await sleep(400);
+    const tail = start(['tail', 'v1/stream/cli-tail', '--offset', '-1']);
+    // The rest is appended once the tail has caught up and waits for more.
+    await until(() => tail.stdout() === 'before ', 'the tail to print the history');
+    await untilTailed('v1/stream/cli-tail');
     await ok(['append', 'v1/stream/cli-tail', 'after', '--close']);
-    const run = await Promise.race([tail, sleep(15_000).then(() => undefined)]);
-    expect(run?.code).toBe(0);
-    expect(run?.stdout).toBe('before after');
+    expect(await within(tail.exited, 15_000, 'the tail to end at the close'), tail.stderr()).toBe(0);
+    expect(tail.stdout()).toBe('before after');
   });
 
   it('stops a tail on Ctrl-C', async () => {
     await ok(['create', 'v1/stream/cli-sigint', '-t', 'text/plain']);
-    const child = spawn(process.execPath, [CLI, 'tail', 'v1/stream/cli-sigint'], { env: { ...process.env, RILL_URL: server.url } });
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    // Ctrl-C once the tail is reading (it prints what is appended after it started), not
-    // after a guess at how long the process takes to start on a busy machine.
-    let printed = '';
-    child.stdout.on('data', (d: Buffer) => (printed += d.toString()));
-    for (let i = 0; i < 100 && printed === ''; i++) {
-      await ok(['append', 'v1/stream/cli-sigint', 'x']);
-      await sleep(100);
-    }
-    expect(printed).toMatch(/^x+$/);
-    child.kill('SIGINT');
-    expect(await Promise.race([exited, sleep(10_000).then(() => 'timeout')])).toBe(0);
+    const tail = start(['tail', 'v1/stream/cli-sigint']);
+    // Ctrl-C once the tail is reading: it waits on the stream, and prints what is appended
+    // after it started.
+    await untilTailed('v1/stream/cli-sigint');
+    await fetch(`${server.url}/v1/stream/cli-sigint`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' });
+    await until(() => tail.stdout() === 'x', 'the tail to print the append');
+    tail.child.kill('SIGINT');
+    expect(await within(tail.exited, 10_000, 'the tail to stop on SIGINT'), tail.stderr()).toBe(0);
   });
 
   it('reports typed errors on stderr with exit code 1, and honours --url', async () => {

@@ -11,6 +11,7 @@ import {
   StreamClosedError,
   StreamReplacedError,
   StreamSeqConflictError,
+  type FetchLike,
   type ReadBatch,
   type StreamHandle,
 } from '../../src/client/index.js';
@@ -19,9 +20,10 @@ import { createServer, type AddressInfo } from 'node:net';
 import { errorFromResponse } from '../../src/client/errors.js';
 import { useClientServer } from '../helpers/client-server.js';
 import { removeDir, startServer } from '../helpers/server.js';
+import { until } from '../helpers/processing.js';
 
-  // A short SSE lifetime makes the reader reconnect several times within a test.
-const env = useClientServer('client', { args: ['--sse-lifetime', '400ms', '--long-poll-timeout', '2s'] });
+// A short SSE lifetime makes the reader reconnect several times within a test.
+const env = useClientServer('client', { args: ['--sse-lifetime', '200ms', '--long-poll-timeout', '2s'] });
 let counter = 0;
 
 function fresh(prefix: string): StreamHandle {
@@ -36,6 +38,22 @@ async function collect(batches: AsyncIterable<ReadBatch>, limit = 1000): Promise
     if (out.length >= limit) break;
   }
   return out;
+}
+
+/** Resolves once a live reader waits on `stream`: the server counts it in the stream's /stats. */
+async function untilTailed(stream: StreamHandle): Promise<void> {
+  const waiting = async () => ((await (await fetch(`${stream.url}/stats`)).json()) as { liveReaders: number }).liveReaders > 0;
+  await until(waiting, `a live reader on ${stream.url}`);
+}
+
+/** A fetch that counts the SSE connections it opens. */
+function countingSse(): { fetch: FetchLike; connections: () => number } {
+  let connections = 0;
+  const counting: FetchLike = (input, init) => {
+    if (String(input).includes('live=sse')) connections++;
+    return fetch(input, init);
+  };
+  return { fetch: counting, connections: () => connections };
 }
 
 const values = (batches: ReadBatch[]) => batches.flatMap((b) => b.messages.map((m) => m.value));
@@ -92,10 +110,12 @@ describe('stream handle', () => {
     await stream.create({ contentType: 'application/json' });
     await stream.appendJson({ i: 0 });
     const writer = (async () => {
+      // Each append lands while the reader's long-poll waits for it.
       for (let i = 1; i <= 3; i++) {
-        await new Promise((r) => setTimeout(r, 150));
+        await untilTailed(stream);
         await stream.appendJson({ i });
       }
+      await untilTailed(stream);
       await stream.close();
     })();
     const batches = await collect(stream.read({ live: 'long-poll', longPollTimeoutMs: 1000 }));
@@ -116,16 +136,22 @@ describe('stream handle', () => {
     const stream = fresh('sse');
     await stream.create({ contentType: 'application/json' });
     await stream.appendMessages([{ i: 0 }, { i: 1 }]);
+    const sse = countingSse();
+    const reader = new RillClient({ url: env.client.baseUrl, fetch: sse.fetch }).stream(stream.url);
     const writer = (async () => {
-      // The server ends each SSE connection after 400 ms; the writes span several.
-      for (let i = 2; i < 8; i++) {
-        await new Promise((r) => setTimeout(r, 200));
+      // The server ends each SSE connection after 200 ms: two appends on each of three
+      // connections, each pair once the reader has reconnected and waits again.
+      for (let i = 2; i < 8; i += 2) {
+        await until(() => sse.connections() >= i / 2, `SSE connection ${i / 2}`);
+        await untilTailed(stream);
         await stream.appendJson({ i });
+        await stream.appendJson({ i: i + 1 });
       }
       await stream.close();
     })();
-    const batches = await collect(stream.read({ live: 'sse' }));
+    const batches = await collect(reader.read({ live: 'sse' }));
     await writer;
+    expect(sse.connections()).toBeGreaterThanOrEqual(3);
     expect(values(batches)).toEqual(Array.from({ length: 8 }, (_, i) => ({ i })));
     const offsets = batches.flatMap((b) => b.messages.map((m) => m.nextOffset));
     expect(offsets.every((o) => o !== undefined)).toBe(true);
@@ -143,7 +169,7 @@ describe('stream handle', () => {
         await stream.create({ contentType: 'application/json' });
         await stream.appendJson({ i: 0 });
         const reading = collect(stream.read({ live, retry: { baseDelayMs: 20, maxDelayMs: 200 } }));
-        await new Promise((r) => setTimeout(r, 200));
+        await untilTailed(stream); // the server dies under a live reader
         await local.kill();
         local = await startServer({ process: true, port: local.port, dataDir: local.dataDir });
         await stream.appendJson({ i: 1 });

@@ -7,7 +7,7 @@ import { DurableStream, IdempotentProducer as OfficialProducer, stream as offici
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RillClient } from '../../src/client/index.js';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
-import { readAll, sleep } from '../helpers/processing.js';
+import { readAll, until } from '../helpers/processing.js';
 
 let server: RunningServer;
 let rill: RillClient;
@@ -26,16 +26,22 @@ function urlOf(name: string): string {
   return `${server.url}/v1/stream/${name}`;
 }
 
-/** Collects JSON items from an official live session until `count` arrived (bounded wait). */
-async function tailItems(url: string, live: 'sse' | 'long-poll', count: number, during: () => Promise<void>): Promise<unknown[]> {
+/**
+ * Collects JSON items from an official live session while `during` runs, until `count`
+ * arrived; `during` is handed the items so far, to append each after the last arrived.
+ */
+async function tailItems(url: string, live: 'sse' | 'long-poll', count: number, during: (items: unknown[]) => Promise<void>): Promise<unknown[]> {
   const items: unknown[] = [];
   const session = await officialStream<unknown>({ url, live, offset: '-1' });
   session.subscribeJson(async (batch) => {
     items.push(...batch.items);
   });
-  await during();
-  for (let i = 0; i < 250 && items.length < count; i++) await sleep(20);
-  session.cancel();
+  try {
+    await during(items);
+    await until(() => items.length >= count, `${count} items tailed with ${live}`);
+  } finally {
+    session.cancel();
+  }
   return items;
 }
 
@@ -57,9 +63,10 @@ describe('@durable-streams/client against rill', () => {
       await DurableStream.create({ url, contentType: 'application/json' });
       const writer = rill.stream(url);
       await writer.appendJson({ i: 0 });
-      const items = await tailItems(url, live, 4, async () => {
+      const items = await tailItems(url, live, 4, async (tailed) => {
+        // Each append follows the delivery of the one before: the session is tailing when it lands.
         for (let i = 1; i < 4; i++) {
-          await sleep(100);
+          await until(() => tailed.length === i, `item ${i - 1} tailed with ${live}`);
           await writer.appendJson({ i });
         }
       });
@@ -83,15 +90,20 @@ describe('@durable-streams/client against rill', () => {
       for (let run = 0; run < 3; run++) {
         const url = urlOf(`official-pipelined-${run}-${contentType.split('/')[1]}-${Date.now()}`);
         const handle = await DurableStream.create({ url, contentType });
-        // Every request carrying seq 0 is held back, so seq 1.. of a producer rill has never
-        // seen arrive first: the race a pipelining client hits by chance, made certain.
+        // Every request carrying seq 0 is held back until rill has answered a later seq, so seq
+        // 1.. of a producer rill has never seen arrive first: the race a pipelining client hits
+        // by chance, made certain.
         let held = 0;
+        let laterAnswered = 0;
         const slowSeqZero: typeof fetch = async (input, init) => {
-          if (new Headers(init?.headers).get('producer-seq') === '0') {
+          const seq = new Headers(init?.headers).get('producer-seq');
+          if (seq === '0') {
             held++;
-            await sleep(300);
+            await until(() => laterAnswered > 0, 'an answer to a seq after 0');
           }
-          return fetch(input, init);
+          const response = await fetch(input, init);
+          if (seq !== null && seq !== '0') laterAnswered++;
+          return response;
         };
         const errors: Error[] = [];
         const producer = new OfficialProducer(handle, `pipelined-${run}`, { maxInFlight: 5, maxBatchBytes: 64, lingerMs: 0, fetch: slowSeqZero, onError: (e) => errors.push(e) });

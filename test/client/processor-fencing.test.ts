@@ -8,11 +8,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { RillClient, type StreamHandle } from '../../src/client/index.js';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import {
+  exitOf,
   expectSource,
   expectWindows,
   makeJsonStreams,
   readAll,
-  sleep,
   SourceWriter,
   stopProcessing,
   startProcessor,
@@ -40,25 +40,32 @@ describe('two instances of one processor', () => {
     const [source, sums] = (await makeJsonStreams(client, 'fence', ['source', 'sums'])) as [StreamHandle, StreamHandle];
     const config: ChildConfig = { url: server.url, source: 'fence/source', targets: ['fence/sums'], producerId: 'summer', windowCount: 10 };
     let older: ProcessorChild | undefined;
-    const feed = new SourceWriter(source, {
+    /** How much the source held when the older instance stopped. */
+    let writtenAtFence: number | undefined;
+    const feed: SourceWriter = new SourceWriter(source, {
       prefill: 1000,
       batch: 20,
       pauseMs: 30,
-      minTotal: 3000,
+      minTotal: 1000,
       maxTotal: 20_000,
-      // Keep the source growing until the older instance has stopped: it stops on its next write.
-      keepGoing: () => older === undefined || older.child.exitCode === null,
+      // Keep the source growing until the older instance has stopped (it stops on its next
+      // write), and 20 windows more, which only the newer one can publish.
+      keepGoing: (): boolean => {
+        if (older === undefined || older.child.exitCode === null) return true;
+        writtenAtFence ??= feed.written;
+        return feed.written < writtenAtFence + 200;
+      },
     });
     older = startProcessor(config);
     await waitForProgress([sums], 0, older, 15_000);
     const newer = startProcessor(config);
-    const olderExit = await Promise.race([older.exited, sleep(40_000).then(() => 'timeout')]);
+    const olderExit = await exitOf(older, 40_000);
     expect(olderExit, older.output()).toBe(FENCED_EXIT);
     expect(older.output()).toMatch(/PRODUCER_FENCED/);
     // The newer instance goes on publishing after the older one stopped.
     const afterFence = await tailOf(sums);
     const total = await feed.done;
-    const newerExit = await Promise.race([newer.exited, sleep(40_000).then(() => 'timeout')]);
+    const newerExit = await exitOf(newer, 40_000);
     expect(newerExit, newer.output()).toBe(0);
     expect(await tailOf(sums)).toBeGreaterThan(afterFence);
     await expectSource(source, total);

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { IdempotentProducer, NotFoundError, runProcessor, type StreamHandle, type Window } from '../../src/client/index.js';
 import { useClientServer } from '../helpers/client-server.js';
-import { expectWindows, readAll, sleep, type Aggregate } from '../helpers/processing.js';
+import { expectWindows, readAll, until, type Aggregate } from '../helpers/processing.js';
 
 const env = useClientServer('proc');
 let counter = 0;
@@ -117,10 +117,12 @@ describe('processor', () => {
 
   it('closes time windows while the source is quiet', async () => {
     const [source, target] = (await streams(['application/json', 'application/json'])) as [StreamHandle, StreamHandle];
-    const run = runProcessor({ source, target, producerId: 'timer', window: { timeMs: 150 }, step: sum });
-    for (let n = 1; n <= 12; n++) {
-      await source.appendJson({ n });
-      await sleep(n % 4 === 0 ? 400 : 20);
+    let lastPublished = 0;
+    const run = runProcessor({ source, target, producerId: 'timer', window: { timeMs: 150 }, step: sum, onResult: (event) => void (lastPublished = event.result.last) });
+    for (let group = 1; group <= 3; group++) {
+      for (let n = group * 4 - 3; n <= group * 4; n++) await source.appendJson({ n });
+      // The source is quiet now: only the window's timer can close it and publish up to here.
+      await until(() => lastPublished === group * 4, `the window holding ${group * 4} closed by its timer`);
     }
     await source.close();
     await run.done;
@@ -178,14 +180,10 @@ describe('processor', () => {
   });
 });
 
-/** Waits (bounded) until the highest Stream-Seq over `targets` is `expected`. */
+/** Waits until the highest Stream-Seq over `targets` is `expected`. */
 async function untilLastSeq(targets: StreamHandle[], expected: string): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    const heads = await Promise.all(targets.map((t) => t.head()));
-    if (heads.some((h) => h.lastSeq === expected)) return;
-    await sleep(20);
-  }
-  throw new Error(`the target never reached Stream-Seq ${expected}`);
+  const reached = async () => (await Promise.all(targets.map((t) => t.head()))).some((h) => h.lastSeq === expected);
+  await until(reached, `a target at Stream-Seq ${expected}`);
 }
 
 /** The source offset after message `n` (1-based). */

@@ -15,7 +15,8 @@ import {
   type StreamHandle,
 } from '../../src/client/index.js';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
-import { readAll, retrying, sleep } from '../helpers/processing.js';
+import { TestClock } from '../helpers/clock.js';
+import { readAll, retrying, sleep, until } from '../helpers/processing.js';
 
 let server: RunningServer;
 let counter = 0;
@@ -35,13 +36,17 @@ function header(init: RequestInit | undefined, name: string): string | undefined
 }
 
 interface Faults {
-  /** Called for every producer append; its answer decides the fault. */
-  decide(seq: number, epoch: number): 'pass' | 'lose-answer' | 'drop' | { delayMs: number };
+  /**
+   * Called for every producer append; its answer decides the fault. `{ heldUntilAnswered }`
+   * holds the request back until the server has answered that later seq: it is overtaken.
+   */
+  decide(seq: number, epoch: number): 'pass' | 'lose-answer' | 'drop' | { heldUntilAnswered: number };
   seen: Array<{ seq: number; status: number | 'lost' | 'dropped' }>;
 }
 
 /** A fetch that injects faults into producer appends and records what happened. */
 function faultyFetch(faults: Faults): FetchLike {
+  const answered = (seq: number) => until(() => faults.seen.some((s) => s.seq === seq && typeof s.status === 'number'), `seq ${seq} answered`);
   return async (input, init) => {
     const seqRaw = header(init, 'producer-seq');
     if (init?.method !== 'POST' || seqRaw === undefined) return fetch(input, init);
@@ -51,7 +56,7 @@ function faultyFetch(faults: Faults): FetchLike {
       faults.seen.push({ seq, status: 'dropped' });
       throw new TypeError('simulated: connection refused before sending');
     }
-    if (typeof fault === 'object') await sleep(fault.delayMs);
+    if (typeof fault === 'object') await answered(fault.heldUntilAnswered);
     const response = await fetch(input, init);
     if (fault === 'lose-answer') {
       await response.arrayBuffer();
@@ -116,7 +121,12 @@ describe('idempotent producer', () => {
   });
 
   it('waits out 409 gaps when a later write overtakes an earlier one', async () => {
-    const faults: Faults = { seen: [], decide: (seq) => (seq === 1 || seq === 4 ? { delayMs: 150 } : 'pass') };
+    // The first sends of seqs 1 and 4 wait until seq 2 and seq 5 were answered: each is overtaken.
+    const held = new Set<number>();
+    const faults: Faults = {
+      seen: [],
+      decide: (seq) => ((seq === 1 || seq === 4) && !held.has(seq) ? (held.add(seq), { heldUntilAnswered: seq + 1 }) : 'pass'),
+    };
     const client = new RillClient({ url: server.url, fetch: faultyFetch(faults) });
     const stream = await freshStream(client);
     const producer = new IdempotentProducer(stream, { id: 'racer', maxInFlight: 5 });
@@ -140,12 +150,13 @@ describe('idempotent producer', () => {
       const acked: number[] = [];
       const writes = Array.from({ length: 400 }, (_, i) =>
         (async () => {
-          await sleep(i * 5);
+          await sleep(i * 5); // the pause is the behaviour: writes keep coming for 2 s, before, during and after the restart
           await producer.appendJson({ i });
           acked.push(i);
         })(),
       );
-      await sleep(600);
+      // Killed under load: once a quarter of the writes are acknowledged, most are yet to come.
+      await until(() => acked.length >= 100, '100 writes acknowledged');
       await local.kill();
       current = await startServer({ process: true, port: local.port, dataDir: local.dataDir });
       await Promise.all(writes);
@@ -249,8 +260,9 @@ describe('idempotent producer', () => {
     expect(await readAll(stream)).toEqual([{ run: 1 }, { run: 1 }, { run: 2 }, { run: 3 }]);
   });
 
-  it('claims above the floor when the stream forgot an idle producer', { timeout: 20_000 }, async () => {
-    const local = await startServer({ args: ['--producer-ttl', '1s'] });
+  it('claims above the floor when the stream forgot an idle producer', async () => {
+    const clock = new TestClock();
+    const local = await startServer({ args: ['--producer-ttl', '1s'], clock });
     try {
       const client = new RillClient({ url: local.url });
       await client.bucket('prod').create();
@@ -258,7 +270,7 @@ describe('idempotent producer', () => {
       await stream.create({ contentType: 'application/json' });
       const before = new IdempotentProducer(stream, { id: 'sleeper', epoch: 5 });
       await before.appendJson({ run: 1 });
-      await sleep(1300);
+      clock.advance(1_300); // idle past the TTL
       // The handle sends Stream-Incarnation, so a forgotten epoch at or below the floor is refused.
       const manual = await new IdempotentProducer(stream, { id: 'sleeper', epoch: 3 }).appendJson({ run: 2 }).catch((e: unknown) => e);
       expect(manual).toBeInstanceOf(FencedError);

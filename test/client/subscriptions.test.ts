@@ -8,6 +8,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeDir, startServer } from '../helpers/server.js';
+import { TestClock } from '../helpers/clock.js';
+import { until } from '../helpers/processing.js';
 import {
   AlreadyClaimedError,
   NotFoundError,
@@ -32,9 +34,12 @@ interface SubscriptionServer {
   stop(): Promise<void>;
 }
 
+/** The server's clock: a test moves it past a lease's end instead of waiting for it. */
+const clock = new TestClock();
+
 /** The one place the server under test is started. */
 async function startSubscriptionServer(): Promise<SubscriptionServer> {
-  const server = await startServer({ args: ['--webhook-allow-localhost', '--long-poll-timeout', '1s'] });
+  const server = await startServer({ args: ['--webhook-allow-localhost', '--long-poll-timeout', '1s'], clock });
   return { url: server.url, stop: async () => { await server.stop(); removeDir(server.dataDir); } };
 }
 
@@ -80,14 +85,8 @@ async function nextWakeEvent(wakeStream: string, id: string, offset = '-1'): Pro
   throw new Error('the wake stream ended');
 }
 
-/** Waits (bounded) until `check` holds, asking again every 25 ms. */
-async function eventually(check: () => Promise<boolean>, what: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
+/** Waits until `check` holds (the server's state is asked again until it does). */
+const eventually = (check: () => Promise<boolean>, what: string): Promise<void> => until(check, what);
 
 /** A pull-wake subscription `id` on one JSON stream `{id}/s`, with its own wake stream `{id}/wake`. */
 async function pullSubscription(id: string, extra: Partial<SubscriptionConfig> = {}): Promise<StreamHandle> {
@@ -294,10 +293,11 @@ describe('runPullWorker', () => {
       id: 'lease-1',
       worker: 'slow',
       idleWaitMs: 500,
-      handle: async (_stream, messages) => {
+      handle: (_stream, messages) => {
         calls += 1;
-        // The first batch outlives the lease: its ack is fenced and the batch comes back.
-        if (calls === 1) await new Promise((resolve) => setTimeout(resolve, 1_400));
+        // The first batch outlives the lease (the server's clock passes its end while the
+        // handler works): its ack is fenced and the batch comes back.
+        if (calls === 1) clock.advance(1_400);
         handled.push(...messages.map((m) => m.value));
       },
     });
@@ -312,12 +312,10 @@ describe('runPullWorker', () => {
 /** A webhook receiver on 127.0.0.1 built from wakeRequestListener; notifications queue up. */
 async function startReceiver(jwks: WebhookJwksCache, outcome: (wake: WakeNotification) => WakeOutcome | void) {
   const received: WakeNotification[] = [];
-  const waiting: Array<() => void> = [];
   const listener = wakeRequestListener({
     jwks,
     handle: (wake) => {
       received.push(wake);
-      waiting.splice(0).forEach((wakeUp) => wakeUp());
       return outcome(wake);
     },
   });
@@ -325,9 +323,7 @@ async function startReceiver(jwks: WebhookJwksCache, outcome: (wake: WakeNotific
   await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}/hook`;
   const next = async (count: number) => {
-    const deadline = Date.now() + 10_000;
-    while (received.length < count && Date.now() < deadline) await new Promise<void>((resolve) => (waiting.push(resolve), setTimeout(resolve, 1_000)));
-    expect(received.length).toBeGreaterThanOrEqual(count);
+    await until(() => received.length >= count, `webhook delivery ${count}`);
     return received[count - 1]!;
   };
   return { url, next, close: () => new Promise<void>((resolve) => http.close(() => resolve())) };

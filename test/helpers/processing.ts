@@ -1,11 +1,12 @@
 /**
  * Helpers for the processor tests: a processor child process (test/fixtures/
  * processor-child.mjs, over dist/), a paced source writer, and checks of the aggregates
- * a target holds.
+ * a target holds. Also the client tests' waits for an event (`until`, `within`): a test
+ * waits for what it expects to happen, never for a guessed time.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
-import { expect } from 'vitest';
+import { expect, vi } from 'vitest';
 import { IdempotentProducer, RillError, type RillClient, type StreamHandle } from '../../src/client/index.js';
 
 const CHILD = resolve(import.meta.dirname, '../fixtures/processor-child.mjs');
@@ -41,8 +42,39 @@ export async function killChild(processor: ProcessorChild): Promise<void> {
   await processor.exited;
 }
 
+/** A pause, for the places where time passing is itself the behaviour under test (each says so where it calls it). */
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** How long a wait for an event may take: generous, so that only a bug reaches it, even on a loaded machine. */
+export const EVENT_TIMEOUT_MS = 10_000;
+
+/** Resolves once `check` holds (asked again every 10 ms); fails naming `what` if it never does. */
+export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = EVENT_TIMEOUT_MS): Promise<void> {
+  try {
+    await vi.waitUntil(check, { timeout: timeoutMs, interval: 10 });
+  } catch (error) {
+    throw new Error(`waited ${timeoutMs} ms for ${what}`, { cause: error });
+  }
+}
+
+/** What `promise` settles with, or a failure naming `what` if it has not settled within `timeoutMs`. */
+export async function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not happen within ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The child's exit code, or 'still running' if it has not exited within `timeoutMs` (a bound only a bug reaches). */
+export function exitOf(processor: ProcessorChild, timeoutMs: number): Promise<number | null | 'still running'> {
+  return within(processor.exited, timeoutMs, 'the exit').catch(() => 'still running' as const);
 }
 
 /** Runs a request that is safe to repeat until the server answers (it may be restarting). */
@@ -52,7 +84,7 @@ export async function retrying<T>(request: () => Promise<T>, attempts = 200): Pr
       return await request();
     } catch (error) {
       if (i >= attempts || !(error instanceof RillError) || !error.retryable) throw error;
-      await sleep(50);
+      await sleep(50); // a retry's pause while the server restarts; the next attempt is the check
     }
   }
 }
@@ -62,15 +94,18 @@ export async function tailOf(stream: StreamHandle): Promise<number> {
   return Number((await retrying(() => stream.head())).nextOffset);
 }
 
-/** Waits until `streams` grew past `before` in total, the child exited, or `timeoutMs` passed. */
+/** Waits until `streams` grew past `before` in total, the child exited, or `timeoutMs` passed; answers the total. */
 export async function waitForProgress(streams: StreamHandle[], before: number, child: ProcessorChild, timeoutMs: number): Promise<number> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    let total = 0;
-    for (const s of streams) total += await tailOf(s);
-    if (total > before || child.child.exitCode !== null || Date.now() > deadline) return total;
-    await sleep(20);
-  }
+  let total = before;
+  const progressed = async () => {
+    let sum = 0;
+    for (const s of streams) sum += await tailOf(s);
+    total = sum;
+    return total > before || child.child.exitCode !== null;
+  };
+  // No progress in time is the caller's to judge, from the total and the child's exit.
+  await until(progressed, 'progress', timeoutMs).catch(() => undefined);
+  return total;
 }
 
 /**
@@ -104,7 +139,7 @@ export class SourceWriter {
     await this.write(producer, this.options.prefill);
     while ((this.options.keepGoing() || this.written < this.options.minTotal) && this.written < this.options.maxTotal && !signal.aborted) {
       await this.write(producer, this.options.batch);
-      await sleep(this.options.pauseMs);
+      await sleep(this.options.pauseMs); // the pause is the behaviour: a source that keeps growing while processors run
     }
     if (signal.aborted) return this.written;
     await producer.close();

@@ -140,7 +140,7 @@ describe('recovering from 410 with bootstrap', () => {
     const writer = (async () => {
       for (let i = 20; i < 60; i++) {
         await post(url, JSON.stringify({ i }), { 'content-type': 'application/json' });
-        await new Promise((r) => setTimeout(r, 3));
+        await new Promise((r) => setTimeout(r, 3)); // the pause is the behaviour: appends keep arriving while the reader bootstraps and goes live
       }
     })();
     const boot = await get(`${url}/bootstrap`);

@@ -5,12 +5,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, JSON_TYPE, openSse, pad, pipelinedRecreate, readJsonToTail, TEXT_TYPE, type Answer } from '../helpers/conditional.js';
 import { removeDir, startServer, tempDataDir, type RunningServer } from '../helpers/server.js';
+import { TestClock } from '../helpers/clock.js';
+import { until } from '../helpers/processing.js';
 
 let server: RunningServer;
 let counter = 0;
+/** The server's clock: a stream's TTL passes when a test moves it, not by waiting. */
+const clock = new TestClock();
 
 beforeAll(async () => {
-  server = await startServer({ args: ['--long-poll-timeout', '2s'] });
+  server = await startServer({ args: ['--long-poll-timeout', '2s'], clock });
 });
 
 afterAll(async () => {
@@ -33,6 +37,12 @@ async function created(label: string, headers: Record<string, string> = TEXT_TYP
 }
 
 const inc = (token: string) => ({ 'stream-incarnation': token });
+
+/** Resolves once a live reader waits on the stream at `url`: the server counts it in the stream's /stats. */
+async function untilWaiting(url: string): Promise<void> {
+  const waiting = async () => (JSON.parse((await call(`${url}/stats`, 'GET')).text) as { liveReaders: number }).liveReaders > 0;
+  await until(waiting, `a live reader on ${url}`);
+}
 const producer = (id: string, epoch: number, seqNo: number) => ({ 'producer-id': id, 'producer-epoch': String(epoch), 'producer-seq': String(seqNo) });
 
 function expect412(res: Answer, current: string): void {
@@ -406,15 +416,13 @@ describe('A stream recreated at the same URL is another incarnation with fresh s
 
   it('after TTL expiry and a later PUT', async () => {
     const url = freshUrl('ttl');
-    const first = await call(url, 'PUT', { ...TEXT_TYPE, 'stream-ttl': '1' });
+    const first = await call(url, 'PUT', { ...TEXT_TYPE, 'stream-ttl': '60' });
     const token = first.headers.get('stream-incarnation')!;
     await fillOldState(url, token);
-    let status = 200;
-    for (let i = 0; i < 60 && status !== 404; i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      status = (await call(url, 'HEAD')).status; // HEAD does not renew the TTL
-    }
-    expect(status).toBe(404);
+    clock.advance(30_000);
+    expect((await call(url, 'HEAD')).status).toBe(200); // HEAD does not renew the TTL...
+    clock.advance(30_500);
+    expect((await call(url, 'HEAD')).status).toBe(404); // ...so 60 s after the last access the stream has expired
     const again = await call(url, 'PUT', TEXT_TYPE);
     expect(again.status).toBe(201);
     await expectFresh(url, token, again.headers.get('stream-incarnation')!);
@@ -438,7 +446,7 @@ describe('Live readers never carry one incarnation\'s token with another incarna
     for (let round = 0; round < 3; round++) {
       const { url, token } = await created('lp-recreate', TEXT_TYPE, 'hello');
       const waiting = call(`${url}?offset=${pad(5)}&live=long-poll&timeout_ms=2000`, 'GET', inc(token));
-      await new Promise((r) => setTimeout(r, 50));
+      await untilWaiting(url);
       const fresh = await pipelinedRecreate(server.port, new URL(url).pathname, 'text/plain', 'new stream data');
       const res = await waiting;
       expect([404, 412]).toContain(res.status);
@@ -471,7 +479,7 @@ describe('Live readers never carry one incarnation\'s token with another incarna
     for (const withToken of [false, true]) {
       const { url, token } = await created('lp-recreate', TEXT_TYPE, 'hello');
       const waiting = call(`${url}?offset=now&live=long-poll&timeout_ms=5000`, 'GET', withToken ? inc(token) : {});
-      await new Promise((r) => setTimeout(r, 100));
+      await untilWaiting(url);
       const fresh = await pipelinedRecreate(server.port, new URL(url).pathname, 'text/plain', 'NEW STREAM DATA');
       expect(fresh).not.toBe(token);
       const answer = await waiting;

@@ -1,34 +1,54 @@
 /**
  * Webhook retries on a clock the test moves: exponential backoff from 1 s, doubling, capped
  * at 60 s, each delay within ±20 %; the schedule is stored, so a restarted server honours
- * it. The server runs in this process (real HTTP, real SQLite) so the test owns its clock.
+ * it. The server runs in this process (real HTTP, real SQLite) so the test owns its clock,
+ * and sees each sweep ask the store what is due at it.
  */
 import { join } from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRillServer, type RillServer } from '../../src/http/server.js';
+import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { DEFAULT_SUBSCRIPTION_SETTINGS } from '../../src/http/settings.js';
+import { SqliteStore } from '../../src/storage/sqlite/engine.js';
 import { get, put } from '../helpers/http.js';
 import { removeDir, tempDataDir } from '../helpers/server.js';
+import { until } from '../helpers/processing.js';
 import { eventually, startReceiver, type Receiver } from '../helpers/webhooks.js';
 
 const JSON_TYPE = { 'content-type': 'application/json' };
 let clockMs = Date.parse('2026-12-02T12:00:00Z');
 let dir: string;
 let rill: RillServer;
+let store: WatchedStore;
 let receiver: Receiver;
 
+/** The real SQLite store, which also notes the clock of every sweep that asked it what is due. */
+class WatchedStore extends SqliteStore {
+  readonly sweptAt: number[] = [];
+
+  override async dueSubscriptions(nowMs: number, limit: number): Promise<string[]> {
+    const due = await super.dueSubscriptions(nowMs, limit);
+    this.sweptAt.push(nowMs);
+    return due;
+  }
+}
+
 async function start(): Promise<void> {
+  const dataDir = join(dir, 'data');
+  const now = () => clockMs;
+  store = new WatchedStore({ producers: DEFAULT_PRODUCER_SETTINGS, nowMs: now, dataDir });
   rill = createRillServer({
     settings: {
       port: 0,
-      dataDir: join(dir, 'data'),
+      dataDir,
       store: 'sqlite',
       drainTimeoutMs: 200,
       subscriptions: { ...DEFAULT_SUBSCRIPTION_SETTINGS, allowLocalhost: true, sweepIntervalMs: 20 },
     },
+    store,
     logger: pino({ level: 'silent' }),
-    now: () => clockMs,
+    now,
   });
   await rill.listen();
 }
@@ -44,8 +64,14 @@ const nextAttemptMs = async (attempts: number): Promise<number> => {
   return Date.parse(delivery.next_attempt_at);
 };
 
-/** Lets the server's sweep (every 20 ms of real time) look at the clock a few times. */
-const sweeps = () => new Promise((r) => setTimeout(r, 150));
+/**
+ * Waits until two sweeps (every 20 ms of real time) have looked at the clock as it is now:
+ * sweeps never overlap, so the first has done all it does by the time the second asks.
+ */
+const sweeps = () => {
+  const at = clockMs;
+  return until(() => store.sweptAt.filter((swept) => swept === at).length >= 2, `two sweeps at ${new Date(at).toISOString()}`);
+};
 
 beforeAll(async () => {
   dir = tempDataDir('rill-backoff-');
@@ -74,12 +100,15 @@ describe('webhook retries', () => {
       clockMs = due - 1;
       await sweeps();
       expect(receiver.deliveries.length, `no attempt before it is due (attempt ${attempt + 1})`).toBe(attempt);
+      // Nor one under way: an attempt begun would have moved the schedule on.
+      expect(await nextAttemptMs(attempt)).toBe(due);
       if (attempt === 4) {
         // Restart just before the next attempt is due: the stored schedule still holds.
         await rill.close();
         await start();
         await sweeps();
         expect(receiver.deliveries.length).toBe(attempt);
+        expect(await nextAttemptMs(attempt)).toBe(due);
       }
       clockMs = due;
       await receiver.next(attempt + 1, 3_000);
