@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../helpers/cli.js';
 import { CLI, removeDir, startServer, type RunningServer } from '../helpers/server.js';
-import { until, within } from '../helpers/processing.js';
+import { until, untilLiveReader, within } from '../helpers/processing.js';
 
 let server: RunningServer;
 
@@ -38,12 +38,6 @@ function start(args: string[]) {
   return { child, exited, stdout: () => stdout, stderr: () => stderr };
 }
 
-/** Resolves once a live reader waits on `stream`: the server counts it in the stream's /stats. */
-async function untilTailed(stream: string): Promise<void> {
-  const waiting = async () => ((await (await fetch(`${server.url}/${stream}/stats`)).json()) as { liveReaders: number }).liveReaders > 0;
-  await until(waiting, `a live reader on ${stream}`);
-}
-
 describe('rill client commands', () => {
   it('creates, appends from argument and stdin, reads, heads and lists', async () => {
     expect(await ok(['buckets', 'create', 'clibk'])).toBe('created clibk\n');
@@ -69,7 +63,7 @@ describe('rill client commands', () => {
     const tail = start(['tail', 'v1/stream/cli-tail', '--offset', '-1']);
     // The rest is appended once the tail has caught up and waits for more.
     await until(() => tail.stdout() === 'before ', 'the tail to print the history');
-    await untilTailed('v1/stream/cli-tail');
+    await untilLiveReader(`${server.url}/v1/stream/cli-tail`);
     await ok(['append', 'v1/stream/cli-tail', 'after', '--close']);
     expect(await within(tail.exited, 15_000, 'the tail to end at the close'), tail.stderr()).toBe(0);
     expect(tail.stdout()).toBe('before after');
@@ -80,7 +74,7 @@ describe('rill client commands', () => {
     const tail = start(['tail', 'v1/stream/cli-sigint']);
     // Ctrl-C once the tail is reading: it waits on the stream, and prints what is appended
     // after it started.
-    await untilTailed('v1/stream/cli-sigint');
+    await untilLiveReader(`${server.url}/v1/stream/cli-sigint`);
     await fetch(`${server.url}/v1/stream/cli-sigint`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' });
     await until(() => tail.stdout() === 'x', 'the tail to print the append');
     tail.child.kill('SIGINT');

@@ -20,7 +20,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { errorFromResponse } from '../../src/client/errors.js';
 import { useClientServer } from '../helpers/client-server.js';
 import { removeDir, startServer } from '../helpers/server.js';
-import { until } from '../helpers/processing.js';
+import { until, untilLiveReader } from '../helpers/processing.js';
 
 // A short SSE lifetime makes the reader reconnect several times within a test.
 const env = useClientServer('client', { args: ['--sse-lifetime', '200ms', '--long-poll-timeout', '2s'] });
@@ -38,12 +38,6 @@ async function collect(batches: AsyncIterable<ReadBatch>, limit = 1000): Promise
     if (out.length >= limit) break;
   }
   return out;
-}
-
-/** Resolves once a live reader waits on `stream`: the server counts it in the stream's /stats. */
-async function untilTailed(stream: StreamHandle): Promise<void> {
-  const waiting = async () => ((await (await fetch(`${stream.url}/stats`)).json()) as { liveReaders: number }).liveReaders > 0;
-  await until(waiting, `a live reader on ${stream.url}`);
 }
 
 /** A fetch that counts the SSE connections it opens. */
@@ -112,10 +106,10 @@ describe('stream handle', () => {
     const writer = (async () => {
       // Each append lands while the reader's long-poll waits for it.
       for (let i = 1; i <= 3; i++) {
-        await untilTailed(stream);
+        await untilLiveReader(stream.url);
         await stream.appendJson({ i });
       }
-      await untilTailed(stream);
+      await untilLiveReader(stream.url);
       await stream.close();
     })();
     const batches = await collect(stream.read({ live: 'long-poll', longPollTimeoutMs: 1000 }));
@@ -143,7 +137,7 @@ describe('stream handle', () => {
       // connections, each pair once the reader has reconnected and waits again.
       for (let i = 2; i < 8; i += 2) {
         await until(() => sse.connections() >= i / 2, `SSE connection ${i / 2}`);
-        await untilTailed(stream);
+        await untilLiveReader(stream.url);
         await stream.appendJson({ i });
         await stream.appendJson({ i: i + 1 });
       }
@@ -169,7 +163,7 @@ describe('stream handle', () => {
         await stream.create({ contentType: 'application/json' });
         await stream.appendJson({ i: 0 });
         const reading = collect(stream.read({ live, retry: { baseDelayMs: 20, maxDelayMs: 200 } }));
-        await untilTailed(stream); // the server dies under a live reader
+        await untilLiveReader(stream.url); // the server dies under a live reader
         await local.kill();
         local = await startServer({ process: true, port: local.port, dataDir: local.dataDir });
         await stream.appendJson({ i: 1 });

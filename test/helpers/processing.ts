@@ -59,6 +59,15 @@ export async function until(check: () => boolean | Promise<boolean>, what: strin
   }
 }
 
+/**
+ * Resolves once a live reader (a long-poll, or an SSE connection between events) waits on
+ * the stream at `url`: the server counts it in the stream's /stats.
+ */
+export async function untilLiveReader(url: string): Promise<void> {
+  const waiting = async () => ((await (await fetch(`${url}/stats`)).json()) as { liveReaders: number }).liveReaders > 0;
+  await until(waiting, `a live reader on ${url}`);
+}
+
 /** What `promise` settles with, or a failure naming `what` if it has not settled within `timeoutMs`. */
 export async function within<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

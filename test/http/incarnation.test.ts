@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, JSON_TYPE, openSse, pad, pipelinedRecreate, readJsonToTail, TEXT_TYPE, type Answer } from '../helpers/conditional.js';
 import { removeDir, startServer, tempDataDir, type RunningServer } from '../helpers/server.js';
 import { TestClock } from '../helpers/clock.js';
-import { until } from '../helpers/processing.js';
+import { untilLiveReader } from '../helpers/processing.js';
 
 let server: RunningServer;
 let counter = 0;
@@ -38,11 +38,6 @@ async function created(label: string, headers: Record<string, string> = TEXT_TYP
 
 const inc = (token: string) => ({ 'stream-incarnation': token });
 
-/** Resolves once a live reader waits on the stream at `url`: the server counts it in the stream's /stats. */
-async function untilWaiting(url: string): Promise<void> {
-  const waiting = async () => (JSON.parse((await call(`${url}/stats`, 'GET')).text) as { liveReaders: number }).liveReaders > 0;
-  await until(waiting, `a live reader on ${url}`);
-}
 const producer = (id: string, epoch: number, seqNo: number) => ({ 'producer-id': id, 'producer-epoch': String(epoch), 'producer-seq': String(seqNo) });
 
 function expect412(res: Answer, current: string): void {
@@ -446,7 +441,7 @@ describe('Live readers never carry one incarnation\'s token with another incarna
     for (let round = 0; round < 3; round++) {
       const { url, token } = await created('lp-recreate', TEXT_TYPE, 'hello');
       const waiting = call(`${url}?offset=${pad(5)}&live=long-poll&timeout_ms=2000`, 'GET', inc(token));
-      await untilWaiting(url);
+      await untilLiveReader(url);
       const fresh = await pipelinedRecreate(server.port, new URL(url).pathname, 'text/plain', 'new stream data');
       const res = await waiting;
       expect([404, 412]).toContain(res.status);
@@ -479,7 +474,7 @@ describe('Live readers never carry one incarnation\'s token with another incarna
     for (const withToken of [false, true]) {
       const { url, token } = await created('lp-recreate', TEXT_TYPE, 'hello');
       const waiting = call(`${url}?offset=now&live=long-poll&timeout_ms=5000`, 'GET', withToken ? inc(token) : {});
-      await untilWaiting(url);
+      await untilLiveReader(url);
       const fresh = await pipelinedRecreate(server.port, new URL(url).pathname, 'text/plain', 'NEW STREAM DATA');
       expect(fresh).not.toBe(token);
       const answer = await waiting;
