@@ -1,12 +1,15 @@
 /**
  * Crash tests of effectively-once processing (seed 003): processors run as child
  * processes of the real client over a real rill server on SQLite, and are SIGKILLed at
- * random moments while they work (and the server once too). At the end each target
+ * random moments while they work (and the server once too). The moments come from the
+ * file's seed (test/helpers/seed.ts), printed when a test fails. At the end each target
  * must hold exactly one result per window, in order, with no gap and no duplicate, and
  * the results must add up to the source.
  */
+import { createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RillClient, type StreamHandle } from '../../src/client/index.js';
+import { seededRandom, testSeed, type Rng } from '../helpers/seed.js';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import {
   expectSource,
@@ -20,6 +23,7 @@ import {
   stopProcessing,
   startProcessor,
   tailOf,
+  until,
   waitForProgress,
   type Aggregate,
   type ChildConfig,
@@ -44,28 +48,39 @@ afterEach(async () => {
   server = undefined;
 });
 
+/** Whether a server could listen on `port` of 127.0.0.1 now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+}
+
 /** SIGKILL the server and start it again on the same data and port, while processors run. */
 async function restartServer(): Promise<void> {
   const { port, dataDir } = server!;
   await server!.kill();
-  await sleep(200);
+  // The new server takes the same port, so the processors find it where they left it.
+  await until(() => canListen(port), `port ${port} to be free after the SIGKILL`);
   server = await startServer({ process: true, port, dataDir });
 }
 
 /**
  * Kills a stage's processor `KILLS` times, each time after it made progress plus a
  * random delay, and restarts it; once, SIGKILLs and restarts the server under running
- * processors. Answers how many kills landed.
+ * processors. Answers how many kills landed. The stages and delays are drawn from `rng`.
  */
-async function crashLoop(stages: Stage[]): Promise<{ kills: number; serverRestarts: number }> {
+async function crashLoop(stages: Stage[], rng: Rng): Promise<{ kills: number; serverRestarts: number }> {
   let kills = 0;
   let serverRestarts = 0;
   for (let round = 0; kills < KILLS && round < KILLS * 4; round++) {
-    const stage = stages[Math.floor(Math.random() * stages.length)]!;
+    const stage = rng.pick(stages);
     const before = (await Promise.all(stage.targets.map(tailOf))).reduce((a, b) => a + b, 0);
     await waitForProgress(stage.targets, before, stage.current, 15_000);
     if (stage.current.child.exitCode !== null) break;
-    await sleep(Math.random() * 120);
+    // The kill's moment in the processor's work: the pause is the behaviour under test.
+    await sleep(rng.next() * 120);
     await killChild(stage.current);
     kills++;
     stage.current = startProcessor(stage.config);
@@ -103,7 +118,7 @@ describe('effectively-once processing under SIGKILL', () => {
     const feed = writer(source, () => killing, 50);
     const config: ChildConfig = { url: server!.url, source: 'crash/source', targets: ['crash/sums'], producerId: 'summer', windowCount: 10 };
     const stages: Stage[] = [{ config, targets: [sums], current: startProcessor(config) }];
-    const stats = await crashLoop(stages);
+    const stats = await crashLoop(stages, seededRandom(testSeed() + 1));
     killing = false;
     const total = await feed.done;
     await finish(stages);
@@ -127,7 +142,7 @@ describe('effectively-once processing under SIGKILL', () => {
       { config: first, targets: [tens], current: startProcessor(first) },
       { config: second, targets: [hundreds], current: startProcessor(second) },
     ];
-    const stats = await crashLoop(stages);
+    const stats = await crashLoop(stages, seededRandom(testSeed() + 2));
     killing = false;
     const total = await feed.done;
     await finish(stages);
@@ -145,7 +160,7 @@ describe('effectively-once processing under SIGKILL', () => {
     const feed = writer(source, () => killing, 50);
     const config: ChildConfig = { url: server!.url, source: 'crash/source', targets: ['crash/p0', 'crash/p1', 'crash/p2'], producerId: 'splitter', windowCount: 10 };
     const stages: Stage[] = [{ config, targets: partitions, current: startProcessor(config) }];
-    const stats = await crashLoop(stages);
+    const stats = await crashLoop(stages, seededRandom(testSeed() + 3));
     killing = false;
     const total = await feed.done;
     await finish(stages);

@@ -6,6 +6,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decideAccess, listingPrefixes, PERMISSIONS, readablePrefixes, type Grant } from '../../src/core/access.js';
+import { testSeed } from '../helpers/seed.js';
 
 const bucket = fc.constantFrom('aaaa', 'bbbb', 'v1', '*');
 const name = fc.stringMatching(/^[ab]{0,4}$/);
@@ -23,6 +24,7 @@ describe('decideAccess', () => {
         const best = Math.max(...reaching.map((g) => rank(g.level)));
         return verdict === (best >= rank(need) ? 'allow' : 'forbid');
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -37,6 +39,7 @@ describe('decideAccess', () => {
         // Disjoint queries: no name is under two of them.
         for (const n of names) expect(prefixes.filter((p) => n.startsWith(p)).length).toBeLessThanOrEqual(1);
       }),
+      { seed: testSeed() },
     );
   });
 });

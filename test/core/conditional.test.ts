@@ -17,6 +17,7 @@ import type { OffsetParam } from '../../src/protocol/offset.js';
 import { parseStreamSeq } from '../../src/protocol/parse.js';
 import { MemoryStore } from '../../src/storage/memory/engine.js';
 import { streamState } from './states.js';
+import { testSeed } from '../helpers/seed.js';
 
 const NOW_MS = 1_700_000_000_000;
 const STREAM_TYPE = 'text/plain';
@@ -151,7 +152,7 @@ describe('Stream-Seq compare-and-set (pure decideAppend)', () => {
         // The stored value only ever grows, bytewise.
         for (let i = 1; i < acceptedValues.length; i++) expect(bytewiseGreater(acceptedValues[i]!, acceptedValues[i - 1]!)).toBe(true);
       }),
-      { numRuns: 300 },
+      { seed: testSeed(), numRuns: 300 },
     );
   });
 
@@ -163,6 +164,7 @@ describe('Stream-Seq compare-and-set (pure decideAppend)', () => {
         const decimal = plainAppend(stream({ lastStreamSeq: String(stored) }), appendRequest({ streamSeq: String(sent) }));
         expect(decimal.outcome.kind === 'appended').toBe(String(sent) > String(stored));
       }),
+      { seed: testSeed() },
     );
     expect(plainAppend(stream({ lastStreamSeq: '9' }), appendRequest({ streamSeq: '10' })).outcome.kind).toBe('rejected');
   });
@@ -177,6 +179,7 @@ describe('Stream-Seq compare-and-set (pure decideAppend)', () => {
         expect(unchecked.outcome.kind).toBe('appended');
         expect(unchecked.changes!.stream.lastStreamSeq).toBe(stored);
       }),
+      { seed: testSeed() },
     );
   });
 });
@@ -189,6 +192,7 @@ describe('Stream-Seq syntax (parseStreamSeq)', () => {
         if (raw.length <= 256) expect(parsed).toEqual({ ok: true, value: raw });
         else expect(parsed.ok ? null : parsed.error.code).toBe('STREAM_SEQ_TOO_LONG');
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -198,6 +202,7 @@ describe('Stream-Seq syntax (parseStreamSeq)', () => {
       fc.property(printable(20), other, printable(20), (before, bad, after) => {
         expect(parseStreamSeq(before + bad + after)).toEqual({ ok: true, value: undefined });
       }),
+      { seed: testSeed() },
     );
     expect(parseStreamSeq(undefined)).toEqual({ ok: true, value: undefined });
   });
@@ -211,6 +216,7 @@ describe('Content types are compared after normalisation, which keeps parameters
       fc.property(caseVariant('application/json'), caseVariant('charset'), fc.constantFrom('', ' ', '  '), (type, name, space) => {
         expect(normalizeContentType(`${type}${space};${space}${name}=utf-8`)).toBe(normalizeContentType('application/json; charset=utf-8'));
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -250,6 +256,7 @@ describe('Stream-Incarnation', () => {
         // 412 never mixes with the 409s: no Stream-Last-Seq, no Stream-Closed.
         expect(errorOf(outcome)).toEqual({ code: 'INCARNATION_MISMATCH', message: expect.any(String), fields: { incarnation: state.incarnation } });
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -259,12 +266,14 @@ describe('Stream-Incarnation', () => {
         const base = { data: Buffer.alloc(cmd.bytes, 0x61), close: cmd.close, streamSeq: cmd.seq, contentType: cmd.otherType ? OTHER_TYPE : STREAM_TYPE };
         expect(plainAppend(state, appendRequest({ ...base, incarnation: state.incarnation }))).toEqual(plainAppend(state, appendRequest({ ...base, incarnation: null })));
       }),
+      { seed: testSeed() },
     );
     fc.assert(
       fc.property(liveState, offsetParam, fc.constantFrom<ReadRequest['live']>(null, 'long-poll', 'sse'), (state, offset, live) => {
         const withToken = planRead(state, { offset, live, incarnation: state.incarnation }, NOW_MS);
         expect(withToken).toEqual(planRead(state, { offset, live, incarnation: null }, NOW_MS));
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -277,6 +286,7 @@ describe('Stream-Incarnation', () => {
         if (!without.ok) expect(withWrong).toEqual(without);
         else expect(withWrong).toEqual({ ok: false, error: { code: 'INCARNATION_MISMATCH', message: expect.any(String), fields: { incarnation: state.incarnation } } });
       }),
+      { seed: testSeed() },
     );
     for (const missing of [undefined, stream({ deleted: true })]) {
       const plan = planRead(missing, { offset: { kind: 'start' }, live: null, incarnation: 'x' }, NOW_MS);
@@ -291,6 +301,7 @@ describe('Stream-Incarnation', () => {
         const plan = planRead(trimmed, { offset: { kind: 'start' }, live: null, incarnation: sent }, NOW_MS);
         expect(plan.ok ? null : [plan.error.code, plan.error.fields]).toEqual(['OFFSET_TRIMMED', { nextOffset: earliest }]);
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -310,6 +321,7 @@ describe('Stream-Incarnation', () => {
           expect(del.kind).toBe('dropped');
         }
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -323,6 +335,7 @@ describe('Stream-Incarnation', () => {
         const same = planLiveResume(current, Math.min(position, current.tail), 'sse', current.incarnation, NOW_MS);
         expect(same.ok).toBe(Math.min(position, current.tail) >= current.earliestOffset);
       }),
+      { seed: testSeed() },
     );
   });
 });
@@ -351,6 +364,7 @@ describe('PUT and Stream-Seq / Stream-Incarnation', () => {
         expect(again.outcome).toEqual({ kind: 'exists', stream: existing });
         expect(again.changes).toBeNull();
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -364,6 +378,7 @@ describe('PUT and Stream-Seq / Stream-Incarnation', () => {
         const stale = create(existing, createRequest({ incarnation: sent, contentType: conflicting ? OTHER_TYPE : STREAM_TYPE }));
         expect(stale.outcome.kind === 'rejected' ? [stale.outcome.error.code, stale.outcome.error.fields] : null).toEqual(['INCARNATION_MISMATCH', { incarnation: existing.incarnation }]);
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -376,6 +391,7 @@ describe('PUT and Stream-Seq / Stream-Incarnation', () => {
         expect(again.changes!.collect).toEqual(expired);
         expect(again.changes!.stream).toMatchObject({ incarnation: 'inc-new', lastStreamSeq: sent, tail: 0, closed: false, epochFloor: null });
       }),
+      { seed: testSeed() },
     );
   });
 });
@@ -471,7 +487,7 @@ describe('Producer deduplication runs first (MemoryStore)', () => {
           await store.close();
         }
       }),
-      { numRuns: 200 },
+      { seed: testSeed(), numRuns: 200 },
     );
   });
 });
@@ -510,7 +526,7 @@ describe('A recreated stream starts without producer state or Stream-Seq (Memory
           await store.close();
         }
       }),
-      { numRuns: 50 },
+      { seed: testSeed(), numRuns: 50 },
     );
   });
 
@@ -532,7 +548,7 @@ describe('A recreated stream starts without producer state or Stream-Seq (Memory
           await store.close();
         }
       }),
-      { numRuns: 50 },
+      { seed: testSeed(), numRuns: 50 },
     );
   });
 });

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { checkPattern, globMatch, literalPrefix } from '../../src/core/glob.js';
 import { decideAck, decideClaim, decideWake, type AckItem } from '../../src/core/subscription.js';
 import type { LinkView, SubscriptionState } from '../../src/core/subscription-types.js';
+import { testSeed } from '../helpers/seed.js';
 
 const segment = fc.constantFrom('a', 'b', 'c', 'ab');
 const patternSegment = fc.constantFrom('a', 'b', '*', '**');
@@ -39,6 +40,7 @@ describe('glob patterns', () => {
         expect(matched).toBe(expandsTo(p, s));
         if (matched) expect(path.startsWith(literalPrefix(pattern))).toBe(true);
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -124,6 +126,7 @@ describe('wakes, claims and acks', () => {
           }
         }
       }),
+      { seed: testSeed() },
     );
   });
 

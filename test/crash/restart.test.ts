@@ -10,6 +10,7 @@
  *   - the stream's bytes are exactly its appends, back to back, up to its tail.
  */
 import { afterAll, describe, expect, it } from 'vitest';
+import { seededRandom } from '../helpers/seed.js';
 import { removeDir, startServer, tempDataDir, type ServerProcess } from '../helpers/server.js';
 import { call } from '../http/client.js';
 
@@ -17,6 +18,8 @@ const CLIENTS = 8;
 const ROUNDS = 5;
 const PATH = '/v1/stream/crash-log';
 const TEXT = { 'content-type': 'text/plain' };
+/** The kill moments come from the file's seed: a failure prints it, RILL_TEST_SEED replays them. */
+const rng = seededRandom();
 
 interface Attempt {
   client: number;
@@ -75,7 +78,8 @@ async function loadAndKill(srv: ServerProcess, nextSeq: number[], attempts: Atte
   const clients = Array.from({ length: CLIENTS }, (_, c) => runClient(srv.url, c, nextSeq, attempts));
   // Let the load build up, then kill at a random moment within a bounded window.
   await waitFor(() => attempts.filter((a) => a.outcome === 'acked').length - before >= 30, 5_000);
-  const killAfterMs = Math.floor(Math.random() * 400);
+  const killAfterMs = rng.int(0, 399);
+  // The crash moment under load: the pause is the behaviour under test, not a wait for an outcome.
   await new Promise((r) => setTimeout(r, killAfterMs));
   await srv.kill();
   await Promise.all(clients);

@@ -131,12 +131,14 @@ describe('subscriptions under SIGKILL', () => {
         const s = `c/${i % STREAMS}`;
         const res = await quietly(() => fetch(`${base}/v1/stream/${s}`, { method: 'POST', headers: JSON_TYPE, body: JSON.stringify({ s, i }) }));
         if (res?.status === 204) written.push(`${s}#${i}`);
+        // pacing: a refused or lost write's back-off while the server is down, not a wait for an outcome
         else await new Promise((r) => setTimeout(r, 20));
       }
     })();
     let working = true;
     const pullLoop = (async () => {
       while (working) {
+        // pacing: the worker's polling interval (longer after a failed claim), not a wait for an outcome
         if ((await quietly(pullOnce)) === null) await new Promise((r) => setTimeout(r, 50));
         await new Promise((r) => setTimeout(r, 10));
       }
@@ -144,11 +146,13 @@ describe('subscriptions under SIGKILL', () => {
     const hookLoop = (async () => {
       while (working) {
         while (handled < receiver!.deliveries.length) await quietly(() => answerDelivery(receiver!.deliveries[handled++]!));
+        // pacing: the worker's polling interval, not a wait for an outcome
         await new Promise((r) => setTimeout(r, 10));
       }
     })();
 
     for (let kill = 0; kill < KILLS; kill++) {
+      // The load runs this long before each kill: the pause is the behaviour under test.
       await new Promise((r) => setTimeout(r, 1_200));
       await server.kill();
       server = await startServer({ process: true, dataDir, port: server.port, args: ARGS });

@@ -2,11 +2,13 @@
  * A test producer that speaks seed 000 over plain `node:http`: it pipelines writes over
  * several keep-alive connections, retries the ones answered 409 (they arrived before
  * their predecessor), and reports which writes never got an answer (the server died).
- * Resending those unchanged is the caller's job: the protocol says what happened.
+ * Resending those unchanged is the caller's job: the protocol says what happened. Its
+ * random choices (a shuffled send order, a retry's pause) come from the test file's seed.
  */
 import { Agent, request, type IncomingHttpHeaders } from 'node:http';
 import { blake3 } from '@noble/hashes/blake3.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
+import { seededRandom, testSeed, type Rng } from './seed.js';
 
 export interface HttpAnswer {
   status: number;
@@ -49,6 +51,8 @@ export interface PipelineOptions {
   onAnswer?: (seq: number, answer: HttpAnswer, inFlightNow: number) => void;
   /** Bound on all attempts together, so a broken server cannot loop the test forever. */
   maxAttempts: number;
+  /** Where the shuffle and the retry pauses draw from; the file's seed unless given. */
+  rng?: Rng;
 }
 
 export interface PipelineResult {
@@ -61,10 +65,20 @@ export interface PipelineResult {
   attempts: number;
 }
 
-function shuffle<T>(items: T[]): T[] {
+/** Offset of the producer's draws from the file's seed: far from the small ones tests take for theirs. */
+const PRODUCER_STREAM = 1_000;
+let fileRng: Rng | undefined;
+
+/** The test file's draws for the producer, apart from the test's own: made when first needed. */
+function producerRng(): Rng {
+  fileRng ??= seededRandom(testSeed() + PRODUCER_STREAM);
+  return fileRng;
+}
+
+function shuffle<T>(items: T[], rng: Rng): T[] {
   const out = [...items];
   for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(Math.random() * (i + 1));
+    const j = rng.int(0, i);
     [out[i], out[j]] = [out[j]!, out[i]!];
   }
   return out;
@@ -80,7 +94,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  */
 export async function sendPipelined(url: string, writes: ProducerWrite[], options: PipelineOptions): Promise<PipelineResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: options.inFlight });
-  const queue = options.order === 'shuffled' ? shuffle(writes) : [...writes];
+  const rng = options.rng ?? producerRng();
+  const queue = options.order === 'shuffled' ? shuffle(writes, rng) : [...writes];
   // Writes answered 409, lowest seq first. A retry goes out once its predecessor is
   // acknowledged (or nothing else is left to send), so the epoch advances instead of
   // the same early arrivals circling while the write they wait for sits in the queue.
@@ -122,7 +137,8 @@ export async function sendPipelined(url: string, writes: ProducerWrite[], option
     else if (answer.status === 409 && answer.headers['producer-expected-seq'] !== undefined) {
       result.conflicts++;
       lastExpected = String(answer.headers['producer-expected-seq']);
-      await sleep(2 + Math.random() * 8);
+      // pacing: a retry's back-off, not a wait for an outcome (next() holds it until its predecessor is in).
+      await sleep(2 + rng.next() * 8);
       const at = retries.findIndex((r) => r.seq > w.seq);
       retries.splice(at < 0 ? retries.length : at, 0, w);
     } else throw new Error(`seq ${w.seq}: unexpected ${answer.status} ${answer.body}`);

@@ -15,6 +15,7 @@ import {
   STREAM_EXTENSIONS,
   v1StreamKey,
 } from '../../src/protocol/ids.js';
+import { testSeed } from '../helpers/seed.js';
 
 const OFFSET = '00000000000000000042';
 
@@ -112,7 +113,7 @@ describe('/v1/stream names with "/"', () => {
         expect(r.stream.key).toBe(v1StreamKey(name));
         expect(streamOf(r.stream.path)).toEqual(r.stream);
       }),
-      { numRuns: 500 },
+      { seed: testSeed(), numRuns: 500 },
     );
   });
 });

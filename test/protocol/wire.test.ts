@@ -9,6 +9,7 @@ import { usableLength, utf8SafeLength } from '../../src/core/window.js';
 import { isJsonContentType, isTextualContentType, normalizeContentType } from '../../src/protocol/content-type.js';
 import { frameJsonBody, JsonFramer, MAX_JSON_DEPTH, ndjsonToArray, splitStoredJson, type JsonFrameResult } from '../../src/protocol/json.js';
 import { encodeOffset, parseOffsetToken } from '../../src/protocol/offset.js';
+import { testSeed } from '../helpers/seed.js';
 
 describe('offsets', () => {
   test('encode as 20 digits whose bytewise order is numeric order', () => {
@@ -19,6 +20,7 @@ describe('offsets', () => {
         expect(x < y).toBe(a < b);
         expect(parseOffsetToken(x)).toEqual({ kind: 'at', position: a });
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -134,7 +136,7 @@ describe('JSON framing', () => {
         expect(messages).toEqual(flatten && Array.isArray(parsed) ? parsed : [parsed]);
         expect(whole.messageCount).toBe(messages.length);
       }),
-      { numRuns: 3000 },
+      { seed: testSeed(), numRuns: 3000 },
     );
   });
 
@@ -159,7 +161,7 @@ describe('JSON framing', () => {
         expect(frameSliced(body, true, sliceBytes)).toEqual(whole);
         if (whole.ok) expect(whole.data).toEqual(Buffer.concat([Buffer.from('"'), inside, Buffer.from('"\n')]));
       }),
-      { numRuns: 5000 },
+      { seed: testSeed(), numRuns: 5000 },
     );
   });
 
@@ -174,6 +176,7 @@ describe('JSON framing', () => {
         expect(JSON.parse(ndjsonToArray(stored).toString())).toEqual(JSON.parse(JSON.stringify(values)));
         expect(stored.includes(Buffer.from('\n\n'))).toBe(false);
       }),
+      { seed: testSeed() },
     );
   });
 });
@@ -195,6 +198,7 @@ describe('read windows', () => {
         expect(() => new TextDecoder('utf-8', { fatal: true }).decode(safe)).not.toThrow();
         expect(prefix.length - safe.length).toBeLessThan(4);
       }),
+      { seed: testSeed() },
     );
   });
 });
@@ -211,6 +215,7 @@ describe('cursors', () => {
         if (echoed >= current) expect(next).toBeGreaterThan(echoed);
         else expect(next).toBe(current);
       }),
+      { seed: testSeed() },
     );
   });
 });

@@ -6,16 +6,19 @@
  * chunked encoding). The server must never crash and never answer 5xx, every refusal
  * must be the JSON error body, and a control stream written beside it stays unchanged.
  *
- * fast-check drives the generator with a fixed seed (RILL_FUZZ_SEED and RILL_FUZZ_RUNS
- * override the seed and the count), so a failure replays and shrinks to a small request.
+ * fast-check drives the generator with the file's seed (test/helpers/seed.ts: a new one each
+ * run, printed when the test fails; RILL_TEST_SEED replays it, RILL_FUZZ_RUNS sets the count),
+ * so a failure replays and shrinks to a small request. Before the random requests, one request
+ * steered to each status the run must reach is sent, so that no seed misses one: random
+ * requests reach a 413, say, about once in 300.
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { testSeed } from '../helpers/seed.js';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import { expectJsonRefusal } from './checks.js';
 import { openSocket, parseHead } from './net.js';
 
-const SEED = Number(process.env.RILL_FUZZ_SEED ?? 20_260_611);
 const RUNS = Number(process.env.RILL_FUZZ_RUNS ?? 300);
 
 let server: ServerProcess;
@@ -277,20 +280,65 @@ function check(reply: Reply): void {
   expectJsonRefusal({ status: reply.status, contentType: reply.contentType, body: reply.body.toString('utf8') });
 }
 
+// ---- requests steered to the statuses the run must reach -----------------------
+
+const KNOWN_STREAMS = ['/v1/stream/s1', '/v1/stream/json', '/fuzz-bucket/s2', '/fuzz-bucket/json'];
+
+/** A well-formed request; `overrides` decide its answer, the rest is drawn among values that do not. */
+function plainRequest(overrides: Partial<FuzzRequest>): fc.Arbitrary<FuzzRequest> {
+  return fc
+    .record({ path: fc.constantFrom(...KNOWN_STREAMS), close: fc.boolean() })
+    .map((free) => ({ method: 'GET', query: '', headers: [], duplicate: false, body: Buffer.alloc(0), framing: 'exact' as const, ...free, ...overrides }));
+}
+
+/** The statuses a run must reach: past the router, writes accepted and refused for many reasons. */
+const MUST_REACH = [200, 204, 400, 404, 413, 431] as const;
+
+const STEERED: Record<(typeof MUST_REACH)[number], fc.Arbitrary<FuzzRequest>> = {
+  200: fc.constantFrom('?offset=-1', '?offset=now', '').chain((query) => plainRequest({ query })),
+  // An append without a producer, or a preflight without an Origin.
+  204: fc.oneof(
+    fc.constantFrom('hello', 'more').chain((text) => plainRequest({ method: 'POST', path: '/v1/stream/s1', headers: [['Content-Type', 'text/plain']], body: Buffer.from(text) })),
+    plainRequest({ method: 'OPTIONS' }),
+  ),
+  400: fc.constantFrom('abc', '-5', '1e3', '0x10').chain((offset) => plainRequest({ query: `?offset=${offset}` })),
+  404: fc.stringMatching(/^[a-z0-9]{1,12}$/).chain((name) => plainRequest({ path: `/fuzz-bucket/missing-${name}` })),
+  // A body above --max-body 65536.
+  413: fc.integer({ min: 65_537, max: 70_000 }).chain((n) =>
+    plainRequest({ method: 'POST', path: '/fuzz-bucket/s2', headers: [['Content-Type', 'application/octet-stream']], body: Buffer.alloc(n, 0x62) }),
+  ),
+  // A header above --max-header-bytes 8192.
+  431: fc.integer({ min: 9_000, max: 12_000 }).chain((n) => plainRequest({ headers: [['X-Huge', 'h'.repeat(n)]] })),
+};
+
+const steeredRequests = fc.tuple(...MUST_REACH.map((status) => STEERED[status].map((request) => ({ status, request }))));
+
+/** Sends `r`, checks every reply, and counts their statuses; returns the replies. */
+async function sendAndCheck(r: FuzzRequest, statuses: Map<number, number>): Promise<Reply[]> {
+  const { bytes, endsEarly } = encode(r);
+  const answered = replies(await exchange(bytes, endsEarly), r.method);
+  for (const reply of answered) {
+    statuses.set(reply.status, (statuses.get(reply.status) ?? 0) + 1);
+    check(reply);
+  }
+  expect(server.child.exitCode).toBeNull();
+  return answered;
+}
+
 describe('fuzzed requests', () => {
-  it(`never crash the server, never answer 5xx, refuse with JSON, and leave the control stream alone (${RUNS} requests, seed ${SEED})`, async () => {
+  it(`never crash the server, never answer 5xx, refuse with JSON, and leave the control stream alone (${RUNS} requests)`, async () => {
     const statuses = new Map<number, number>();
     await fc.assert(
-      fc.asyncProperty(fuzzRequest, async (r) => {
-        const { bytes, endsEarly } = encode(r);
-        const answered = replies(await exchange(bytes, endsEarly), r.method);
-        for (const reply of answered) {
-          statuses.set(reply.status, (statuses.get(reply.status) ?? 0) + 1);
-          check(reply);
-        }
-        expect(server.child.exitCode).toBeNull();
+      fc.asyncProperty(steeredRequests, async (steered) => {
+        for (const { status, request } of steered) expect((await sendAndCheck(request, statuses))[0]?.status, `the request steered to ${status}`).toBe(status);
       }),
-      { seed: SEED, numRuns: RUNS, endOnFailure: false },
+      { seed: testSeed() + 1, numRuns: 1 },
+    );
+    await fc.assert(
+      fc.asyncProperty(fuzzRequest, async (r) => {
+        await sendAndCheck(r, statuses);
+      }),
+      { seed: testSeed(), numRuns: RUNS, endOnFailure: false },
     );
     expect(server.child.exitCode).toBeNull();
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
@@ -298,7 +346,7 @@ describe('fuzzed requests', () => {
     console.log(`fuzz statuses: ${JSON.stringify(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])))}`);
     // The run reached past the router: writes were accepted and refused for many reasons.
     const seen = [...statuses.keys()];
-    for (const status of [200, 204, 400, 404, 413, 431]) expect(seen).toContain(status);
+    for (const status of MUST_REACH) expect(seen).toContain(status);
     expect(server.output()).not.toMatch(/request failed/);
   }, Math.max(120_000, RUNS * 400));
 });

@@ -1,14 +1,17 @@
 /**
  * The crash soak, short: about 35 s of mixed load on the real server (SQLite), SIGKILLed
  * and restarted every 0.3-1.5 s, with the checker run after every restart and at the
- * end. `npm run soak -- --minutes N` runs the same soak for longer.
+ * end. Each run draws a new history from the file's seed (test/helpers/seed.ts), printed when
+ * the test fails and replayed by RILL_TEST_SEED. `npm run soak -- --minutes N` runs the same
+ * soak for longer.
  */
 import { describe, expect, it } from 'vitest';
+import { testSeed } from '../helpers/seed.js';
 import { formatReport, runSoak } from './soak/run.js';
 
 describe('crash soak (short)', () => {
   it('loses no acknowledged write and applies none twice across SIGKILL restarts', async () => {
-    const report = await runSoak({ durationMs: 35_000, seed: 8_2026, killGapMs: [300, 1_500] });
+    const report = await runSoak({ durationMs: 35_000, seed: testSeed(), killGapMs: [300, 1_500] });
     console.log(formatReport(report));
     expect(report.violationSamples).toEqual([]);
     expect(report.lost).toBe(0);

@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { retryDelayMs } from '../../src/core/retry.js';
 import { FIRST_RETRY_DELAY_MS, MAX_RETRY_DELAY_MS, RETRY_JITTER } from '../../src/core/subscription-types.js';
+import { testSeed } from '../helpers/seed.js';
 
 const attempts = fc.integer({ min: 1, max: 10_000 });
 const random = fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true });
@@ -30,6 +31,7 @@ describe('retryDelayMs', () => {
         expect(delay).toBeLessThanOrEqual(Math.ceil(base * (1 + RETRY_JITTER)));
         expect(delay).toBeLessThanOrEqual(MAX_RETRY_DELAY_MS * (1 + RETRY_JITTER));
       }),
+      { seed: testSeed() },
     );
   });
 
@@ -40,6 +42,7 @@ describe('retryDelayMs', () => {
         expect(retryDelayMs(lo, r)).toBeLessThanOrEqual(retryDelayMs(hi, r));
         if (lo >= 7) expect(retryDelayMs(lo, r)).toBe(retryDelayMs(hi, r));
       }),
+      { seed: testSeed() },
     );
   });
 

@@ -23,6 +23,7 @@ async function readOn(ctx: SoakContext, rng: Rng, spec: StreamSpec, view: View, 
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     const out = await call(`${ctx.base}${spec.path}?offset=${pad20(view.offset)}`, { headers: { accept: 'application/x-ndjson' } });
     if (out.kind === 'unknown') {
+      // pacing: a retry's back-off, not a wait for an outcome
       await sleep(rng.int(30, 200));
       continue;
     }
@@ -78,6 +79,7 @@ async function commit(ctx: SoakContext, rng: Rng, spec: StreamSpec, view: View, 
       record.state = 'maybe';
       return;
     }
+    // pacing: a retry's back-off, not a wait for an outcome
     if (result === 'unknown') await sleep(rng.int(30, 200));
   }
   record.state = 'maybe';
@@ -91,6 +93,7 @@ export async function casWriter(ctx: SoakContext, rng: Rng, spec: StreamSpec, id
     const lines = Array.from({ length: rng.int(1, 3) }, (_, i) => jsonLine(key, i, rng.pad(0, 40)));
     const record = ctx.ledger.sent({ key, stream: spec.name, lines, seqCandidates: [] });
     await commit(ctx, rng, spec, view, record);
+    // pacing: the load's think time, not a wait for an outcome
     await sleep(rng.int(0, 30));
   }
 }

@@ -38,6 +38,7 @@ async function answer(url: string, init: RequestInit = {}): Promise<Response & {
   for (let attempt = 0; attempt < 200; attempt++) {
     const out = await call(url, init);
     if (out.kind === 'answer') return Object.assign(out.res, { bodyBytes: out.body });
+    // pacing: a retry's back-off, not a wait for an outcome
     await sleep(50);
   }
   throw new Error(`the checker got no answer from ${url}`);

@@ -49,6 +49,7 @@ export async function pagingReader(ctx: ReaderContext, rng: Rng, spec: StreamSpe
     const from = reader.offset;
     const out = await call(`${ctx.base}${spec.path}?offset=${pad20(from)}&max_bytes=${rng.int(1, 65_536)}${live}`, { headers: { accept: 'application/x-ndjson' } });
     if (out.kind === 'unknown') {
+      // pacing: a retry's back-off, not a wait for an outcome
       await sleep(rng.int(30, 200));
       continue;
     }
@@ -56,9 +57,11 @@ export async function pagingReader(ctx: ReaderContext, rng: Rng, spec: StreamSpe
     if (out.res.status === 200) take(ctx, reader, from, next, out.body);
     else if (out.res.status !== 204 || next !== from) {
       ctx.ledger.violation(`${reader.label}: answered ${out.res.status} at ${from} (next ${next})`);
+      // pacing: a retry's back-off, not a wait for an outcome
       await sleep(rng.int(200, 500));
     }
     upToDate = out.res.headers.get('stream-up-to-date') === 'true';
+    // pacing: a caught-up reader's polling interval, not a wait for an outcome
     if (upToDate && !longPoll) await sleep(rng.int(20, 200));
   }
 }
@@ -124,6 +127,7 @@ async function followOnce(ctx: ReaderContext, spec: StreamSpec, reader: Reader):
 export async function sseReader(ctx: ReaderContext, rng: Rng, spec: StreamSpec, reader: Reader): Promise<void> {
   while (!finished(ctx, reader)) {
     await followOnce(ctx, spec, reader);
+    // pacing: the pause before the reader reconnects, not a wait for an outcome
     if (!finished(ctx, reader)) await sleep(rng.int(20, 200));
   }
 }

@@ -137,6 +137,7 @@ interface Phase {
 async function crashLoop(p: Phase, untilMs: number, gapMs: [number, number]): Promise<number> {
   let checks = 0;
   while (Date.now() + gapMs[0] < untilMs) {
+    // pacing: the time between kills, not a wait for an outcome
     await sleep(p.rng.int(gapMs[0], gapMs[1]));
     await p.supervisor.crash();
     const checkStarted = Date.now();

@@ -1,23 +1,20 @@
 /** Small tools the soak shares: a seeded random source, HTTP with outcomes, pacing. */
+import { seededRandom, type Rng as BaseRng } from '../../helpers/seed.js';
 
-/** mulberry32: a tiny seeded generator, so a soak's choices replay from its seed. */
+/** The tests' seeded generator (test/helpers/seed.ts), with what the soak needs besides, so a soak's choices replay from its seed. */
 export class Rng {
-  private state: number;
+  private readonly source: BaseRng;
 
   constructor(seed: number) {
-    this.state = seed >>> 0;
+    this.source = seededRandom(seed);
   }
 
   next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+    return this.source.next();
   }
 
   int(min: number, max: number): number {
-    return min + Math.floor(this.next() * (max - min + 1));
+    return this.source.int(min, max);
   }
 
   chance(p: number): boolean {

@@ -24,6 +24,7 @@ export interface SoakContext {
 const GIVE_UP_MS = 120_000;
 
 async function backoff(rng: Rng): Promise<void> {
+  // pacing: a retry's back-off, not a wait for an outcome
   await sleep(rng.int(30, 200));
 }
 
@@ -70,6 +71,7 @@ export async function plainWriter(ctx: SoakContext, rng: Rng, spec: StreamSpec, 
       record.state = 'maybe';
       ctx.ledger.violation(`plain append ${key} answered ${out.res.status} ${out.body.toString().slice(0, 100)}`);
     }
+    // pacing: the load's think time, not a wait for an outcome
     await sleep(rng.int(0, 15));
   }
 }
@@ -91,6 +93,7 @@ export async function jsonBatchWriter(ctx: SoakContext, rng: Rng, spec: StreamSp
       record.state = 'maybe';
       ctx.ledger.violation(`JSON batch ${key} answered ${out.res.status} ${out.body.toString().slice(0, 100)}`);
     }
+    // pacing: the load's think time, not a wait for an outcome
     await sleep(rng.int(0, 20));
   }
 }
@@ -176,6 +179,7 @@ export async function producerWriter(ctx: SoakContext, rng: Rng, spec: StreamSpe
       at.epoch += 1;
       at.seq = 0;
     }
+    // pacing: the load's think time, not a wait for an outcome
     await sleep(rng.int(0, 15));
   }
 }
@@ -193,6 +197,7 @@ export async function closer(ctx: SoakContext, rng: Rng, prefix: string, maxStre
       if (!(await producerWrite(ctx, rng, spec, opts, at, last))) return;
       if (last) spec.closeAcked = true;
     }
+    // pacing: the load's think time, not a wait for an outcome
     await sleep(rng.int(1_000, 4_000));
   }
 }
