@@ -10,8 +10,9 @@ import { defineConfig } from 'vitest/config';
  *   (writes, producers, conditional appends, lifecycle, live tailing, subscriptions), again
  *   with every server they start on PostgreSQL (test/helpers/server.ts). The other HTTP files
  *   test parsing, headers and the client, which no engine changes, and run on SQLite only.
- * - `serial`: the files that measure the machine (memory, CPU, latency across nodes) or load it
- *   with many processes, one at a time after the others, so no other file skews them.
+ * - `serial`: the multi-node files, which load the machine with many processes killed on a
+ *   schedule, one at a time after the others. No file measures the machine: latency, memory
+ *   and CPU figures are `npm run bench`'s (docs/performance.md).
  *
  * The PostgreSQL server is started by globalSetup only in the projects that need it; vitest
  * runs a project's globalSetup only when that project has files to run, so `npm test --
@@ -45,13 +46,11 @@ const AGAIN_ON_POSTGRES = [
   'test/client/subscriptions.test.ts',
 ];
 
-/** Files that measure memory, CPU or latency, or run several servers and databases under load. */
-const SERIAL = [
-  'test/multinode/cluster.test.ts',
-  'test/multinode/postgres-kill.test.ts',
-  'test/reliability/limits.test.ts',
-  'test/subscriptions/scale.test.ts',
-];
+/**
+ * Files that load the whole machine: three server processes and a database under writers and
+ * readers, SIGKILLed on a schedule. Alone, their schedule means what it says.
+ */
+const SERIAL = ['test/multinode/cluster.test.ts', 'test/multinode/postgres-kill.test.ts'];
 
 export default defineConfig({
   test: {

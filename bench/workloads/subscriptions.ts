@@ -38,8 +38,13 @@ interface Wake {
   streams: Array<{ path: string; acked_offset: string; tail_offset: string }>;
 }
 
-/** A pull-wake worker: claims while there is work, else waits on the wake stream; until `goOn` says stop. */
-async function worker(base: string, goOn: () => boolean): Promise<void> {
+/**
+ * A pull-wake worker, as an application runs one: claims while there is work, reads each
+ * stream it is handed from its acknowledged offset (the body to `onRead`) and acknowledges
+ * to its tail, else waits on the wake stream (a long-poll, which its next wake ends); until
+ * `goOn` says stop. test/subscriptions/scale.test.ts runs it too.
+ */
+export async function pullWorker(base: string, goOn: () => boolean, onRead: (body: string) => void = () => undefined): Promise<void> {
   let wakeOffset = (await fetch(`${base}/scale-wake`, { method: 'HEAD' })).headers.get('stream-next-offset')!;
   while (goOn()) {
     const claim = await fetch(`${base}/__ds/subscriptions/big/claim`, { method: 'POST', headers: JSON_HEADERS, body: '{"worker":"bench"}' });
@@ -51,7 +56,7 @@ async function worker(base: string, goOn: () => boolean): Promise<void> {
       continue;
     }
     const wake = (await claim.json()) as Wake;
-    for (const s of wake.streams) await (await fetch(`${base}/${s.path}?offset=${s.acked_offset}`)).arrayBuffer();
+    for (const s of wake.streams) onRead(await (await fetch(`${base}/${s.path}?offset=${s.acked_offset}`)).text());
     const acks = wake.streams.map((s) => ({ stream: s.path, offset: s.tail_offset }));
     const body = JSON.stringify({ wake_id: wake.wake_id, generation: wake.generation, acks, done: true });
     const ack = await fetch(`${base}/__ds/subscriptions/big/ack`, { method: 'POST', headers: { ...JSON_HEADERS, authorization: `Bearer ${wake.token}` }, body });
@@ -86,7 +91,7 @@ export async function runSubscriptions(t: Running, spec: SubscriptionSpec): Prom
   const trickleCpu = t.cpuSeconds();
   const trickleStarted = performance.now();
   let trickling = true;
-  const working = worker(base, () => trickling);
+  const working = pullWorker(base, () => trickling);
   await trickle(base, spec);
   trickling = false;
   await working;

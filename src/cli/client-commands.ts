@@ -6,11 +6,12 @@
  */
 import { fstatSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { GoneError, IdempotentProducer, RillClient, RillError, type AppendResult, type ProducerReceipt, type StreamHandle } from '../client/index.js';
 import { reportFailure, UsageError } from './errors.js';
 import { out, outJson, printInfo, printMessage } from './output.js';
 import { NO_PROGRESS, progressBar, type Progress } from './progress.js';
+import { parseNonNegativeInteger, parsePositiveInteger } from './units.js';
 
 const DEFAULT_URL = 'http://127.0.0.1:4437';
 /** Lines or chunks of stdin sent per plain append, and promises awaited together with --producer. */
@@ -43,17 +44,6 @@ export function serverUrl(raw: string): string {
   return withScheme;
 }
 
-function parsePositive(value: string): number {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
-  return n;
-}
-
-function parseNonNegative(value: string): number {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError('expected a non-negative integer');
-  return n;
-}
 
 /** Runs a command body, reporting any failure in the one format (see errors.ts). */
 export function action<A extends unknown[]>(body: (...args: A) => Promise<void>): (...args: A) => Promise<void> {
@@ -314,7 +304,7 @@ export function addClientCommands(program: Command): void {
     .command(`create ${STREAM_ARG}`)
     .description(`create a stream (${STREAM_HELP})`)
     .option('-t, --content-type <type>', 'content type of the stream', 'application/octet-stream')
-    .option('--ttl <seconds>', 'expire after this long without reads or writes', parseNonNegative)
+    .option('--ttl <seconds>', 'expire after this long without reads or writes', parseNonNegativeInteger)
     .option('--expires-at <time>', 'expire at this RFC 3339 time')
     .option('--closed', 'create it closed')
     .action(action(createCommand));
@@ -323,7 +313,7 @@ export function addClientCommands(program: Command): void {
     .description('append data from the argument or stdin (JSON streams: one message per stdin line)')
     .option('-t, --content-type <type>', "content type of the data (default: the stream's)")
     .option('--producer <id>', 'write exactly-once as this producer (claims a new epoch per run)')
-    .option('--epoch <n>', 'producer epoch, used as given (refused if not above the last); default: the current time in ms, moved up if taken', parseNonNegative)
+    .option('--epoch <n>', 'producer epoch, used as given (refused if not above the last); default: the current time in ms, moved up if taken', parseNonNegativeInteger)
     .option('--stream-seq <value>', 'Stream-Seq compare-and-set value')
     .option('--close', 'close the stream afterwards')
     .action(action(appendCommand));
@@ -332,7 +322,7 @@ export function addClientCommands(program: Command): void {
     .description('read messages (catch-up; --live to follow)')
     .option('--offset <offset>', 'start offset: -1, now, or a Stream-Next-Offset', '-1')
     .addOption(new Option('--live <mode>', 'follow with long-poll or sse').choices(['long-poll', 'sse']))
-    .option('--max-bytes <n>', 'read one answer of at most N bytes (never ending inside a message), then stop', parsePositive)
+    .option('--max-bytes <n>', 'read one answer of at most N bytes (never ending inside a message), then stop', parsePositiveInteger)
     .action(action((path: string, flags: ReadFlags, command: Command) => readCommand(path, flags, command, false)));
   program
     .command(`tail ${STREAM_ARG}`)

@@ -8,19 +8,7 @@ import { applyConfigFile, applyEnvironment, ConfigError, readConfigFile, repeata
 import { LOG_LEVELS, type LogLevel } from '../ops/logger.js';
 import { DEFAULT_SETTINGS, DEFAULT_SUBSCRIPTION_SETTINGS, type ServerSettings } from '../http/settings.js';
 import { UsageError } from './errors.js';
-import { bytesOption, durationOption } from './units.js';
-
-function parseCount(value: string): number {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
-  return n;
-}
-
-function parseNonNegative(value: string): number {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError('expected a non-negative integer');
-  return n;
-}
+import { bytesOption, durationOption, parseNonNegativeInteger, parsePositiveInteger } from './units.js';
 
 /** `on` (every request), `off`, or the share of requests to log, such as 0.1. */
 function parseAccessLog(value: string): number {
@@ -176,10 +164,10 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--data <dir>', 'data directory (sqlite store)', d.dataDir)
     .addOption(new Option('--store <engine>', 'storage engine').choices(['sqlite', 'memory', 'postgres']).default(d.store))
     .addOption(new Option('--postgres-url <url>', 'PostgreSQL database for --store postgres (postgres://user:password@host:5432/db)').env('RILL_POSTGRES_URL'))
-    .option('--postgres-pool-size <n>', 'connections each node opens to PostgreSQL', parseCount, d.postgresPoolSize)
+    .option('--postgres-pool-size <n>', 'connections each node opens to PostgreSQL', parsePositiveInteger, d.postgresPoolSize)
     .addOption(durationOption('--postgres-statement-timeout <duration>', 'longest a PostgreSQL statement may run (the request then answers 503)', d.postgresStatementTimeoutMs))
     .addOption(durationOption('--postgres-connect-timeout <duration>', 'longest a request waits for a PostgreSQL connection before 503', d.postgresConnectTimeoutMs))
-    .option('--stream-cache <n>', 'stream states the sqlite store keeps in memory (about 1.2 KB each)', parseCount, d.streamCacheEntries)
+    .option('--stream-cache <n>', 'stream states the sqlite store keeps in memory (about 1.2 KB each)', parsePositiveInteger, d.streamCacheEntries)
     .addOption(durationOption('--long-poll-timeout <duration>', 'how long a long-poll waits for data', d.longPollTimeoutMs))
     .addOption(durationOption('--max-long-poll-timeout <duration>', 'longest long-poll wait a client may ask for (timeout_ms)', d.maxLongPollTimeoutMs))
     .addOption(durationOption('--sse-lifetime <duration>', 'how long an SSE connection stays open', d.sseLifetimeMs))
@@ -187,7 +175,7 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .addOption(bytesOption('--sse-max-buffered <size>', 'most SSE output held unsent for one reader', d.sseMaxBufferedBytes))
     .addOption(bytesOption('--max-body <size>', 'largest append or create body', d.maxBodyBytes))
     .addOption(bytesOption('--min-free-disk <size>', 'below this much free disk space, writes are refused with 507 while deletes and retention still run (sqlite; 0: off)', d.minFreeDiskBytes, 0))
-    .option('--max-append-messages <n>', 'most messages one append may carry (the elements of a JSON array)', parseCount, d.maxAppendMessages)
+    .option('--max-append-messages <n>', 'most messages one append may carry (the elements of a JSON array)', parsePositiveInteger, d.maxAppendMessages)
     .addOption(bytesOption('--max-snapshot-bytes <size>', 'largest snapshot body', d.maxSnapshotBytes))
     .addOption(bytesOption('--max-header-bytes <size>', 'largest request head (request line and headers)', d.maxHeaderBytes))
     .addOption(bytesOption('--max-url-bytes <size>', 'longest request URL', d.maxUrlBytes))
@@ -195,9 +183,9 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .addOption(durationOption('--request-timeout <duration>', 'time allowed to receive a whole request', d.requestTimeoutMs))
     .addOption(durationOption('--drain-timeout <duration>', 'on SIGTERM, how long open requests may finish before connections are cut', d.drainTimeoutMs))
     .addOption(durationOption('--shutdown-delay <duration>', 'on SIGTERM, how long to go on serving with /readyz answering 503 before the drain begins', d.shutdownDelayMs))
-    .option('--max-live-connections <n>', 'long-poll and SSE readers held at once', parseCount, d.maxLiveConnections)
-    .option('--max-connections <n>', 'connections open at once (a new one past it is answered 503 and closed)', parseCount, d.maxConnections)
-    .option('--max-producers <n>', 'producers remembered per stream', parseCount, d.producers.maxProducers)
+    .option('--max-live-connections <n>', 'long-poll and SSE readers held at once', parsePositiveInteger, d.maxLiveConnections)
+    .option('--max-connections <n>', 'connections open at once (a new one past it is answered 503 and closed)', parsePositiveInteger, d.maxConnections)
+    .option('--max-producers <n>', 'producers remembered per stream', parsePositiveInteger, d.producers.maxProducers)
     .addOption(durationOption('--producer-idle-evict <duration>', 'idle time after which a producer may be replaced', d.producers.idleEvictMs))
     .addOption(durationOption('--producer-ttl <duration>', 'idle time after which a producer is forgotten', d.producers.forgetAfterMs))
     .option('--auth-secret-file <file>', 'turn auth on: verify HS256 tokens with the secret in this file (at least 32 bytes)')
@@ -205,9 +193,9 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--auth-issuer <iss>', 'accept only tokens with this issuer (iss)')
     .option('--auth-audience <aud>', 'accept only tokens with this audience (aud)')
     .addOption(durationOption('--auth-keys-check <duration>', 'how often the key files are checked for changes (rotation)', d.auth.keysCheckMs))
-    .option('--quota-appends <n>', 'append requests per second per token subject (0: unlimited)', parseNonNegative, 0)
-    .option('--quota-bytes <n>', 'body bytes per second per token subject (0: unlimited)', parseNonNegative, 0)
-    .option('--quota-live <n>', 'long-poll and SSE readers per token subject (0: unlimited)', parseNonNegative, 0)
+    .option('--quota-appends <n>', 'append requests per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
+    .option('--quota-bytes <n>', 'body bytes per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
+    .option('--quota-live <n>', 'long-poll and SSE readers per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM; with --tls-key)')
     .option('--tls-key <file>', 'the private key of --tls-cert (PEM)')
     .option('--cors-origin <origin>', 'an origin whose pages may call rill, or * for any (repeatable; default: loopback pages with auth off, any with auth on)', repeatable)
@@ -216,9 +204,9 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--public-url <url>', 'the URL clients reach this server at (behind a proxy), for the callback and JWK Set URLs it hands out', parsePublicUrl)
     .option('--webhook-allow-localhost', 'development only: let subscription webhooks go to localhost, over http too (off: https to public addresses only)', false)
     .addOption(durationOption('--webhook-timeout <duration>', 'longest a webhook endpoint may take to answer a delivery', d.subscriptions.deliveryTimeoutMs))
-    .option('--max-webhook-deliveries <n>', 'webhook deliveries in flight at once', parseCount, d.subscriptions.maxConcurrentDeliveries)
-    .option('--max-subscriptions <n>', 'subscriptions the server holds', parseCount, d.subscriptions.limits.maxSubscriptions)
-    .option('--max-subscription-streams <n>', 'streams one subscription may hold', parseCount, d.subscriptions.limits.maxStreamsPerSubscription)
+    .option('--max-webhook-deliveries <n>', 'webhook deliveries in flight at once', parsePositiveInteger, d.subscriptions.maxConcurrentDeliveries)
+    .option('--max-subscriptions <n>', 'subscriptions the server holds', parsePositiveInteger, d.subscriptions.limits.maxSubscriptions)
+    .option('--max-subscription-streams <n>', 'streams one subscription may hold', parsePositiveInteger, d.subscriptions.limits.maxStreamsPerSubscription)
     .addOption(durationOption('--subscription-sweep <duration>', 'how often due webhook retries, expired leases and missed wakes are looked for', d.subscriptions.sweepIntervalMs))
     // Operations: logs, metrics, config file.
     .addOption(new Option('--log-level <level>', 'least severe log level written').choices(LOG_LEVELS).default('info'))

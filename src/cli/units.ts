@@ -9,6 +9,20 @@ import { UsageError } from './errors.js';
 const UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const UNITS_BYTES: Record<string, number> = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
 
+/** Counts on the command line: a whole number of at least 1. */
+export function parsePositiveInteger(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+/** Counts where 0 means none, or off: a whole number of at least 0. */
+export function parseNonNegativeInteger(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError('expected a non-negative integer');
+  return n;
+}
+
 /** Durations: a number with a unit (ms, s, m, h, d); a bare number is milliseconds. */
 export function parseDurationMs(value: string): number {
   const match = /^(\d+)(ms|s|m|h|d)?$/.exec(value.trim());

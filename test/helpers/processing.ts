@@ -6,8 +6,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
-import { expect, vi } from 'vitest';
+import { expect } from 'vitest';
 import { IdempotentProducer, RillError, type RillClient, type StreamHandle } from '../../src/client/index.js';
+import { until } from './waits.js';
+
+export { EVENT_TIMEOUT_MS, until } from './waits.js';
 
 const CHILD = resolve(import.meta.dirname, '../fixtures/processor-child.mjs');
 
@@ -47,17 +50,6 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** How long a wait for an event may take: generous, so that only a bug reaches it, even on a loaded machine. */
-export const EVENT_TIMEOUT_MS = 10_000;
-
-/** Resolves once `check` holds (asked again every 10 ms); fails naming `what` if it never does. */
-export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = EVENT_TIMEOUT_MS): Promise<void> {
-  try {
-    await vi.waitUntil(check, { timeout: timeoutMs, interval: 10 });
-  } catch (error) {
-    throw new Error(`waited ${timeoutMs} ms for ${what}`, { cause: error });
-  }
-}
 
 /**
  * Resolves once a live reader (a long-poll, or an SSE connection between events) waits on

@@ -27,7 +27,7 @@ import { messageOf, type LoadContext, type ReaderContext } from '../helpers/mult
 import { RillNode } from '../helpers/multinode/nodes.js';
 import { LongPollReader, SseReader } from '../helpers/multinode/readers.js';
 import { send, sleep, type Observation } from '../helpers/multinode/send.js';
-import { until, untilLongPolling } from '../helpers/multinode/waits.js';
+import { until, untilLiveReaders } from '../helpers/waits.js';
 import { PlainWriter, ProducerWriter, StreamSeqWriter } from '../helpers/multinode/writers.js';
 import { blake3Hex } from '../helpers/producer-client.js';
 import { sharedDatabase } from '../helpers/postgres.js';
@@ -136,7 +136,7 @@ describe('rill nodes on one PostgreSQL database', () => {
         receivedAt = Date.now();
         return answer;
       });
-      await untilLongPolling(b.url); // the reader is waiting on B
+      await untilLiveReaders(b.url, 'long_poll', 1, { atLeast: true }); // the reader is waiting on B
       const body = messageOf('notify', i);
       const appendedAt = Date.now();
       const ack = await send(a.url + path, { method: 'POST', headers: JSON_TYPE, body });
@@ -163,18 +163,18 @@ describe('rill nodes on one PostgreSQL database', () => {
       // B's LISTEN connection: B's connections to PostgreSQL that pg_stat_activity shows listening.
       let bListener: number[] = [];
       // After a round's termination, B listens again once it has reconnected.
-      await until('node B listens on exactly one connection', async () => {
+      await until(async () => {
         const listening = new Set(await listenerPorts(databaseUrl));
         bListener = connectionPortsOf(b.pid!, pgPort).filter((port) => listening.has(port));
         return bListener.length === 1;
-      });
+      }, 'node B listening on exactly one connection');
 
       let receivedAt = 0;
       const poll = send(`${b.url}${path}?offset=${pad20(offset)}&live=long-poll&timeout_ms=10000`, { headers: NDJSON, timeoutMs: 15_000 }).then((answer) => {
         receivedAt = Date.now();
         return answer;
       });
-      await untilLongPolling(b.url); // the reader is waiting on B
+      await untilLiveReaders(b.url, 'long_poll', 1, { atLeast: true }); // the reader is waiting on B
       expect(await terminateListeners(databaseUrl, bListener)).toBe(1);
       const body = messageOf('lost', round);
       const appendedAt = Date.now();

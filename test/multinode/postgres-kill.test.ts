@@ -24,7 +24,7 @@ import type { LoadContext, ReaderContext } from '../helpers/multinode/load.js';
 import { RillNode } from '../helpers/multinode/nodes.js';
 import { LongPollReader, SseReader } from '../helpers/multinode/readers.js';
 import { observed, send, sleep, type Observation } from '../helpers/multinode/send.js';
-import { untilLongPolling } from '../helpers/multinode/waits.js';
+import { untilLiveReaders } from '../helpers/waits.js';
 import { PlainWriter, ProducerWriter } from '../helpers/multinode/writers.js';
 import { createDatabase, startPostgres, type PostgresServer } from '../helpers/postgres.js';
 import { openSocket, parseHead } from '../reliability/net.js';
@@ -238,7 +238,7 @@ describe('PostgreSQL SIGKILLed and restarted under load', () => {
         receivedAt = Date.now();
         return answer;
       });
-      await untilLongPolling(urls[1]!); // the reader is waiting on node 1
+      await untilLiveReaders(urls[1]!, 'long_poll', 1, { atLeast: true }); // the reader is waiting on node 1
       const appendedAt = Date.now();
       expect((await send(urls[0] + notifyPath, { method: 'POST', headers: JSON_TYPE, body: JSON.stringify({ i }) })).status).toBe(204);
       const answer = await poll;

@@ -8,11 +8,12 @@
  * times are `npm run bench` figures (the `drain` workload, docs/performance.md).
  */
 import { once } from 'node:events';
-import { Agent, get, request, type ClientRequest, type IncomingMessage } from 'node:http';
+import { Agent, get, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { writeInFlight } from '../../bench/workloads/probes.js';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
-import { sleep } from './checks.js';
+import { until, untilLiveReaders } from '../helpers/waits.js';
 import { openSocket, readIncoming } from './net.js';
 
 let server: ServerProcess | undefined;
@@ -37,36 +38,6 @@ function exitOf(s: ServerProcess): Promise<number | null> {
   });
 }
 
-/** How often a wait below looks again: the server announces none of these events. */
-const POLL_MS = 20;
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not so after ${timeoutMs} ms`);
-    await sleep(POLL_MS); // a poll's interval, not a wait for time to pass
-  }
-}
-
-/** Until the server holds `n` live readers of `kind` (its /metrics gauge). */
-function untilLive(url: string, kind: 'sse' | 'long_poll', n: number): Promise<void> {
-  const pattern = new RegExp(`^rill_live_readers\\{kind="${kind}"\\} (\\d+)$`, 'm');
-  return until(`${n} ${kind} readers held`, async () => Number(pattern.exec(await (await fetch(`${url}/metrics`)).text())?.[1]) === n);
-}
-
-/**
- * A write whose head the server has read (it answered `Expect: 100-continue`) and whose
- * body has `first` of it sent, the rest held back: a write in flight.
- */
-async function writeInFlight(url: string, headers: Record<string, string>, first: string, agent?: Agent): Promise<{ req: ClientRequest; response: Promise<IncomingMessage> }> {
-  const req = request(url, { method: 'POST', headers: { ...headers, expect: '100-continue' }, agent });
-  req.on('error', () => {});
-  const response = new Promise<IncomingMessage>((resolve) => req.once('response', resolve));
-  req.flushHeaders();
-  await once(req, 'continue');
-  req.write(first);
-  return { req, response };
-}
 
 /** A connection sending `head` whose answer has begun to arrive, and which then reads no more. */
 async function stalledReader(port: number, head: string): Promise<Socket> {
@@ -111,7 +82,7 @@ describe('SIGTERM', () => {
     const sseText = readIncoming(sse);
     // A write in flight on a keep-alive connection: its head is read, its body is not all sent.
     const upload = await writeInFlight(stream, { 'content-type': 'text/plain', 'content-length': '9' }, 'in-', keepAlive);
-    await untilLive(s.url, 'long_poll', 1);
+    await untilLiveReaders(s.url, 'long_poll', 1);
 
     const exited = exitOf(s);
     s.child.kill('SIGTERM');
@@ -178,7 +149,7 @@ describe('SIGTERM', () => {
     s.child.kill('SIGTERM');
     // The signal is handled when it is handled: /readyz says so.
     let ready!: Response;
-    await until('/readyz answering 503', async () => (ready = await fetch(`${s.url}/readyz`)).status !== 200);
+    await until(async () => (ready = await fetch(`${s.url}/readyz`)).status !== 200, '/readyz answering 503');
     expect([ready.status, await ready.json(), ready.headers.get('retry-after')]).toEqual([503, { status: 'draining' }, '1']);
     // Still serving everything while the load balancer takes it out of rotation.
     expect((await fetch(stream, { method: 'POST', headers: text, body: 'late;' })).status).toBe(204);

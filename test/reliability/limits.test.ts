@@ -13,6 +13,7 @@
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { until, untilLiveReaders } from '../helpers/waits.js';
 import { expectJsonRefusal, refusalOf, sleep } from './checks.js';
 import { collect, openSocket, parseHead, type Collected } from './net.js';
 
@@ -50,28 +51,6 @@ async function raw(port: number, bytes: string | Buffer, timeoutMs = 5_000): Pro
   return collect(socket, timeoutMs);
 }
 
-/** The live readers (long-polls waiting, SSE connections) the server holds now, from its /metrics. */
-async function liveReaders(url: string, kind: 'sse' | 'long_poll'): Promise<number> {
-  const metrics = await (await fetch(`${url}/metrics`)).text();
-  const match = new RegExp(`^rill_live_readers\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(metrics);
-  if (!match) throw new Error(`no rill_live_readers{kind="${kind}"} in /metrics`);
-  return Number(match[1]);
-}
-
-/** How often a wait below looks again: the server announces none of these events. */
-const POLL_MS = 20;
-
-/** Resolves once `check` holds, failing after `timeoutMs`, which only a bug reaches. */
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not so after ${timeoutMs} ms`);
-    await sleep(POLL_MS); // a poll's interval, not a wait for time to pass
-  }
-}
-
-/** Until the server holds exactly `n` live readers of `kind`. */
-const untilLive = (url: string, kind: 'sse' | 'long_poll', n: number) => until(`${n} ${kind} readers held`, async () => (await liveReaders(url, kind)) === n);
 
 /** Runs the tasks at once and answers their labels in the order they finished. */
 async function finishOrder(tasks: Record<string, () => Promise<void>>): Promise<string[]> {
@@ -261,7 +240,7 @@ describe('live connection limits', () => {
 
   it('answers 503 with Retry-After once --max-live-connections readers are held, and admits again after', async () => {
     const held = Array.from({ length: LIVE_LIMIT }, () => fetch(`${stream()}?offset=now&live=long-poll&timeout_ms=1000`));
-    await untilLive(s.url, 'long_poll', LIVE_LIMIT);
+    await untilLiveReaders(s.url, 'long_poll', LIVE_LIMIT);
     for (const query of ['offset=now&live=long-poll', 'offset=now&live=sse']) {
       const refused = await fetch(`${stream()}?${query}`);
       expect(refused.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
@@ -320,10 +299,10 @@ describe('live readers that hang up', () => {
     it(`gives back the slots of ${kind} readers that close their connections mid-wait`, async () => {
       const readers = await Promise.all([1, 2].map(() => openSocket(s.port)));
       for (const socket of readers) socket.write(`GET ${path}?${query} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
-      await untilLive(s.url, gauge, 2);
+      await untilLiveReaders(s.url, gauge, 2);
       expect(await probe()).toBe(503);
       for (const socket of readers) socket.destroy();
-      await untilLive(s.url, gauge, 0);
+      await untilLiveReaders(s.url, gauge, 0);
       // Both slots: two readers are held at once again.
       const held = [1, 2].map(() => fetch(`${s.url}${path}?offset=now&live=long-poll&timeout_ms=500`));
       for (const res of await Promise.all(held)) expect(res.status).toBe(204);
@@ -388,7 +367,7 @@ describe('a slow SSE reader', () => {
     await once(stalled, 'readable');
     const keeping = await subscribe();
     const keepingDone = collect(keeping, 60_000);
-    await untilLive(s.url, 'sse', 2);
+    await untilLiveReaders(s.url, 'sse', 2);
 
     const chunk = Buffer.alloc(1024 * 1024, 0x61);
     const appends = 48;
@@ -398,7 +377,7 @@ describe('a slow SSE reader', () => {
     }
     const total = appends * chunk.length;
     // The server lets the stalled reader go (a heartbeat after its buffer filled), keeping the other.
-    await untilLive(s.url, 'sse', 1);
+    await untilLiveReaders(s.url, 'sse', 1);
     // Closing the stream ends the reader that kept up once it has read everything.
     expect((await fetch(stream, { method: 'POST', headers: { 'stream-closed': 'true' } })).status).toBe(204);
 
@@ -441,6 +420,6 @@ describe('connections a client opens and holds', () => {
     expect(JSON.parse(head.rest.toString())).toEqual({ code: 'TOO_MANY_CONNECTIONS', message: expect.any(String) });
     for (const socket of held) socket.destroy();
     // Admitted once the server has seen the closes: refused (503) until then.
-    await until('a connection admitted again', async () => (await fetch(`${s.url}/healthz`)).status === 200);
+    await until(async () => (await fetch(`${s.url}/healthz`)).status === 200, 'a connection admitted again');
   });
 });

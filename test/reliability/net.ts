@@ -1,5 +1,5 @@
 /** Raw HTTP over sockets, for requests and readers that fetch cannot express. */
-import { request, type Agent, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 
 export interface RawResponse {
@@ -61,16 +61,6 @@ export function collect(socket: Socket, timeoutMs: number): Promise<Collected> {
   });
 }
 
-/** Sends a request head (and optional body start) without finishing the body. */
-export function startUpload(url: string, headers: Record<string, string>, first: string, agent?: Agent) {
-  let resolveResponse!: (res: IncomingMessage) => void;
-  const response = new Promise<IncomingMessage>((resolve) => (resolveResponse = resolve));
-  const req = request(url, { method: 'POST', headers, agent }, resolveResponse);
-  req.on('error', () => {});
-  req.write(first);
-  return { req, response };
-}
-
 export function readIncoming(res: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     let text = '';
@@ -79,22 +69,4 @@ export function readIncoming(res: IncomingMessage): Promise<string> {
     res.once('end', () => resolve(text));
     res.once('error', reject);
   });
-}
-
-/** Resident set size of a process, from /proc, in bytes. */
-export async function rssBytes(pid: number): Promise<number> {
-  return procStatusBytes(pid, 'VmRSS');
-}
-
-/** The most memory the process has held resident since it started (its high-water mark). */
-export async function peakRssBytes(pid: number): Promise<number> {
-  return procStatusBytes(pid, 'VmHWM');
-}
-
-async function procStatusBytes(pid: number, field: 'VmRSS' | 'VmHWM'): Promise<number> {
-  const { readFile } = await import('node:fs/promises');
-  const status = await readFile(`/proc/${pid}/status`, 'utf8');
-  const match = new RegExp(`${field}:\\s+(\\d+) kB`).exec(status);
-  if (!match) throw new Error(`no ${field} for ${pid}`);
-  return Number(match[1]) * 1024;
 }

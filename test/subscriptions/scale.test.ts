@@ -6,6 +6,7 @@
  * `subscriptions` workload, docs/performance.md), not here.
  */
 import { afterAll, describe, expect, it } from 'vitest';
+import { pullWorker } from '../../bench/workloads/subscriptions.js';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 
 const STREAMS = 10_000;
@@ -28,44 +29,6 @@ async function inParallel(count: number, width: number, work: (i: number) => Pro
   );
 }
 
-interface Wake {
-  wake_id: string;
-  generation: number;
-  token: string;
-  streams: Array<{ path: string; acked_offset: string; tail_offset: string }>;
-}
-
-/**
- * As a pull-wake worker does: claims while there is work, reads each stream it is handed
- * from its acknowledged offset and acknowledges to its tail, else waits on the wake stream
- * (a long-poll, which its next wake ends). Stops once told to and nothing is left.
- */
-async function work(base: string, processed: Set<number>, goOn: () => boolean): Promise<void> {
-  let wakeOffset = (await fetch(`${base}/scale-wake`, { method: 'HEAD' })).headers.get('stream-next-offset')!;
-  while (goOn()) {
-    const claim = await fetch(`${base}/__ds/subscriptions/big/claim`, { method: 'POST', headers: JSON_TYPE, body: '{"worker":"scale"}' });
-    if (claim.status !== 200) {
-      await claim.arrayBuffer();
-      const waited = await fetch(`${base}/scale-wake?offset=${wakeOffset}&live=long-poll&timeout_ms=500`);
-      wakeOffset = waited.headers.get('stream-next-offset') ?? wakeOffset;
-      await waited.arrayBuffer();
-      continue;
-    }
-    const wake = (await claim.json()) as Wake;
-    for (const s of wake.streams) {
-      const read = await fetch(`${base}/${s.path}?offset=${s.acked_offset}`);
-      for (const m of (await read.json()) as Array<{ i: number }>) processed.add(m.i);
-    }
-    const acks = wake.streams.map((s) => ({ stream: s.path, offset: s.tail_offset }));
-    const ack = await fetch(`${base}/__ds/subscriptions/big/ack`, {
-      method: 'POST',
-      headers: { ...JSON_TYPE, authorization: `Bearer ${wake.token}` },
-      body: JSON.stringify({ wake_id: wake.wake_id, generation: wake.generation, acks, done: true }),
-    });
-    expect(ack.status).toBe(200);
-  }
-}
-
 describe('subscriptions at scale', () => {
   it('a pull-wake subscription over 10,000 matched streams hands a trickle of appends spread over them to its worker, every one', async () => {
     server = await startServer({ args: ['--subscription-sweep', '500ms'] });
@@ -85,7 +48,9 @@ describe('subscriptions at scale', () => {
     const appended = new Set<number>();
     const processed = new Set<number>();
     let appending = true;
-    const worker = work(base, processed, () => appending || processed.size < appended.size);
+    const worker = pullWorker(base, () => appending || processed.size < appended.size, (body) => {
+      for (const m of JSON.parse(body) as Array<{ i: number }>) processed.add(m.i);
+    });
     // One append at a time, each to a stream 7919 further on: most of them to streams no other append touches.
     for (let i = 0; i < APPENDS; i++) {
       const res = await fetch(`${base}/scale/${(i * 7919) % STREAMS}`, { method: 'POST', headers: JSON_TYPE, body: JSON.stringify({ i }) });
