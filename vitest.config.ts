@@ -7,7 +7,8 @@ import { defineConfig } from 'vitest/config';
  * - `postgres-engine`: the files that run PostgreSQL themselves (the storage contract, the
  *   seed-000 model on every engine, the conformance suite on PostgreSQL, ...), two at a time.
  * - `postgres`: the HTTP and client files whose answers depend on what an engine stores
- *   (writes, producers, conditional appends, lifecycle, live tailing, subscriptions), again
+ *   (writes, producers, conditional appends, lifecycle, limits and refusals, live tailing,
+ *   subscriptions), again
  *   with every server they start on PostgreSQL (test/helpers/server.ts). The other HTTP files
  *   test parsing, headers and the client, which no engine changes, and run on SQLite only.
  * - `serial`: the multi-node files, which load the machine with many processes killed on a
@@ -37,12 +38,14 @@ const AGAIN_ON_POSTGRES = [
   'test/http/attrs-batch.test.ts',
   'test/http/buckets.test.ts',
   'test/http/conditional.test.ts',
+  'test/http/errors.test.ts',
   'test/http/forks.test.ts',
   'test/http/incarnation.test.ts',
   'test/http/json-reads.test.ts',
   'test/http/producers.test.ts',
   'test/http/snapshots.test.ts',
   'test/http/sse-tail.test.ts',
+  'test/client/producer.test.ts',
   'test/client/subscriptions.test.ts',
 ];
 
