@@ -22,7 +22,7 @@ async function oneDelivery(a: string, b: string, path: string, offset: string, n
     if (res.status !== 200) throw new Error(`cross-node long-poll: HTTP ${res.status}`);
     return { answeredAt, next: res.headers.get('stream-next-offset')! };
   });
-  await until('the reader waiting on node B', async () => (await liveReaders(b, 'long_poll')) >= 1);
+  await until(async () => (await liveReaders(b, 'long_poll')) >= 1, 'the reader waiting on node B');
   const sentAt = performance.now();
   const ack = await fetch(`${a}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ n }) });
   await ack.arrayBuffer();

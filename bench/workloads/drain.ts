@@ -47,7 +47,7 @@ async function liveAndExit(start: StartRill): Promise<Pick<DrainFigures, 'liveEn
   // An idle keep-alive connection: one HEAD answered, then nothing.
   const idle = await connection(t, 'HEAD /healthz HTTP/1.1\r\nHost: HOST\r\n\r\n');
   const upload = await writeInFlight(url, { 'content-type': TEXT, 'content-length': '9' }, 'in-');
-  await until('a long-poll and an SSE reader held', async () => (await liveReaders(t.url, 'long_poll')) === 1 && (await liveReaders(t.url, 'sse')) === 1);
+  await until(async () => (await liveReaders(t.url, 'long_poll')) === 1 && (await liveReaders(t.url, 'sse')) === 1, 'a long-poll and an SSE reader held');
   const termAt = performance.now();
   const stopped = t.stop(60_000);
   await Promise.all([longPoll, sse]);

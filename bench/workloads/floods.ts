@@ -155,7 +155,7 @@ export function stalledReader(start: StartRill, spec: FloodSpec): Promise<number
     const stalled = await sseReader(t, '/v1/stream/firehose', true);
     const keeping = await sseReader(t, '/v1/stream/firehose', false);
     try {
-      await until('2 SSE readers held', async () => (await liveReaders(t.url, 'sse')) === 2);
+      await until(async () => (await liveReaders(t.url, 'sse')) === 2, '2 SSE readers held');
       await sleep(300); // the server settles after accepting them
       const before = t.rssBytes();
       const chunk = new Uint8Array(1024 * 1024).fill(0x61);
@@ -165,8 +165,8 @@ export function stalledReader(start: StartRill, spec: FloodSpec): Promise<number
         if (res.status !== 204) throw new Error(`firehose append: HTTP ${res.status}`);
       }
       // Base64 makes 4 bytes of 3; the reader that keeps up has them all, the stalled one was cut.
-      await until('the reader that keeps up has everything', async () => keeping.bytes() >= (spec.stalledMiB * 1024 * 1024 * 4) / 3);
-      await until('the stalled reader cut', async () => (await liveReaders(t.url, 'sse')) === 1);
+      await until(async () => keeping.bytes() >= (spec.stalledMiB * 1024 * 1024 * 4) / 3, 'the reader that keeps up has everything');
+      await until(async () => (await liveReaders(t.url, 'sse')) === 1, 'the stalled reader cut');
       return t.rssBytes() - before;
     } finally {
       stalled.socket.destroy();

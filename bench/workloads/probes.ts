@@ -75,12 +75,12 @@ export async function liveReaders(url: string, kind: 'sse' | 'long_poll'): Promi
   return Number(match[1]);
 }
 
-/** Until `check` holds (looked at every 10 ms), failing after `timeoutMs`. */
-export async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+/** Until `check` holds (looked at every 10 ms), failing naming `what` after `timeoutMs`. The tests wait with it too (test/helpers/waits.ts). */
+export async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   while (!(await check())) {
-    if (performance.now() > deadline) throw new Error(`${what}: not so after ${timeoutMs} ms`);
-    await sleep(10);
+    if (performance.now() > deadline) throw new Error(`waited ${timeoutMs} ms for ${what}`);
+    await sleep(10); // a poll's interval, not a wait for time to pass
   }
 }
 
