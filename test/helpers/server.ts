@@ -104,14 +104,13 @@ async function postgresUrlFor(options: StartOptions, dataDir: string): Promise<s
 }
 
 /** The `rill serve` arguments of a test server; the store is chosen as postgresUrlFor says. */
-async function serveArgs(options: StartOptions): Promise<{ args: string[]; port: number; dataDir: string }> {
-  const port = options.port ?? (await freePort());
+async function serveArgs(options: StartOptions, port: number): Promise<{ args: string[]; dataDir: string }> {
   const dataDir = options.dataDir ?? tempDataDir();
   const postgresUrl = await postgresUrlFor(options, dataDir);
   const store = options.store ?? (postgresUrl ? 'postgres' : 'sqlite');
   const postgres = postgresUrl ? ['--postgres-url', postgresUrl] : [];
   const args = ['--host', '127.0.0.1', '--port', String(port), '--store', store, '--data', dataDir, ...postgres, ...(options.args ?? [])];
-  return { args, port, dataDir };
+  return { args, dataDir };
 }
 
 /** Quiet unless a test asks for more: a test reads warnings and errors in output(). */
@@ -124,7 +123,9 @@ export function startServer(options: StartOptions | ProcessOptions = {}): Promis
 }
 
 async function startInProcess(options: StartOptions): Promise<RunningServer> {
-  const { args, port, dataDir } = await serveArgs(options);
+  // Port 0 unless one is asked for: the server binds the port the kernel picks, so no other
+  // process can take it between a free-port probe and the listen (two files run at once).
+  const { args, dataDir } = await serveArgs(options, options.port ?? 0);
   // Imported here: a file that only starts child processes does not load the server.
   const [{ serveSettingsOf }, { openRillServer }, { createLogger }] = await Promise.all([
     import('../../src/cli/serve-options.js'),
@@ -140,7 +141,7 @@ async function startInProcess(options: StartOptions): Promise<RunningServer> {
   await rill.listen();
   return {
     url: rill.url(),
-    port,
+    port: Number(new URL(rill.url()).port),
     dataDir,
     output: () => output,
     async stop() {
@@ -150,8 +151,27 @@ async function startInProcess(options: StartOptions): Promise<RunningServer> {
   };
 }
 
+/** Tries at a port taken between the probe and the child's listen, before giving up. */
+const PORT_TRIES = 3;
+
+/**
+ * The binary in a child process, on the port asked for or a free one. The child must be told
+ * its port, and another process may take a probed port before the child listens on it: then
+ * (and only then) it starts again on another.
+ */
 async function startServerProcess(options: StartOptions): Promise<ServerProcess> {
-  const { args, port, dataDir } = await serveArgs(options);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startChild(options, options.port ?? (await freePort()));
+    } catch (error) {
+      const portTaken = /EADDRINUSE/.test((error as Error).message);
+      if (!portTaken || options.port !== undefined || attempt >= PORT_TRIES) throw error;
+    }
+  }
+}
+
+async function startChild(options: StartOptions, port: number): Promise<ServerProcess> {
+  const { args, dataDir } = await serveArgs(options, port);
   const child = spawn(process.execPath, [CLI, 'serve', ...args], { env: { ...process.env, ...TEST_LOG_LEVEL, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
