@@ -2,9 +2,13 @@
  * The append decision. Checks run in the order DESIGN.md fixes:
  *   syntax (400) -> exists (404/410), incarnation (412) -> producer identity
  *   (204 duplicate, 403) -> closed (409) -> producer order (400/409) -> content type
- *   (409) -> Stream-Seq (409) -> producer limit (429) -> apply.
+ *   (409) -> Stream-Seq (409) -> Stream-Record-Match (400 on a stream without records,
+ *   412) -> producer limit (429) -> apply.
+ * A producer's retry is answered as a duplicate before Stream-Record-Match is judged:
+ * the tail it expected has moved by its own first attempt.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { hasRecords, recordMatchError, recordsOfWrite } from './records.js';
 import { absenceError, accessAfter, copyState, incarnationError, touched } from './stream.js';
 import {
   floorAfterNewProducer,
@@ -28,7 +32,10 @@ import type {
 
 type AppendDecision = Decision<AppendOutcome, AppendChanges>;
 
-const reject = (error: ProtocolError): AppendDecision => ({ outcome: { kind: 'rejected', error }, changes: null });
+const reject = (error: ProtocolError, stream?: StreamState): AppendDecision => ({
+  outcome: { kind: 'rejected', error, records: stream !== undefined && hasRecords(stream) },
+  changes: null,
+});
 
 export interface AppendInput {
   stream: StreamState | undefined;
@@ -87,26 +94,28 @@ function digestError(request: AppendRequest): ProtocolError | null {
 export function decideAppend(input: AppendInput): AppendDecision {
   const { stream, request, nowMs } = input;
   const syntax = digestError(request);
-  if (syntax) return reject(syntax);
+  if (syntax) return reject(syntax, absenceError(stream, nowMs) === null ? stream : undefined);
   const absent = absenceError(stream, nowMs) ?? incarnationError(stream!, request.incarnation);
-  if (absent) return reject(absent);
+  if (absent) return reject(absent, absent.code === 'INCARNATION_MISMATCH' ? stream : undefined);
   const live = stream!;
   if (request.producer === null) return decidePlainAppend(live, request, nowMs);
   return decideProducerAppend(live, input);
 }
 
 function decidePlainAppend(stream: StreamState, request: AppendRequest, nowMs: number): AppendDecision {
+  const records = hasRecords(stream);
   if (stream.closed) {
     if (request.close && request.data.length === 0) {
-      return { outcome: { kind: 'already-closed', incarnation: stream.incarnation, tail: stream.tail }, changes: noChanges(touched(stream, nowMs)) };
+      const outcome: AppendOutcome = { kind: 'already-closed', incarnation: stream.incarnation, tail: stream.tail, recordNext: stream.recordNext, records };
+      return { outcome, changes: noChanges(touched(stream, nowMs)) };
     }
-    return reject(closedError(stream));
+    return reject(closedError(stream), stream);
   }
-  const error = contentTypeError(stream, request) ?? streamSeqError(stream, request.streamSeq);
-  if (error) return reject(error);
+  const error = contentTypeError(stream, request) ?? streamSeqError(stream, request.streamSeq) ?? recordMatchError(stream, request.recordMatch);
+  if (error) return reject(error, stream);
   const { next, receipt, chunk } = applyWrite(stream, request, nowMs);
   return {
-    outcome: { kind: 'appended', incarnation: stream.incarnation, receipt, producer: null, closeOnly: request.data.length === 0 },
+    outcome: { kind: 'appended', incarnation: stream.incarnation, receipt, producer: null, closeOnly: request.data.length === 0, records },
     changes: noChanges(next, chunk),
   };
 }
@@ -117,18 +126,21 @@ function decideProducerAppend(stream: StreamState, input: AppendInput): AppendDe
   const view = input.producers;
   if (view === null) throw new Error('invariant: a producer write needs its producer view');
   const identity = judgeIdentity(stream, view, producer, request.incarnation !== null, settings, nowMs);
-  if (identity.kind === 'rejected') return reject(identity.error);
+  if (identity.kind === 'rejected') return reject(identity.error, stream);
   if (identity.kind === 'duplicate') {
-    const outcome: AppendOutcome = { kind: 'duplicate', incarnation: stream.incarnation, receipt: identity.receipt, producer: identity.ack };
+    const outcome: AppendOutcome = { kind: 'duplicate', incarnation: stream.incarnation, receipt: identity.receipt, producer: identity.ack, records: hasRecords(stream) };
     return { outcome, changes: null };
   }
   const standing = identity.standing;
-  if (stream.closed) return reject(closedError(stream));
+  if (stream.closed) return reject(closedError(stream), stream);
   const error =
-    judgeOrder(standing, producer) ?? contentTypeError(stream, request) ?? streamSeqError(stream, request.streamSeq);
-  if (error) return reject(error);
+    judgeOrder(standing, producer) ??
+    contentTypeError(stream, request) ??
+    streamSeqError(stream, request.streamSeq) ??
+    recordMatchError(stream, request.recordMatch);
+  if (error) return reject(error, stream);
   const limit = judgeLimit(standing, view, settings, nowMs);
-  if (limit.kind === 'rejected') return reject(limit.error);
+  if (limit.kind === 'rejected') return reject(limit.error, stream);
   return applyProducerWrite(stream, input, standing, limit.evict);
 }
 
@@ -152,6 +164,7 @@ function applyProducerWrite(
       receipt: written.receipt,
       producer: ack,
       closeOnly: request.data.length === 0,
+      records: hasRecords(stream),
     },
     changes: {
       stream: next,
@@ -166,8 +179,10 @@ function applyProducerWrite(
 function applyWrite(stream: StreamState, request: AppendRequest, nowMs: number) {
   const start = stream.tail;
   const nextTail = start + request.data.length;
-  const receipt: Receipt = { start, next: nextTail, closed: request.close };
+  const records = recordsOfWrite(stream, request.data);
+  const receipt: Receipt = { start, next: nextTail, closed: request.close, records };
   const next = copyState(stream);
+  if (records !== null) next.recordNext = records.next;
   next.lastAccessMs = accessAfter(stream, nowMs);
   next.tail = nextTail;
   next.closed = stream.closed || request.close;

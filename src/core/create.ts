@@ -5,6 +5,7 @@
 import { isJsonContentType, DEFAULT_CONTENT_TYPE } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { isMessageBoundary } from './boundary.js';
+import { countRecords } from './records.js';
 import { absenceError, incarnationError, notFound, visibility } from './stream.js';
 import type { Decision, ForkLink, StreamConfig, StreamState } from './types.js';
 
@@ -47,6 +48,11 @@ export interface CreateInput {
   forkSource: StreamState | undefined;
   /** The source's append containing the fork offset (null at the tail or when empty). */
   forkAnchor: ChunkView | null;
+  /**
+   * The source's record ordinal at the fork offset, when the source numbers records and
+   * the offset lies in its retained range: a fork keeps the source's ordinals up to there.
+   */
+  forkRecord: number | null;
   /** Id and incarnation token for a new stream, chosen by the engine. */
   newId: number;
   newIncarnation: string;
@@ -159,6 +165,7 @@ function planNewStream(input: CreateInput): Planned {
       tail += data.length;
     }
   }
+  const records = recordsOfNewStream(input, config.contentType, chunks);
   const stream: StreamState = {
     id: input.newId,
     name: request.name,
@@ -177,9 +184,29 @@ function planNewStream(input: CreateInput): Planned {
     forkRefs: 0,
     attrs: request.attrs ?? null,
     snapshot: null,
+    recordFirst: records.first,
+    recordNext: records.next,
   };
   const source = link ? { ...input.forkSource!, forkRefs: input.forkSource!.forkRefs + 1 } : null;
   return { stream, chunks, source };
+}
+
+/**
+ * A new stream's record ordinals: from 0, or, for a fork, the source's up to the fork
+ * point (its first retained record is the source's, as its earliest offset is) and its
+ * own after it.
+ */
+function recordsOfNewStream(input: CreateInput, contentType: string, chunks: ReadonlyArray<{ data: Buffer }>): { first: number; next: number } {
+  if (!isJsonContentType(contentType)) return { first: 0, next: 0 };
+  let first = 0;
+  let next = 0;
+  if (input.request.fork) {
+    if (input.forkRecord === null) throw new Error('invariant: a fork of a JSON stream needs the source\'s ordinal at the fork offset');
+    first = input.forkSource!.recordFirst;
+    next = input.forkRecord;
+  }
+  for (const chunk of chunks) next += countRecords(chunk.data);
+  return { first, next };
 }
 
 const forkError = (message: string): { error: ProtocolError } => ({ error: protocolError('INVALID_FORK', message) });

@@ -9,7 +9,8 @@ import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { splitStoredJson } from '../protocol/json.js';
 import { isMessageBoundary } from './boundary.js';
 import type { ChunkView } from './create.js';
-import { absenceError, incarnationError, touched } from './stream.js';
+import { hasRecords } from './records.js';
+import { absenceError, copyState, incarnationError, touched } from './stream.js';
 import type { SnapshotMeta, StreamState } from './types.js';
 
 /** Largest snapshot body. */
@@ -92,9 +93,17 @@ export type RetentionOutcome =
 /**
  * Retention trims history before a published snapshot: aligned to a message, never
  * backward, never past the visible snapshot (so bootstrap can always rebuild what it
- * trimmed).
+ * trimmed). On a stream with records, `recordAtOffset` is the ordinal of the message at
+ * the new earliest offset, its first retained record from then on (read by the engine,
+ * core/records.ts); surviving records keep their ordinals.
  */
-export function decideRetention(stream: StreamState | undefined, request: RetentionRequest, anchor: ChunkView | null, nowMs: number): RetentionOutcome {
+export function decideRetention(
+  stream: StreamState | undefined,
+  request: RetentionRequest,
+  anchor: ChunkView | null,
+  recordAtOffset: number | null,
+  nowMs: number,
+): RetentionOutcome {
   const refused = liveStreamError(stream, request.incarnation, nowMs);
   if (refused) return { kind: 'rejected', error: refused };
   const s = stream!;
@@ -108,7 +117,13 @@ export function decideRetention(stream: StreamState | undefined, request: Retent
   if (request.offset > s.snapshot.offset) return conflict(`retention may not pass the latest published snapshot, at ${encodeOffset(s.snapshot.offset)}`);
   const aligned = positionError(s, request.offset, anchor);
   if (aligned) return { kind: 'rejected', error: aligned };
-  return { kind: 'retained', stream: { ...touched(s, nowMs), earliestOffset: request.offset }, changed: true };
+  const next = copyState(touched(s, nowMs));
+  next.earliestOffset = request.offset;
+  if (hasRecords(s)) {
+    if (recordAtOffset === null) throw new Error('invariant: retention of a JSON stream needs the ordinal at its new earliest offset');
+    next.recordFirst = recordAtOffset;
+  }
+  return { kind: 'retained', stream: next, changed: true };
 }
 
 /**

@@ -121,6 +121,8 @@ export function copyState(s: StreamState): StreamState {
     forkRefs: s.forkRefs,
     attrs: s.attrs,
     snapshot: s.snapshot,
+    recordFirst: s.recordFirst,
+    recordNext: s.recordNext,
   };
 }
 

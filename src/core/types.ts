@@ -51,6 +51,12 @@ export interface StreamState {
   attrs: string | null;
   /** The visible snapshot, if one was published. Its body is stored apart. */
   snapshot: SnapshotMeta | null;
+  /**
+   * JSON record coordinates (core/records.ts): the ordinal of the first retained message
+   * (F) and the ordinal the next message will get (N). Always 0 on other streams.
+   */
+  recordFirst: number;
+  recordNext: number;
 }
 
 /** What is known of a stream's visible snapshot without its body. */
@@ -62,12 +68,23 @@ export interface SnapshotMeta {
   digest: string;
 }
 
+/** The record ordinals `[start, next)` one write of a JSON stream received. */
+export interface RecordRange {
+  start: number;
+  next: number;
+}
+
 /** Where a write's bytes landed. */
 export interface Receipt {
   start: number;
   next: number;
   /** The write closed the stream. */
   closed: boolean;
+  /**
+   * Its record ordinals, on a JSON stream; null on other streams, and on a receipt stored
+   * before rill kept record coordinates (its range was never answered, so none is made up).
+   */
+  records: RecordRange | null;
 }
 
 export interface ProducerClaim {
@@ -133,6 +150,8 @@ export interface AppendRequest {
   /** BLAKE3-256 of the body, computed when the request carries Producer-Digest. */
   bodyDigest: string | null;
   incarnation: string | null;
+  /** Stream-Record-Match: the record tail the writer expects; null when not sent. */
+  recordMatch: number | null;
 }
 
 export interface ProducerAck {
@@ -143,12 +162,16 @@ export interface ProducerAck {
   outcome?: string;
 }
 
-/** Successful outcomes carry the stream's incarnation token for the response. */
+/**
+ * Successful outcomes carry the stream's incarnation token for the response; every
+ * outcome says whether the stream numbers records (core/records.ts), so that the answer
+ * advertises the extension exactly when it is active.
+ */
 export type AppendOutcome =
-  | { kind: 'appended'; incarnation: string; receipt: Receipt; producer: ProducerAck | null; closeOnly: boolean }
-  | { kind: 'duplicate'; incarnation: string; receipt: Receipt | null; producer: ProducerAck }
-  | { kind: 'already-closed'; incarnation: string; tail: number }
-  | { kind: 'rejected'; error: ProtocolError };
+  | { kind: 'appended'; incarnation: string; receipt: Receipt; producer: ProducerAck | null; closeOnly: boolean; records: boolean }
+  | { kind: 'duplicate'; incarnation: string; receipt: Receipt | null; producer: ProducerAck; records: boolean }
+  | { kind: 'already-closed'; incarnation: string; tail: number; recordNext: number; records: boolean }
+  | { kind: 'rejected'; error: ProtocolError; records: boolean };
 
 /** The state changes of one decision, applied by the engine in the same transaction. */
 export interface AppendChanges {

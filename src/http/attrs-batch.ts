@@ -99,11 +99,11 @@ async function frameRequest(frame: Buffer, contentType: string, incarnation: str
     if (!framed.ok) return jsonRefusal(framed, 'frame', maxMessages);
     data = framed.data;
   }
-  return { contentType, data, close: false, streamSeq: null, producer: null, bodyDigest: null, incarnation };
+  return { contentType, data, close: false, streamSeq: null, producer: null, bodyDigest: null, incarnation, recordMatch: null };
 }
 
 export async function handleAppendBatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
-  for (const name of [H.producerId, H.producerEpoch, H.producerSeq, H.streamSeq, H.streamClosed]) {
+  for (const name of [H.producerId, H.producerEpoch, H.producerSeq, H.streamSeq, H.streamClosed, H.streamRecordMatch]) {
     if (header(req, name) !== undefined) {
       return sendError(res, protocolError('BATCH_HEADERS_NOT_ALLOWED', `${name} is not supported on append-batch; use a plain append`));
     }

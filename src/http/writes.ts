@@ -17,6 +17,7 @@ import {
   parseClosedFlag,
   parseExpiresAt,
   parseProducerHeaders,
+  parseRecordMatch,
   parseStreamSeq,
   parseTtl,
   type Parsed,
@@ -210,6 +211,7 @@ function appendRequest(req: IncomingMessage, body: Buffer, close: boolean, strea
     producer,
     bodyDigest: producer?.digest !== undefined ? bodyDigest(body) : null,
     incarnation: incarnationOf(req),
+    recordMatch: unwrap(parseRecordMatch(header(req, H.streamRecordMatch))),
   };
 }
 

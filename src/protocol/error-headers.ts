@@ -60,6 +60,8 @@ export const ERROR_FIELD_HEADERS: { readonly [K in FieldName]-?: FieldCodec } = 
   closedEpoch: uint(H.producerClosedEpoch),
   closedSeq: uint(H.producerClosedSeq),
   retryAfterSeconds: uint(H.retryAfter),
+  recordFirst: uint(H.streamRecordFirst),
+  recordNext: uint(H.streamRecordNext),
 };
 
 const FIELD_NAMES = Object.keys(ERROR_FIELD_HEADERS) as FieldName[];

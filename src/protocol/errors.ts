@@ -33,6 +33,10 @@ export const ERROR_STATUS = {
   INVALID_BATCH: 400,
   INVALID_ATTRS: 400,
   BATCH_HEADERS_NOT_ALLOWED: 400,
+  // 400: record coordinates asked of a stream that has none (not application/json), and
+  // a record-aware read that starts beyond the record tail.
+  RECORDS_NOT_ACTIVE: 400,
+  RECORD_BEYOND_TAIL: 400,
   // 400: a webhook URL refused (scheme, or a loopback, private or link-local host).
   WEBHOOK_URL_REJECTED: 400,
   // 401: no valid token (WWW-Authenticate: Bearer goes with every 401).
@@ -77,10 +81,13 @@ export const ERROR_STATUS = {
   // 410: the data or the stream is gone.
   STREAM_GONE: 410,
   OFFSET_TRIMMED: 410,
+  RECORD_TRIMMED: 410,
   // 408: the request did not arrive in time (slow headers or body).
   REQUEST_TIMEOUT: 408,
   // 412
   INCARNATION_MISMATCH: 412,
+  // 412: Stream-Record-Match does not name the stream's record tail.
+  RECORD_MATCH_FAILED: 412,
   // 411: a quota on bytes needs the body's length before the body.
   LENGTH_REQUIRED: 411,
   // 413, 414, 416, 429, 431
@@ -139,6 +146,10 @@ export interface ErrorFields {
   closedSeq?: number;
   /** Retry-After, in seconds. */
   retryAfterSeconds?: number;
+  /** Stream-Record-First: the first retained record (record-aware refusals). */
+  recordFirst?: number;
+  /** Stream-Record-Next: the record tail. */
+  recordNext?: number;
 }
 
 export interface ProtocolError {

@@ -33,6 +33,14 @@ export const H = {
   producerClosedEpoch: 'producer-closed-epoch',
   producerClosedSeq: 'producer-closed-seq',
   retryAfter: 'retry-after',
+  /** Extension tokens active for the stream a response is about (core/extensions.ts). */
+  streamExtensions: 'stream-extensions',
+  streamRecordFirst: 'stream-record-first',
+  streamRecordStart: 'stream-record-start',
+  streamRecordNext: 'stream-record-next',
+  streamRecordMatch: 'stream-record-match',
+  /** SSE of the record envelope view: the type of each data event's payload. */
+  streamDataContentType: 'stream-data-content-type',
 } as const;
 
 /**
@@ -56,6 +64,7 @@ export const SINGLE_VALUED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   H.producerEpoch,
   H.producerSeq,
   H.producerDigest,
+  H.streamRecordMatch,
 ]);
 
 /** Values of the Producer-Outcome header. */

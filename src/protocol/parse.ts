@@ -130,3 +130,11 @@ export function parseStreamSeq(raw: string | undefined): Parsed<string | undefin
   }
   return ok(raw);
 }
+
+/** Stream-Record-Match: an unsigned integer, the record tail the writer expects. */
+export function parseRecordMatch(raw: string | undefined): Parsed<number | null> {
+  if (raw === undefined) return ok(null);
+  const value = parseCanonicalUint(raw.trim(), Number.MAX_SAFE_INTEGER);
+  if (value === undefined) return fail(protocolError('INVALID_HEADER', 'Stream-Record-Match must be an unsigned integer without sign or leading zeros'));
+  return ok(value);
+}

@@ -16,6 +16,7 @@ import {
 import { decideCreateBucket, decideDeleteBucket, type BucketState } from '../core/bucket.js';
 import { decideCreate, type ChunkView } from '../core/create.js';
 import { forgetCutoffMs } from '../core/producer.js';
+import { countRecordsIn, hasRecords, recordCountAt, recordFromCount } from '../core/records.js';
 import { decideDelete, decideExpire, decideRelease, touched } from '../core/stream.js';
 import type { AppendChanges, ProducerRecord, ProducerSettings, ProducerView, StreamState } from '../core/types.js';
 import type { LinkView, SubscriptionLink, SubscriptionState } from '../core/subscription-types.js';
@@ -34,6 +35,8 @@ export interface Txn {
   getProducer(streamId: number, producerId: string): ProducerRecord | undefined;
   producerSummary(streamId: number, cutoffMs: number, excludeId: string): NonNullable<ProducerView['others']>;
   chunkAt(stream: StreamState, position: number): ChunkView | null;
+  /** The stream's stored appends covering `[from, before)` (through its fork source), cut to that range. */
+  chunksBetween(stream: StreamState, from: number, before: number): ChunkView[];
   nextStreamId(): number;
   /** Streams past their expiry that are not yet deleted. */
   expiredStreams(nowMs: number, limit: number): StreamState[];
@@ -182,6 +185,7 @@ export class Executor {
       bucketExists: request.bucket === null || this.txn.getBucket(request.bucket) !== undefined,
       forkSource,
       forkAnchor,
+      forkRecord: forkSource && forkPosition !== null ? this.recordAt(forkSource, forkPosition) : null,
       newId: this.txn.nextStreamId(),
       newIncarnation: newIncarnation(),
       nowMs: this.nowMs,
@@ -262,6 +266,18 @@ export class Executor {
     return decision.kind !== 'none';
   }
 
+  /**
+   * The record ordinal of the message boundary `position`, counted over the stored bytes
+   * as core/records.ts says; null when the stream has no records or the position lies
+   * outside its retained range (the decision then refuses the request).
+   */
+  private recordAt(stream: StreamState, position: number): number | null {
+    if (!hasRecords(stream) || position < stream.earliestOffset || position > stream.tail) return null;
+    const count = recordCountAt(stream, position);
+    const newlines = count.from < count.to ? countRecordsIn(this.txn.chunksBetween(stream, count.from, count.to)) : 0;
+    return recordFromCount(count, newlines);
+  }
+
   private anchorFor(stream: StreamState | undefined, position: number): ChunkView | null {
     return stream && position <= stream.tail ? this.txn.chunkAt(stream, position) : null;
   }
@@ -279,7 +295,8 @@ export class Executor {
 
   private setRetention(name: string, request: RetentionRequest): StoreCommands['setRetention']['output'] {
     const stream = this.txn.getStream(name);
-    const outcome = decideRetention(stream, request, this.anchorFor(stream, request.offset), this.nowMs);
+    const recordAtOffset = stream ? this.recordAt(stream, request.offset) : null;
+    const outcome = decideRetention(stream, request, this.anchorFor(stream, request.offset), recordAtOffset, this.nowMs);
     if (outcome.kind === 'retained' && outcome.changed) {
       this.txn.updateStream(outcome.stream);
       this.txn.trimBefore(outcome.stream, physicalTrimPosition(outcome.stream, this.txn.descendantsEarliest(outcome.stream.id)));

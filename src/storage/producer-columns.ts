@@ -17,16 +17,60 @@ export const PRODUCER_COLUMNS = [
   'claim_closed_seq',
   'claim_digest',
   'last_seen_ms',
+  'receipt_record_start',
+  'receipt_record_next',
 ] as const;
 
-/** One value per column of PRODUCER_COLUMNS: a list of another length fails to compile. */
-export type ProducerValues = [string, number, number, number, number, 0 | 1, string | null, number | null, number | null, string | null, number];
+/**
+ * One value per column of PRODUCER_COLUMNS: a list of another length fails to compile.
+ * The receipt's record range is null on streams without records, and on receipts stored
+ * before rill kept record coordinates (whose stored lists end before it).
+ */
+export type ProducerValues = [
+  string,
+  number,
+  number,
+  number,
+  number,
+  0 | 1,
+  string | null,
+  number | null,
+  number | null,
+  string | null,
+  number,
+  number | null,
+  number | null,
+];
 
 export function producerValues(r: ProducerRecord): ProducerValues {
-  return [r.id, r.epoch, r.lastSeq, r.receipt.start, r.receipt.next, r.receipt.closed ? 1 : 0, r.digest, r.claim.closedEpoch, r.claim.closedSeq, r.claim.digest, r.lastSeenMs];
+  const records = r.receipt.records;
+  return [
+    r.id,
+    r.epoch,
+    r.lastSeq,
+    r.receipt.start,
+    r.receipt.next,
+    r.receipt.closed ? 1 : 0,
+    r.digest,
+    r.claim.closedEpoch,
+    r.claim.closedSeq,
+    r.claim.digest,
+    r.lastSeenMs,
+    records?.start ?? null,
+    records?.next ?? null,
+  ];
 }
 
 export function producerFromValues(v: ProducerValues): ProducerRecord {
-  const [id, epoch, lastSeq, start, next, closed, digest, closedEpoch, closedSeq, claimDigest, lastSeenMs] = v;
-  return { id, epoch, lastSeq, receipt: { start, next, closed: closed === 1 }, digest, claim: { closedEpoch, closedSeq, digest: claimDigest }, lastSeenMs };
+  const [id, epoch, lastSeq, start, next, closed, digest, closedEpoch, closedSeq, claimDigest, lastSeenMs, recordStart, recordNext] = v;
+  const records = recordStart === null || recordStart === undefined || recordNext === null || recordNext === undefined ? null : { start: recordStart, next: recordNext };
+  return {
+    id,
+    epoch,
+    lastSeq,
+    receipt: { start, next, closed: closed === 1, records },
+    digest,
+    claim: { closedEpoch, closedSeq, digest: claimDigest },
+    lastSeenMs,
+  };
 }

@@ -29,6 +29,9 @@ export interface StreamRow {
   snapshot_offset: number | null;
   snapshot_content_type: string | null;
   snapshot_digest: string | null;
+  /** Null only in rows stored before record coordinates, until the engine fills them in at open (backfillRecords). */
+  record_first: number | null;
+  record_next: number | null;
 }
 
 export function rowToStream(row: StreamRow): StreamState {
@@ -56,7 +59,14 @@ export function rowToStream(row: StreamRow): StreamState {
       row.snapshot_offset === null
         ? null
         : { offset: row.snapshot_offset, contentType: row.snapshot_content_type!, digest: row.snapshot_digest! },
+    recordFirst: recordColumn(row, row.record_first),
+    recordNext: recordColumn(row, row.record_next),
   };
+}
+
+function recordColumn(row: StreamRow, value: number | null): number {
+  if (value === null) throw new Error(`invariant: stream ${row.id} was loaded before its record coordinates were filled in`);
+  return value;
 }
 
 /** Each stored column of a stream (except `id`), in the order streamColumnValues gives them. */
@@ -84,6 +94,8 @@ export const STREAM_VALUE_COLUMNS = [
   'snapshot_offset',
   'snapshot_content_type',
   'snapshot_digest',
+  'record_first',
+  'record_next',
 ] as const;
 
 /** One value per entry of a tuple: mapped over a type parameter, so that a tuple stays one. */
@@ -92,6 +104,7 @@ type ValuesOf<T extends readonly unknown[]> = { -readonly [K in keyof T]: unknow
 export type StreamColumnValues = ValuesOf<typeof STREAM_VALUE_COLUMNS>;
 
 export const TAIL_COLUMN = STREAM_VALUE_COLUMNS.indexOf('tail');
+export const RECORD_NEXT_COLUMN = STREAM_VALUE_COLUMNS.indexOf('record_next');
 
 /**
  * A state's stored values, in STREAM_VALUE_COLUMNS' order. One function reading fields
@@ -123,6 +136,8 @@ export function streamColumnValues(s: StreamState): StreamColumnValues {
     s.snapshot?.offset ?? null,
     s.snapshot?.contentType ?? null,
     s.snapshot?.digest ?? null,
+    s.recordFirst,
+    s.recordNext,
   ];
 }
 

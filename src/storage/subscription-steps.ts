@@ -244,6 +244,7 @@ export class SubscriptionSteps {
       producer: null,
       bodyDigest: null,
       incarnation: null,
+      recordMatch: null,
     };
     this.append(`${sub.scope}/${sub.config.wakeStream!}`, request);
   }

@@ -57,6 +57,7 @@ function appendRequest(overrides: Partial<AppendRequest> = {}): AppendRequest {
     producer: null,
     bodyDigest: null,
     incarnation: null,
+    recordMatch: null,
     ...overrides,
   };
 }
@@ -349,7 +350,7 @@ function createRequest(overrides: Partial<CreateRequest> = {}): CreateRequest {
 }
 
 function create(existing: StreamState | undefined, request: CreateRequest) {
-  return decideCreate({ existing, request, bucketExists: true, forkSource: undefined, forkAnchor: null, newId: 2, newIncarnation: 'inc-new', nowMs: NOW_MS });
+  return decideCreate({ existing, request, bucketExists: true, forkSource: undefined, forkAnchor: null, forkRecord: null, newId: 2, newIncarnation: 'inc-new', nowMs: NOW_MS });
 }
 
 describe('PUT and Stream-Seq / Stream-Incarnation', () => {

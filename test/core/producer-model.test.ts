@@ -259,6 +259,7 @@ function requestOf(w: Write, incarnation: string): AppendRequest {
     producer: { id: w.producer, epoch: w.epoch, seq: w.seq, ...(w.digest !== undefined ? { digest: w.digest } : {}) },
     bodyDigest: w.digest !== undefined ? hex(w.body) : null,
     incarnation: w.incarnation === 'none' ? null : w.incarnation === 'right' ? incarnation : `${incarnation}-old`,
+    recordMatch: null,
   };
 }
 

@@ -20,6 +20,8 @@ export function streamState(overrides: Partial<StreamState> = {}): StreamState {
     forkRefs: 0,
     attrs: null,
     snapshot: null,
+    recordFirst: 0,
+    recordNext: 0,
     ...overrides,
   };
 }

@@ -68,7 +68,7 @@ async function fillRandom(store: Store, name: string, seed: number, count: numbe
   for (let i = 0; i < count; i++) {
     const data = randomBytes(random, 1 + random(maxChunk));
     const receipt = expectAppended(await store.run('append', { name, request: appendRequest(data) }));
-    expect(receipt).toEqual({ start: tail, next: tail + data.length, closed: false });
+    expect(receipt).toEqual({ start: tail, next: tail + data.length, closed: false, records: null });
     spans.push({ start: tail, data });
     tail += data.length;
   }
@@ -158,7 +158,7 @@ function rangeTests(ctx: Ctx): void {
       await ctx.store.run('createStream', createRequest(name));
       await ctx.store.run('append', { name, request: appendRequest('abc') });
       const receipt = expectAppended(await ctx.store.run('append', { name, request: appendRequest('', { close: true, contentType: null }) }));
-      expect(receipt).toEqual({ start: 3, next: 3, closed: true });
+      expect(receipt).toEqual({ start: 3, next: 3, closed: true, records: null });
       expect(await mustGet(ctx.store, name)).toMatchObject({ closed: true, tail: 3 });
       expect(refusal(await ctx.store.run('append', { name, request: appendRequest('d') }))).toBe('STREAM_CLOSED');
     });
@@ -179,7 +179,8 @@ function jsonTests(ctx: Ctx): void {
       await ctx.store.run('createStream', createRequest(name, { bucket: 'jsonb', contentType: JSON_TYPE, data: first }));
       const second = ndjson('"x"', '12345678901234567890123456789', '1.000000000000000000001');
       const receipt = expectAppended(await ctx.store.run('append', { name, request: appendRequest(second, { contentType: JSON_TYPE }) }));
-      expect(receipt).toEqual({ start: first.length, next: first.length + second.length, closed: false });
+      // Records: the first append made two (0 and 1), this one three more.
+      expect(receipt).toEqual({ start: first.length, next: first.length + second.length, closed: false, records: { start: 2, next: 5 } });
       expect((await readAll(ctx.store, name)).equals(Buffer.concat([first, second]))).toBe(true);
       const stream = await mustGet(ctx.store, name);
       // A position inside the second message of the first append answers that whole append.
@@ -218,7 +219,7 @@ function forkTests(ctx: Ctx): void {
       // Binary streams may fork inside an append.
       const f1 = expectCreated(await ctx.store.run('createStream', createRequest(v1StreamKey('f1'), { fork: { sourceName: s, offset: 6, subOffset: 0 } })));
       expect(f1.tail).toBe(6);
-      expect(expectAppended(await ctx.store.run('append', { name: f1.name, request: appendRequest('XY') }))).toEqual({ start: 6, next: 8, closed: false });
+      expect(expectAppended(await ctx.store.run('append', { name: f1.name, request: appendRequest('XY') }))).toEqual({ start: 6, next: 8, closed: false, records: null });
       await ctx.store.run('append', { name: s, request: appendRequest('dddd') });
       expect((await readAll(ctx.store, s)).toString()).toBe('aaaabbbbccccdddd');
       expect((await readAll(ctx.store, f1.name)).toString()).toBe('aaaabbXY');
@@ -449,7 +450,7 @@ function durabilityTests(ctx: Ctx, engine: EngineUnderTest): void {
       expect(after[0]).toMatchObject({ tail: 6, lastStreamSeq: '0005', deleted: true, forkRefs: 1 });
       expect((await readAll(ctx.store, v1StreamKey('kept-fork'))).toString()).toBe('p0|p1|');
       expect((await readAll(ctx.store, closedName)).toString()).toBe('end');
-      expect(r1).toEqual({ start: 3, next: 6, closed: false });
+      expect(r1).toEqual({ start: 3, next: 6, closed: false, records: null });
       expect(r0.start).toBe(0);
       const bucket = await ctx.store.getBucket('keep');
       expect(bucket).toMatchObject({ id: 'keep', streamCount: 0 });
@@ -468,7 +469,7 @@ function durabilityTests(ctx: Ctx, engine: EngineUnderTest): void {
       const again = await ctx.store.run('append', { name, request: appendRequest('bbb', { producer: { ...producer, seq: 1 } }) });
       expect(again).toMatchObject({ kind: 'duplicate', incarnation, receipt, producer: { epoch: 3, seq: 1 } });
       expect(refusal(await ctx.store.run('append', { name, request: appendRequest('old', { producer: { ...producer, epoch: 2 } }) }))).toBe('PRODUCER_FENCED');
-      expect(expectAppended(await ctx.store.run('append', { name, request: appendRequest('c', { producer: { ...producer, seq: 2 } }) }))).toEqual({ start: 5, next: 6, closed: false });
+      expect(expectAppended(await ctx.store.run('append', { name, request: appendRequest('c', { producer: { ...producer, seq: 2 } }) }))).toEqual({ start: 5, next: 6, closed: false, records: null });
       expect((await readAll(ctx.store, name)).toString()).toBe('aabbbc');
     });
 
@@ -508,7 +509,7 @@ function batchTests(ctx: Ctx): void {
       expect(commits).toEqual([total]);
       let position = 0;
       receipts.forEach((r, i) => {
-        expect(r).toEqual({ start: position, next: position + bodies[i]!.length, closed: false });
+        expect(r).toEqual({ start: position, next: position + bodies[i]!.length, closed: false, records: null });
         position += bodies[i]!.length;
       });
       expect((await readAll(ctx.store, name)).equals(Buffer.concat(bodies))).toBe(true);
@@ -782,7 +783,7 @@ function lifecycleTests(ctx: Ctx, engine: EngineUnderTest): void {
       ctx.store = await engine.reopen(ctx.store, ctx.clock);
 
       expect(await mustGet(ctx.store, name)).toMatchObject({ tail: 6, earliestOffset: 6 });
-      expect(expectAppended(await ctx.store.run('append', { name, request: appendRequest('w') }))).toEqual({ start: 6, next: 7, closed: false });
+      expect(expectAppended(await ctx.store.run('append', { name, request: appendRequest('w') }))).toEqual({ start: 6, next: 7, closed: false, records: null });
       expect((await ctx.store.readRange(await mustGet(ctx.store, name), 6, 100)).toString()).toBe('w');
     });
   });

@@ -156,6 +156,7 @@ export function appendRequest(data: Buffer | string, overrides: Partial<AppendRe
     producer: null,
     bodyDigest: null,
     incarnation: null,
+    recordMatch: null,
     ...overrides,
   };
 }

@@ -11,7 +11,7 @@ const record = (id: string, lastSeenMs: number): ProducerRecord => ({
   id,
   epoch: 0,
   lastSeq: 0,
-  receipt: { start: 0, next: 1, closed: false },
+  receipt: { start: 0, next: 1, closed: false, records: null },
   digest: null,
   claim: { closedEpoch: null, closedSeq: null, digest: null },
   lastSeenMs,

@@ -28,6 +28,10 @@ function asSchema3WithCrashLeftovers(dataDir: string, streamId: number, tail: nu
       DROP TABLE subscription_links;
       DROP TABLE recent_batches;
       ALTER TABLE chunks DROP COLUMN bounds;
+      ALTER TABLE streams DROP COLUMN record_first;
+      ALTER TABLE streams DROP COLUMN record_next;
+      ALTER TABLE producers DROP COLUMN receipt_record_start;
+      ALTER TABLE producers DROP COLUMN receipt_record_next;
       CREATE TABLE recent_chunks (id INTEGER PRIMARY KEY AUTOINCREMENT, stream_id INTEGER NOT NULL, start INTEGER NOT NULL, data BLOB NOT NULL);
     `);
     // Schema 3 wrote the tail with every append, so the row says where its last one ended.

@@ -153,6 +153,7 @@ export class MemoryStore extends BatchedStore {
       getProducer: (streamId, producerId) => this.data.get(streamId)?.producers.get(producerId),
       producerSummary: (streamId, cutoffMs, excludeId) => summarizeProducers(this.data.get(streamId)?.producers.values() ?? [], cutoffMs, excludeId),
       chunkAt: (stream, position) => chunkFromChain(this.chunkSource, stream, position),
+      chunksBetween: (stream, from, before) => chunksFromChain(this.chunkSource, stream, from, before - from),
       nextStreamId: () => this.nextId++,
       expiredStreams: (nowMs, limit) =>
         [...this.streams.values()]

@@ -12,7 +12,7 @@
 import type { BucketState } from '../../core/bucket.js';
 import type { ChunkView } from '../../core/create.js';
 import type { ProducerRecord, ProducerView, StreamState } from '../../core/types.js';
-import { chunkFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
+import { chunkFromChain, chunksFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
 import { MissingState } from '../missing.js';
 import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../producer-columns.js';
@@ -209,6 +209,10 @@ export class PgBatch implements Txn {
 
   chunkAt(stream: StreamState, position: number): ChunkView | null {
     return chunkFromChain(this.chunkSource, stream, position);
+  }
+
+  chunksBetween(stream: StreamState, from: number, before: number): ChunkView[] {
+    return chunksFromChain(this.chunkSource, stream, from, before - from);
   }
 
   nextStreamId(): number {
@@ -426,10 +430,21 @@ export class PgBatch implements Txn {
   private readonly chunkSource: ChunkSource = {
     streamById: (id) => this.getStreamById(id),
     chunkContaining: (streamId, position) => this.trimmed(streamId, position, this.chunkContaining(streamId, position)),
-    chunksFrom: () => {
-      throw new Error('invariant: a batch reads single chunks only');
-    },
+    chunksFrom: (streamId, from, before) => this.chunksFrom(streamId, from, before),
   };
+
+  /** The stream's chunks with `from <= start < before` as this batch sees them: stored rows, then its own appends, less its trims. */
+  private chunksFrom(streamId: number, from: number, before: number): StoredChunk[] {
+    const mine = (this.batchChunks.get(streamId) ?? []).filter((c) => c.start >= from && c.start < before);
+    const stored = mine.length > 0 && mine[0]!.start <= from ? [] : this.windows.from(streamId, from, mine[0]?.start ?? before);
+    const trimAt = this.trims.get(streamId);
+    const seen: StoredChunk[] = [];
+    for (const chunk of [...stored, ...mine]) {
+      if (trimAt === undefined || chunk.start >= trimAt) seen.push(chunk);
+      else if (chunk.start + chunk.data.length > trimAt) seen.push({ start: trimAt, data: chunk.data.subarray(trimAt - chunk.start) });
+    }
+    return seen;
+  }
 
   private chunkContaining(streamId: number, position: number): StoredChunk | null {
     const mine = this.batchChunks.get(streamId);

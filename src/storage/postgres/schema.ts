@@ -8,8 +8,12 @@
  * UTF-8 bytes, as SQLite's BINARY collation does.
  */
 import type { PoolClient } from 'pg';
+import { chunksFromChain } from '../chain.js';
+import { legacyRecords, withoutRecords } from '../records-backfill.js';
+import { rowToStream, type StreamRow } from '../stream-columns.js';
+import { ReadSource, withLoads } from './chunks.js';
 
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /** Any constant of our own: only rill's migrations take this advisory lock. */
 const MIGRATION_LOCK = 0x72696c6c;
@@ -95,6 +99,14 @@ const MIGRATIONS: Record<number, string> = {
     CREATE INDEX subscription_links_stream ON subscription_links (stream, sub_key);
     CREATE INDEX subscription_links_path ON subscription_links (sub_key, path);
   `,
+  // JSON record coordinates, as in SQLite's schema 9; rows stored before get their
+  // ordinals in the same transaction (backfillRecords).
+  3: `
+    ALTER TABLE streams ADD COLUMN record_first BIGINT;
+    ALTER TABLE streams ADD COLUMN record_next BIGINT;
+    ALTER TABLE producers ADD COLUMN receipt_record_start BIGINT;
+    ALTER TABLE producers ADD COLUMN receipt_record_next BIGINT;
+  `,
 };
 
 export async function migrate(client: PoolClient): Promise<void> {
@@ -108,6 +120,7 @@ export async function migrate(client: PoolClient): Promise<void> {
       throw new Error(`the database was written by a newer rill (schema ${current}; this one knows ${SCHEMA_VERSION})`);
     }
     for (let version = current + 1; version <= SCHEMA_VERSION; version++) await client.query(MIGRATIONS[version]!);
+    if (current < 3) await backfillRecords(client);
     await client.query(
       `INSERT INTO rill_meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
       [String(SCHEMA_VERSION)],
@@ -116,5 +129,21 @@ export async function migrate(client: PoolClient): Promise<void> {
   } catch (error) {
     await client.query('ROLLBACK').catch(() => {});
     throw error;
+  }
+}
+
+/**
+ * Gives streams stored before record coordinates their ordinals (records-backfill.ts),
+ * sources before their forks (a fork's id is the greater), inside the migration's
+ * transaction, so no node serves a stream without them.
+ */
+async function backfillRecords(client: PoolClient): Promise<void> {
+  const { rows } = await client.query<StreamRow>('SELECT * FROM streams WHERE record_next IS NULL ORDER BY id');
+  for (const row of rows) {
+    const stream = rowToStream(withoutRecords(row));
+    const source = new ReadSource(client, stream.tail);
+    const retained = await withLoads(() => chunksFromChain(source, stream, stream.earliestOffset, stream.tail - stream.earliestOffset));
+    const records = legacyRecords(stream, retained);
+    await client.query('UPDATE streams SET record_first = $1, record_next = $2 WHERE id = $3', [records.first, records.next, row.id]);
   }
 }

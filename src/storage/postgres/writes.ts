@@ -125,7 +125,7 @@ function unnestOf(columns: readonly string[], types: Record<string, string>, row
 }
 
 /** Columns an append changes; a stream whose stored row differs in these only is updated narrowly. */
-const APPEND_COLUMNS = ['tail', 'last_access_ms', 'expiry_ms'] as const;
+const APPEND_COLUMNS = ['tail', 'last_access_ms', 'expiry_ms', 'record_next'] as const;
 const APPEND_COLUMN_AT = APPEND_COLUMNS.map((c) => STREAM_VALUE_COLUMNS.indexOf(c));
 
 /** True when `next` differs from the stored row `stored` only in APPEND_COLUMNS. */

@@ -18,6 +18,9 @@ import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type 
 import { DiskSpace } from '../disk-space.js';
 import type { Txn } from '../executor.js';
 import type { BucketInfo, BucketListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
+import { countRecordsIn } from '../../core/records.js';
+import { legacyRecords, withoutRecords } from '../records-backfill.js';
+import type { StreamRow } from '../stream-columns.js';
 import { StreamCache } from './cache.js';
 import { appendAt, appendsOfRow } from './chunk-rows.js';
 import { lockDataDir } from './dir-lock.js';
@@ -31,6 +34,7 @@ import { SqliteSubscriptions } from './subscriptions.js';
 import { SqliteTxn } from './txn.js';
 
 export type { RecentIndexing } from './held-writes.js';
+
 
 /**
  * Stream states kept in memory. 100,000 cached states held about 120 MB; 20,000 keep the
@@ -114,11 +118,14 @@ export class SqliteStore extends BatchedStore {
       migrate(this.db);
       this.sql = prepareStatements(this.db);
       this.heldWrites = new HeldWrites(this.db, this.sql, options.recentIndexing ?? DEFAULT_RECENT_INDEXING);
-      this.streams = new StreamRows(this.db, this.sql, this.cache, this.heldWrites.recent, (stream) => this.withPendingTouch(stream));
+      this.streams = new StreamRows(this.db, this.sql, this.cache, this.heldWrites.recent, (stream) => this.withPendingTouch(stream), (stream, from, to) =>
+        countRecordsIn(chunksFromChain(this.chunkSource, stream, from, to - from)),
+      );
       this.subscriptions = new SqliteSubscriptions(this.db, this.streams);
       this.txn = new SqliteTxn(this.sql, this.streams, this.heldWrites, this.producers, this.chunkSource, this.subscriptions);
       // Appends and producer changes a crash left in `recent_batches` are applied before anything reads them.
       this.heldWrites.recover();
+      this.backfillRecords();
       this.durability = new WalDurability(join(options.dataDir, 'rill.db-wal'), options.dataDir, options.fdatasync, () => this.commitHeld());
       const transaction = this.db.transaction((body: (txn: Txn) => void) => {
         body(this.txn);
@@ -225,6 +232,24 @@ export class SqliteStore extends BatchedStore {
    */
   protected override isStorageFault(error: unknown): boolean {
     return isStorageFault(error) || !this.db.inTransaction;
+  }
+
+  /**
+   * Gives streams stored before record coordinates their ordinals (records-backfill.ts),
+   * sources before their forks (a fork's id is the greater), in one transaction; their
+   * rows' tails are brought up to date with them, as fromRow counts from the row's tail.
+   */
+  private backfillRecords(): void {
+    const legacy = this.db.prepare<[], StreamRow>('SELECT * FROM streams WHERE record_next IS NULL ORDER BY id').all();
+    if (legacy.length === 0) return;
+    const update = this.db.prepare<[number, number, number, number]>('UPDATE streams SET tail = ?, record_first = ?, record_next = ? WHERE id = ?');
+    this.db.transaction(() => {
+      for (const row of legacy) {
+        const stream = this.streams.fromRow(withoutRecords(row));
+        const records = legacyRecords(stream, chunksFromChain(this.chunkSource, stream, stream.earliestOffset, stream.tail - stream.earliestOffset));
+        update.run(stream.tail, records.first, records.next, row.id);
+      }
+    })();
   }
 
   // ---- reads -------------------------------------------------------------------------

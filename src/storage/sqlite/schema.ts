@@ -4,7 +4,7 @@
  */
 import type Database from 'better-sqlite3';
 
-export const SCHEMA_VERSION = 8;
+export const SCHEMA_VERSION = 9;
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -131,6 +131,16 @@ const MIGRATIONS: Record<number, string> = {
     CREATE INDEX subscription_links_stream ON subscription_links (stream, sub_key);
     -- With the key's stream, it holds all a scan for pending links reads.
     CREATE INDEX subscription_links_path ON subscription_links (sub_key, path, acked);
+  `,
+  // JSON record coordinates (core/records.ts): a stream's first retained and next record
+  // ordinals, and the ordinals of a producer's last receipt. Rows stored before get them
+  // when the store opens (backfillRecords in records-backfill.ts). A rill of schema 8
+  // would append without moving record_next, so it must refuse this.
+  9: `
+    ALTER TABLE streams ADD COLUMN record_first INTEGER;
+    ALTER TABLE streams ADD COLUMN record_next INTEGER;
+    ALTER TABLE producers ADD COLUMN receipt_record_start INTEGER;
+    ALTER TABLE producers ADD COLUMN receipt_record_next INTEGER;
   `,
 };
 

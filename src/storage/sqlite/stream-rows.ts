@@ -5,10 +5,18 @@
  */
 import type Database from 'better-sqlite3';
 import type { StreamState } from '../../core/types.js';
-import { rowToStream, STREAM_VALUE_COLUMNS, streamColumnValues, TAIL_COLUMN, type StreamRow } from '../stream-columns.js';
+import { hasRecords } from '../../core/records.js';
+import { RECORD_NEXT_COLUMN, rowToStream, STREAM_VALUE_COLUMNS, streamColumnValues, TAIL_COLUMN, type StreamRow } from '../stream-columns.js';
 import type { StreamCache } from './cache.js';
 import type { RecentChunks } from './recent.js';
 import { streamParams, type Statements } from './statements.js';
+
+/**
+ * A JSON stream's row is written again, with its tail and record tail, whenever appends
+ * carry its tail across a multiple of this many bytes: a row's record tail then lags its
+ * appends by less than this, which is all a load has to count (fromRow).
+ */
+export const RECORD_ROW_LAG_BYTES = 64 * 1024;
 
 export class StreamRows {
   /** UPDATE statements by the columns they write (comma-separated), each prepared once. */
@@ -22,6 +30,8 @@ export class StreamRows {
     private readonly recent: RecentChunks,
     /** A loaded stream as reads see it (BatchedStore.withPendingTouch). */
     private readonly asRead: (stream: StreamState) => StreamState,
+    /** Records (newlines) in the stream's stored bytes `[from, to)`. */
+    private readonly recordsBetween: (stream: StreamState, from: number, to: number) => number,
   ) {}
 
   byName(name: string): StreamState | undefined {
@@ -41,38 +51,45 @@ export class StreamRows {
    * Writes only the columns that changed since the cached state, compared column by
    * column without building whole rows; this runs once per append inside the batch.
    *
-   * A plain append changes only `tail`, and the chunk it stores records that move, so
-   * its row is not written at all (one UPDATE less per append): a row's tail may lag
-   * behind its chunks, and fromRow reads the tail from both. A write of any other
-   * column brings the tail up to date with it, so that a change that could take chunks
-   * away (a trim) never leaves the row behind.
+   * A plain append changes only `tail` (and on a JSON stream `record_next`), and the
+   * chunk it stores records that move, so its row is not written at all (one UPDATE
+   * less per append): a row's tails may lag behind its chunks, and fromRow reads them
+   * from both. A write of any other column brings the tails up to date with it, so that
+   * a change that could take chunks away (a trim) never leaves the row behind; so does
+   * an append that carries a JSON stream's tail past a multiple of RECORD_ROW_LAG_BYTES.
    */
   update(next: StreamState): void {
     const previous = this.cache.getById(next.id) ?? this.byId(next.id);
     if (!previous) throw new Error(`invariant: updating stream ${next.id}, which is not stored`);
-    const params: Record<string, unknown> = { id: next.id, tail: next.tail };
+    const params: Record<string, unknown> = { id: next.id, tail: next.tail, record_next: next.recordNext };
     const values = streamColumnValues(next);
     const before = streamColumnValues(previous);
     let changed = '';
     for (let i = 0; i < values.length; i++) {
-      if (i === TAIL_COLUMN || values[i] === before[i]) continue;
+      if (i === TAIL_COLUMN || i === RECORD_NEXT_COLUMN || values[i] === before[i]) continue;
       const column = STREAM_VALUE_COLUMNS[i]!;
       params[column] = values[i];
       changed = changed === '' ? column : `${changed},${column}`;
     }
-    if (changed !== '') this.updateStatement(`${changed},tail`).run(params);
+    const lagCrossed = next.recordNext !== previous.recordNext && Math.floor(next.tail / RECORD_ROW_LAG_BYTES) !== Math.floor(previous.tail / RECORD_ROW_LAG_BYTES);
+    if (changed !== '' || lagCrossed) this.updateStatement(changed === '' ? 'tail,record_next' : `${changed},tail,record_next`).run(params);
     this.cache.set(next);
   }
 
   /**
    * A stored row as a stream state. Its tail is the greater of the row's and the end of
    * the stream's last chunk (plain appends leave the row's behind, see update); every
-   * recent append lies after every indexed one, so a recent one ends last (tailOf).
+   * recent append lies after every indexed one, so a recent one ends last (tailOf). A
+   * JSON stream's record tail is the row's plus the messages stored after the row's tail
+   * (less than RECORD_ROW_LAG_BYTES of them and one append).
    */
   fromRow(row: StreamRow): StreamState {
     const stream = rowToStream(row);
     const tail = this.tailOf(stream.id, stream.tail, () => this.sql.lastChunkEnd.get(stream.id)?.end);
-    return tail === stream.tail ? stream : { ...stream, tail };
+    if (tail === stream.tail) return stream;
+    const caught = { ...stream, tail };
+    if (hasRecords(stream)) caught.recordNext = stream.recordNext + this.recordsBetween(caught, stream.tail, tail);
+    return caught;
   }
 
   /** The tail of a stream whose row holds `rowTail`; `indexedEnd` is where its last indexed chunk ends, looked up only when needed. */

@@ -9,7 +9,7 @@
 import type { BucketState } from '../../core/bucket.js';
 import type { ChunkView } from '../../core/create.js';
 import type { ProducerRecord, ProducerView, StreamState } from '../../core/types.js';
-import { chunkFromChain, type ChunkSource } from '../chain.js';
+import { chunkFromChain, chunksFromChain, type ChunkSource } from '../chain.js';
 import type { Txn } from '../executor.js';
 import { producerFromValues } from '../producer-columns.js';
 import { forwardSubscriptionTxn, type SubscriptionTxn } from '../subscription-columns.js';
@@ -101,6 +101,10 @@ export class SqliteTxn implements Txn {
 
   chunkAt(stream: StreamState, position: number): ChunkView | null {
     return chunkFromChain(this.chunks, stream, position);
+  }
+
+  chunksBetween(stream: StreamState, from: number, before: number): ChunkView[] {
+    return chunksFromChain(this.chunks, stream, from, before - from);
   }
 
   nextStreamId(): number {
