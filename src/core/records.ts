@@ -18,7 +18,7 @@ import type { RecordRange, StreamState } from './types.js';
 const NEWLINE = 0x0a;
 
 /** Whether the stream numbers its messages: every `application/json` stream does. */
-export function hasRecords(stream: StreamState): boolean {
+export function hasRecords(stream: Pick<StreamState, 'config'>): boolean {
   return isJsonContentType(stream.config.contentType);
 }
 

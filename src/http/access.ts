@@ -130,7 +130,7 @@ function streamTarget(address: StreamAddress): AccessTarget {
 }
 
 function phantomStream(address: StreamAddress): StreamAddress {
-  return { key: PHANTOM_KEY, bucket: PHANTOM_BUCKET, id: address.id, path: address.path };
+  return { key: PHANTOM_KEY, bucket: PHANTOM_BUCKET, id: address.id, path: address.path, affinity: address.affinity };
 }
 
 /** The same request on a target that does not exist; null when that cannot be served safely. */

@@ -30,6 +30,8 @@ export interface StreamAddress {
   id: string;
   /** The URL path that names the stream. */
   path: string;
+  /** Named through the path-affinity form `/{bucket}/{affinity_key}/{stream}` (core/extensions.ts). */
+  affinity: boolean;
 }
 
 /** Operator routes (http/admin.ts): `GET /` lists buckets; the others are reserved top-level names. */
@@ -104,7 +106,7 @@ export function route(pathname: string): Route {
   const id = segments[1]!;
   const problem = streamIdProblem(id);
   if (problem !== null) return invalid(problem);
-  const stream = { key: bucketStreamKey(bucket, id), bucket, id, path: `/${segments.slice(0, 2).map(encodeURIComponent).join('/')}` };
+  const stream = { key: bucketStreamKey(bucket, id), bucket, id, path: `/${segments.slice(0, 2).map(encodeURIComponent).join('/')}`, affinity: false };
   return withExtension(stream, segments.slice(2)) ?? notFound();
 }
 
@@ -172,7 +174,7 @@ function routeV1(segments: string[]): Route {
   const problem = v1SegmentsProblem(nameSegments, name);
   if (problem !== null) return invalid(problem);
   const encoded = single ? encodeURIComponent(name) : nameSegments.map(encodeURIComponent).join('/');
-  const stream = { key: v1StreamKey(name), bucket: null, id: name, path: `${V1_ROOT}/${encoded}` };
+  const stream = { key: v1StreamKey(name), bucket: null, id: name, path: `${V1_ROOT}/${encoded}`, affinity: false };
   const extension = segments.slice(end);
   // Only the extension's argument count can be wrong here: the request most likely meant a name holding the keyword.
   return withExtension(stream, extension) ?? invalid(extensionInNameProblem(extension[0]!));

@@ -1,8 +1,18 @@
 /** Response headers that describe a stream or a write's receipt. */
+import { activeExtensions } from '../core/extensions.js';
 import type { ProducerAck, Receipt, StreamState } from '../core/types.js';
 import { H } from '../protocol/headers.js';
 import { encodeOffset } from '../protocol/offset.js';
 import type { HeaderMap } from './response.js';
+
+/**
+ * Stream-Extensions for a response about the stream at `address`: the tokens active for
+ * it (`stream` null when it does not exist); no header when none is.
+ */
+export function extensionHeaders(address: { affinity: boolean }, stream: Pick<StreamState, 'config'> | null, transaction = false): HeaderMap {
+  const tokens = activeExtensions({ stream, affinity: address.affinity, transaction });
+  return tokens.length === 0 ? {} : { [H.streamExtensions]: tokens.join(', ') };
+}
 
 /** Headers of HEAD and create answers. */
 export function describeStream(stream: StreamState): HeaderMap {

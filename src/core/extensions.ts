@@ -1,0 +1,34 @@
+/**
+ * Extension capability advertisement (Ursula's "Durable Streams Extensions"): the
+ * `Stream-Extensions` header lists exactly the extension tokens active for the stream a
+ * response is about, never one that is merely supported by the server.
+ */
+import { hasRecords } from './records.js';
+import type { StreamState } from './types.js';
+
+export const EXTENSION_TOKENS = {
+  /** Streams addressed through `/{bucket}/{affinity_key}/{stream}`. */
+  pathAffinity: 'path-affinity-v1',
+  /** Answers of `POST /{bucket}/{affinity_key}/$transaction`. */
+  groupTransaction: 'group-append-transaction-v1',
+  /** `application/json` streams (core/records.ts). */
+  jsonRecords: 'json-record-coordinates-v1',
+} as const;
+
+export interface ExtensionContext {
+  /** The stream the response is about, when it exists (a record token needs its content type). */
+  stream: Pick<StreamState, 'config'> | null;
+  /** The request addressed the stream through the affinity form. */
+  affinity: boolean;
+  /** The response answers a group transaction. */
+  transaction?: boolean;
+}
+
+/** The tokens active for a response, in a fixed order; empty when none is. */
+export function activeExtensions(context: ExtensionContext): string[] {
+  const tokens: string[] = [];
+  if (context.affinity || context.transaction) tokens.push(EXTENSION_TOKENS.pathAffinity);
+  if (context.transaction) tokens.push(EXTENSION_TOKENS.groupTransaction);
+  if (context.stream !== null && hasRecords(context.stream)) tokens.push(EXTENSION_TOKENS.jsonRecords);
+  return tokens;
+}
