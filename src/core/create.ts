@@ -62,7 +62,8 @@ export interface CreateInput {
 export type CreateOutcome =
   | { kind: 'created'; stream: StreamState }
   | { kind: 'exists'; stream: StreamState }
-  | { kind: 'rejected'; error: ProtocolError };
+  /** `records`: the stream found at the name numbers records (its answer advertises them). */
+  | { kind: 'rejected'; error: ProtocolError; records: boolean };
 
 export interface CreateChanges {
   /** An expired stream at the name, collected before the new one takes it. */
@@ -75,7 +76,10 @@ export interface CreateChanges {
 
 type CreateDecision = Decision<CreateOutcome, CreateChanges>;
 
-const reject = (error: ProtocolError): CreateDecision => ({ outcome: { kind: 'rejected', error }, changes: null });
+const reject = (error: ProtocolError, existing?: StreamState): CreateDecision => ({
+  outcome: { kind: 'rejected', error, records: existing !== undefined && isJsonContentType(existing.config.contentType) },
+  changes: null,
+});
 
 export function decideCreate(input: CreateInput): CreateDecision {
   const { existing, request, nowMs } = input;
@@ -102,9 +106,9 @@ export function decideCreate(input: CreateInput): CreateDecision {
 
 function decideExisting(existing: StreamState, input: CreateInput): CreateDecision {
   const stale = incarnationError(existing, input.request.incarnation);
-  if (stale) return reject(stale);
+  if (stale) return reject(stale, existing);
   const conflict = configConflict(existing, input);
-  if (conflict) return reject(protocolError('STREAM_CONFIG_CONFLICT', `the stream already exists with ${conflict}`));
+  if (conflict) return reject(protocolError('STREAM_CONFIG_CONFLICT', `the stream already exists with ${conflict}`), existing);
   return { outcome: { kind: 'exists', stream: existing }, changes: null };
 }
 

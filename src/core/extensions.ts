@@ -3,8 +3,6 @@
  * `Stream-Extensions` header lists exactly the extension tokens active for the stream a
  * response is about, never one that is merely supported by the server.
  */
-import { hasRecords } from './records.js';
-import type { StreamState } from './types.js';
 
 export const EXTENSION_TOKENS = {
   /** Streams addressed through `/{bucket}/{affinity_key}/{stream}`. */
@@ -16,8 +14,8 @@ export const EXTENSION_TOKENS = {
 } as const;
 
 export interface ExtensionContext {
-  /** The stream the response is about, when it exists (a record token needs its content type). */
-  stream: Pick<StreamState, 'config'> | null;
+  /** The stream the response is about numbers its records (hasRecords); false when there is none. */
+  records: boolean;
   /** The request addressed the stream through the affinity form. */
   affinity: boolean;
   /** The response answers a group transaction. */
@@ -29,6 +27,6 @@ export function activeExtensions(context: ExtensionContext): string[] {
   const tokens: string[] = [];
   if (context.affinity || context.transaction) tokens.push(EXTENSION_TOKENS.pathAffinity);
   if (context.transaction) tokens.push(EXTENSION_TOKENS.groupTransaction);
-  if (context.stream !== null && hasRecords(context.stream)) tokens.push(EXTENSION_TOKENS.jsonRecords);
+  if (context.records) tokens.push(EXTENSION_TOKENS.jsonRecords);
   return tokens;
 }

@@ -5,6 +5,7 @@
 import { isJsonContentType } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import type { OffsetParam } from '../protocol/offset.js';
+import { resolveRecordStart, type RecordStart } from './records.js';
 import { absenceError, incarnationError } from './stream.js';
 import type { StreamState } from './types.js';
 import { startsOnMessage } from './window.js';
@@ -103,4 +104,21 @@ export function planHead(stream: StreamState | undefined, incarnation: string | 
 /** A response reaching the tail of a closed stream tells the reader the stream ended. */
 export function endsStream(stream: StreamState, nextPosition: number): boolean {
   return stream.closed && nextPosition >= stream.tail;
+}
+
+export type RecordReadPlan = { ok: true; stream: StreamState; record: number } | { ok: false; error: ProtocolError };
+
+/**
+ * A record-aware read, as planRead orders an offset read: exists (404/410) -> the stream
+ * numbers records (400) and the record is retained (410) and not beyond the tail (400)
+ * -> incarnation (412).
+ */
+export function planRecordRead(stream: StreamState | undefined, start: RecordStart, incarnation: string | null, nowMs: number): RecordReadPlan {
+  const absent = absenceError(stream, nowMs);
+  if (absent) return { ok: false, error: absent };
+  const resolved = resolveRecordStart(stream!, start);
+  if (!resolved.ok) return resolved;
+  const stale = incarnationError(stream!, incarnation);
+  if (stale) return { ok: false, error: stale };
+  return { ok: true, stream: stream!, record: resolved.record };
 }

@@ -143,15 +143,14 @@ export function skipRecordsForward(data: Uint8Array, skip: number): { at: number
 }
 
 /**
- * Counting backward through `data`, the bytes just before a message boundary: the index
- * where the message `skip` records back starts, or null with the newlines it holds
- * when the start lies further back. `data` ends with a newline (it ends a message).
+ * Counting backward through `data`, bytes just before a known message boundary or a
+ * part of them: the index just past its newline number `skip + 1` from the end (so
+ * `skip` whole messages lie between there and the boundary), or the newlines it holds
+ * when it holds fewer.
  */
 export function skipRecordsBackward(data: Uint8Array, skip: number): { at: number } | { seen: number } {
-  if (skip === 0) return { at: data.length };
   let seen = 0;
-  for (let i = data.length - 1; i >= 0; i--) {
-    if (data[i] !== NEWLINE) continue;
+  for (let i = data.lastIndexOf(NEWLINE); i >= 0; i = i === 0 ? -1 : data.lastIndexOf(NEWLINE, i - 1)) {
     if (seen === skip) return { at: i + 1 };
     seen++;
   }
@@ -164,4 +163,62 @@ export function cutRecords(data: Buffer, maxRecords: number | null): { data: Buf
   const cut = skipRecordsForward(data, maxRecords);
   if ('at' in cut) return { data: data.subarray(0, cut.at), records: maxRecords };
   return { data, records: cut.seen };
+}
+
+/** The record parameters of a read: where it starts, how many records at most, which view. */
+export interface RecordQuery {
+  start: RecordStart;
+  maxRecords: number | null;
+  envelope: boolean;
+}
+
+/** A read's query parameters as sent (each at most once; the caller refuses repeats). */
+export interface RecordParams {
+  record?: string;
+  tailRecords?: string;
+  maxRecords?: string;
+  recordView?: string;
+  /** The query names an offset. */
+  offset: boolean;
+}
+
+const CANONICAL_UINT = /^(0|[1-9][0-9]{0,15})$/;
+
+function uintOf(raw: string): number | undefined {
+  if (!CANONICAL_UINT.test(raw)) return undefined;
+  const value = Number(raw);
+  return Number.isSafeInteger(value) ? value : undefined;
+}
+
+const queryError = (message: string): { ok: false; error: ProtocolError } => ({ ok: false, error: protocolError('INVALID_QUERY', message) });
+
+/**
+ * The record parameters of a read, or null when it has none (an offset read). A record
+ * read starts with exactly one of `record` and `tail_records`, never with `offset`;
+ * `max_records` and `record_view` belong to record reads only.
+ */
+export function parseRecordQuery(params: RecordParams): { ok: true; query: RecordQuery | null } | { ok: false; error: ProtocolError } {
+  const { record, tailRecords, maxRecords, recordView } = params;
+  if (record === undefined && tailRecords === undefined) {
+    if (maxRecords !== undefined) return queryError('max_records needs a record start: record=<n>, record=now or tail_records=<k>');
+    if (recordView !== undefined) return queryError('record_view needs a record start: record=<n>, record=now or tail_records=<k>');
+    return { ok: true, query: null };
+  }
+  if (record !== undefined && tailRecords !== undefined) return queryError('send record or tail_records, not both');
+  if (params.offset) return queryError('a read starts at an offset or at a record, not both');
+  let start: RecordStart;
+  if (tailRecords !== undefined) {
+    const count = uintOf(tailRecords);
+    if (count === undefined) return queryError('tail_records must be a non-negative integer');
+    start = count === 0 ? { kind: 'now' } : { kind: 'tail', count };
+  } else if (record === 'now') start = { kind: 'now' };
+  else {
+    const ordinal = uintOf(record!);
+    if (ordinal === undefined) return queryError('record must be a record ordinal (a non-negative integer) or now');
+    start = { kind: 'record', record: ordinal };
+  }
+  const limit = maxRecords === undefined ? null : uintOf(maxRecords);
+  if (limit === undefined || limit === 0) return queryError('max_records must be a positive integer');
+  if (recordView !== undefined && recordView !== 'envelope') return queryError('record_view must be envelope');
+  return { ok: true, query: { start, maxRecords: limit, envelope: recordView === 'envelope' } };
 }

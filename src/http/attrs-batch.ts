@@ -16,6 +16,7 @@ import type { HandlerContext } from './context.js';
 import { frameJson, header, readBody, incarnationOf } from './request.js';
 import { send, sendBodyRefusal, sendError, sendJson } from './response.js';
 import type { StreamAddress } from './router.js';
+import { extensionHeaders } from './stream-headers.js';
 
 /** Parses attribute JSON text from a body or a Stream-Attrs header. */
 export function parseAttrsText(text: string): { ok: true; canonical: string | null } | { ok: false; error: ProtocolError } {
@@ -32,9 +33,12 @@ export function parseAttrsText(text: string): { ok: true; canonical: string | nu
 }
 
 export async function handleGetAttrs(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
-  const plan = planHead(await ctx.store.getStream(address.key), incarnationOf(req), ctx.now());
-  if (!plan.ok) return sendError(res, plan.error);
-  send(res, 200, { 'content-type': 'application/json', 'cache-control': 'no-store', [H.streamIncarnation]: plan.stream.incarnation }, plan.stream.attrs ?? '{}');
+  const found = await ctx.store.getStream(address.key);
+  const extensions = extensionHeaders(address, found ?? null);
+  const plan = planHead(found, incarnationOf(req), ctx.now());
+  if (!plan.ok) return sendError(res, plan.error, extensions);
+  const headers = { 'content-type': 'application/json', 'cache-control': 'no-store', [H.streamIncarnation]: plan.stream.incarnation };
+  send(res, 200, Object.assign(headers, extensions), plan.stream.attrs ?? '{}');
 }
 
 export async function handlePutAttrs(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
@@ -47,8 +51,8 @@ export async function handlePutAttrs(req: IncomingMessage, res: ServerResponse, 
   const parsed = parseAttrsText(body.body.toString('utf8'));
   if (!parsed.ok) return sendError(res, parsed.error);
   const outcome = await ctx.store.run('putAttrs', { name: address.key, attrs: parsed.canonical, incarnation: incarnationOf(req) });
-  if (outcome.kind === 'rejected') return sendError(res, outcome.error);
-  send(res, 204, { 'cache-control': 'no-store', [H.streamIncarnation]: outcome.stream.incarnation });
+  if (outcome.kind === 'rejected') return sendError(res, outcome.error, extensionHeaders(address, (await ctx.store.getStream(address.key)) ?? null));
+  send(res, 204, Object.assign({ 'cache-control': 'no-store', [H.streamIncarnation]: outcome.stream.incarnation }, extensionHeaders(address, outcome.stream)));
 }
 
 /** At most this many frames, and this many bytes, in one append-batch request. */
@@ -79,7 +83,10 @@ type FrameAck = Record<string, unknown>;
 
 function ackOf(outcome: AppendOutcome | { kind: 'rejected'; error: ProtocolError }): FrameAck {
   if (outcome.kind === 'appended') {
-    const ack: FrameAck = { status: 204, streamOffset: encodeOffset(outcome.receipt.start), streamNextOffset: encodeOffset(outcome.receipt.next) };
+    const { receipt } = outcome;
+    const ack: FrameAck = { status: 204, streamOffset: encodeOffset(receipt.start), streamNextOffset: encodeOffset(receipt.next) };
+    // Named as Ursula's extension names them (section 6.11), for clients written against it.
+    if (receipt.records) Object.assign(ack, { stream_record_start: receipt.records.start, stream_record_next: receipt.records.next });
     return ack;
   }
   if (outcome.kind !== 'rejected') throw new Error(`invariant: a batch frame cannot end as ${outcome.kind}`);
@@ -110,8 +117,10 @@ export async function handleAppendBatch(req: IncomingMessage, res: ServerRespons
   }
   const contentType = normalizeContentType(header(req, 'content-type') ?? '');
   if (contentType === undefined) return sendError(res, protocolError('MISSING_CONTENT_TYPE', "an append batch is sent with the stream's Content-Type, the type of every frame"));
-  const refused = batchRequestError(await ctx.store.getStream(address.key), contentType, incarnationOf(req), ctx.now());
-  if (refused) return sendError(res, refused);
+  const stream = await ctx.store.getStream(address.key);
+  const extensions = extensionHeaders(address, stream ?? null);
+  const refused = batchRequestError(stream, contentType, incarnationOf(req), ctx.now());
+  if (refused) return sendError(res, refused, extensions);
   const body = await readBody(req, Math.min(MAX_BATCH_BYTES, ctx.settings.maxBodyBytes));
   if (!body.ok) return sendBodyRefusal(res, body.error);
   const parsed = parseFrames(body.body);
@@ -125,7 +134,7 @@ export async function handleAppendBatch(req: IncomingMessage, res: ServerRespons
     return ctx.store.run('append', { name: address.key, request });
   });
   const outcomes = await Promise.all(pending);
-  sendJson(res, 200, outcomes.map(ackOf), await incarnationHeader(ctx, address, outcomes));
+  sendJson(res, 200, outcomes.map(ackOf), Object.assign(await incarnationHeader(ctx, address, outcomes), extensions));
 }
 
 /** Like every successful answer about a stream, the batch's carries its incarnation. */

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { LiveHub } from '../live/hub.js';
+import type { RecordMarks } from '../live/records.js';
 import type { AccessControl } from './access.js';
 import type { BrowserPolicy } from './browsers.js';
 import type { LiveReaders } from '../ops/live-readers.js';
@@ -24,4 +25,6 @@ export interface HandlerContext {
   access: AccessControl;
   browsers: BrowserPolicy;
   subscriptions: SubscriptionService;
+  /** Places whose record ordinal reads have found (live/records.ts). */
+  recordMarks: RecordMarks;
 }

@@ -1,6 +1,7 @@
 /** GET of a stream: catch-up and long-poll reads. SSE lives in `live/sse.ts`. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { nextCursor } from '../core/cursor.js';
+import { parseRecordQuery, type RecordQuery } from '../core/records.js';
 import { alignmentProbe, endsStream, misalignedReadError, planLiveResume, planRead, type LiveMode, type ReadRequest } from '../core/read.js';
 import type { StreamState } from '../core/types.js';
 import { isJsonContentType } from '../protocol/content-type.js';
@@ -10,12 +11,14 @@ import { countJsonMessages, ndjsonToArray } from '../protocol/json.js';
 import { encodeOffset, parseOffsetToken } from '../protocol/offset.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
 import { hangupOf } from '../live/latch.js';
-import { serveSse } from '../live/sse.js';
+import { serveSse, type SseOptions } from '../live/sse.js';
 import { readWindow, type ReadWindow } from '../live/window.js';
 import { tokenExpiryOf } from './access.js';
 import type { HandlerContext } from './context.js';
 import { header, parseQuery, incarnationOf } from './request.js';
+import { handleRecordRead } from './record-reads.js';
 import { answerHeaders, send, sendError, type HeaderMap } from './response.js';
+import { extensionHeaders } from './stream-headers.js';
 import type { StreamAddress } from './router.js';
 
 export interface ReadQuery {
@@ -23,6 +26,8 @@ export interface ReadQuery {
   cursor: string | null;
   maxBytes: number;
   timeoutMs: number;
+  /** A record-aware read's parameters (core/records.ts); null for an offset read. */
+  records: RecordQuery | null;
 }
 
 function queryError(message: string): { ok: false; error: ProtocolError } {
@@ -57,8 +62,16 @@ export function parseReadQuery(search: string, req: IncomingMessage, ctx: Handle
     if (value === undefined) return queryError('timeout_ms must be a non-negative integer');
     timeoutMs = Math.min(value, s.maxLongPollTimeoutMs);
   }
+  const records = parseRecordQuery({
+    record: q.get('record'),
+    tailRecords: q.get('tail_records'),
+    maxRecords: q.get('max_records'),
+    recordView: q.get('record_view'),
+    offset: rawOffset !== undefined,
+  });
+  if (!records.ok) return records;
   const request: ReadRequest = { offset, live, incarnation: incarnationOf(req) };
-  return { ok: true, query: { request, cursor: q.get('cursor') ?? null, maxBytes, timeoutMs } };
+  return { ok: true, query: { request, cursor: q.get('cursor') ?? null, maxBytes, timeoutMs, records: records.query } };
 }
 
 /** A JSON read must start where a message starts (core decides; this reads the byte it asks for). */
@@ -73,11 +86,12 @@ function wantsNdjson(req: IncomingMessage): boolean {
   return /application\/(x-)?ndjson/i.test(accept);
 }
 
-function etagFor(stream: StreamState, from: number, next: number): string {
-  return `"${stream.incarnation}:${from}:${next}${endsStream(stream, next) ? ':c' : ''}"`;
+/** `view` tells representations of the same bytes apart (the record views). */
+export function etagFor(stream: StreamState, from: number, next: number, view = ''): string {
+  return `"${stream.incarnation}:${from}:${next}${endsStream(stream, next) ? ':c' : ''}${view}"`;
 }
 
-function etagMatches(req: IncomingMessage, etag: string): boolean {
+export function etagMatches(req: IncomingMessage, etag: string): boolean {
   const raw = header(req, 'if-none-match');
   if (raw === undefined) return false;
   return raw.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag || tag.trim() === '*');
@@ -90,7 +104,7 @@ function body(req: IncomingMessage, stream: StreamState, data: Buffer): { conten
   return { contentType: stream.config.contentType, payload: ndjsonToArray(data) };
 }
 
-function positionHeaders(stream: StreamState, next: number): HeaderMap {
+export function positionHeaders(stream: StreamState, next: number): HeaderMap {
   const headers: HeaderMap = { [H.streamNextOffset]: encodeOffset(next), [H.streamIncarnation]: stream.incarnation };
   if (next >= stream.tail) headers[H.streamUpToDate] = 'true';
   if (endsStream(stream, next)) headers[H.streamClosed] = 'true';
@@ -102,7 +116,7 @@ function positionHeaders(stream: StreamState, next: number): HeaderMap {
  * that names an incarnation must reach the server to learn the stream was recreated
  * (412), so its answers are revalidated every time, and cached answers vary on it.
  */
-function cacheHeaders(req: IncomingMessage, upToDate: boolean): HeaderMap {
+export function cacheHeaders(req: IncomingMessage, upToDate: boolean): HeaderMap {
   const vary = header(req, 'origin') === undefined ? 'Stream-Incarnation' : 'Origin, Stream-Incarnation';
   if (incarnationOf(req) !== null) return { 'cache-control': 'private, no-cache', vary };
   return { 'cache-control': upToDate ? 'no-cache' : 'public, max-age=60, stale-while-revalidate=300', vary };
@@ -121,70 +135,102 @@ function sendData(req: IncomingMessage, res: ServerResponse, stream: StreamState
 
 export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Promise<void> {
   const parsed = parseReadQuery(search, req, ctx);
-  if (!parsed.ok) return sendError(res, parsed.error);
+  const found = await ctx.store.getStream(address.key);
+  // Every answer about an existing stream names the extensions active for it, refusals included.
+  const extensions = extensionHeaders(address, found ?? null);
+  if (!parsed.ok) return sendError(res, parsed.error, extensions);
   const { query } = parsed;
+  if (query.records) return handleRecordRead(req, res, ctx, { address, stream: found, query, records: query.records, extensions });
   const nowMs = ctx.now();
-  const plan = planRead(await ctx.store.getStream(address.key), query.request, nowMs);
-  if (!plan.ok) return sendError(res, plan.error);
+  const plan = planRead(found, query.request, nowMs);
+  if (!plan.ok) return sendError(res, plan.error, extensions);
   const misaligned = await misalignedError(ctx, plan.stream, plan.position);
-  if (misaligned) return sendError(res, misaligned);
+  if (misaligned) return sendError(res, misaligned, extensions);
   // The same instant that judged the stream live renews it, so an expired stream is never revived.
   ctx.store.touch(plan.stream, nowMs);
-  if (query.request.live === 'sse') {
-    if (!ctx.hub.acquire()) return sendError(res, liveRefusal(ctx));
-    ctx.live.track('sse', res);
-    return serveSse(res, {
-      store: ctx.store,
-      hub: ctx.hub,
-      key: address.key,
-      stream: plan.stream,
-      position: plan.position,
-      clientCursor: query.cursor,
-      maxBytes: query.maxBytes,
-      lifetimeMs: ctx.settings.sseLifetimeMs,
-      heartbeatMs: ctx.settings.sseHeartbeatMs,
-      maxBufferedBytes: ctx.settings.sseMaxBufferedBytes,
-      now: ctx.now,
-      tokenExpiresAtMs: tokenExpiryOf(req),
-      baseHeaders: answerHeaders(res),
-    });
-  }
-  if (query.request.live === 'long-poll') return longPoll(req, res, ctx, address, plan.stream, plan.position, query);
-  if (query.request.offset?.kind === 'now') return sendTail(res, plan.stream);
+  if (query.request.live === 'sse') return startSse(req, res, ctx, { address, stream: plan.stream, position: plan.position, query, extensions, records: null });
+  if (query.request.live === 'long-poll') return longPoll(req, res, ctx, { address, first: plan.stream, position: plan.position, query }, offsetAnswers(req, res, extensions));
+  if (query.request.offset?.kind === 'now') return sendTail(res, plan.stream, extensions);
   const window = await readWindow(ctx.store, plan.stream, plan.position, query.maxBytes, false);
   countRead(ctx, plan.stream, window);
-  sendData(req, res, plan.stream, plan.position, window, {});
+  sendData(req, res, plan.stream, plan.position, window, extensions);
+}
+
+/** What a live SSE read starts from. */
+export interface SseStart {
+  address: StreamAddress;
+  stream: StreamState;
+  position: number;
+  query: ReadQuery;
+  extensions: HeaderMap;
+  /** A record-aware reader's first record and view; null for an offset reader. */
+  records: SseOptions['records'];
+}
+
+export function startSse(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, start: SseStart): Promise<void> | void {
+  if (!ctx.hub.acquire()) return sendError(res, liveRefusal(ctx), start.extensions);
+  ctx.live.track('sse', res);
+  return serveSse(res, {
+    store: ctx.store,
+    hub: ctx.hub,
+    key: start.address.key,
+    stream: start.stream,
+    position: start.position,
+    clientCursor: start.query.cursor,
+    maxBytes: start.query.maxBytes,
+    lifetimeMs: ctx.settings.sseLifetimeMs,
+    heartbeatMs: ctx.settings.sseHeartbeatMs,
+    maxBufferedBytes: ctx.settings.sseMaxBufferedBytes,
+    now: ctx.now,
+    tokenExpiresAtMs: tokenExpiryOf(req),
+    baseHeaders: Object.assign({}, answerHeaders(res), start.extensions),
+    records: start.records,
+  });
+}
+
+/** How a long-poll answers: with data read from `position`, or with nothing at the tail. */
+export interface LongPollAnswers {
+  data(stream: StreamState, position: number, window: ReadWindow, cursor: string): void;
+  none(stream: StreamState, cursor: string): void;
+}
+
+function offsetAnswers(req: IncomingMessage, res: ServerResponse, extensions: HeaderMap): LongPollAnswers {
+  return {
+    data: (stream, position, window, cursor) => sendData(req, res, stream, position, window, Object.assign({ [H.streamCursor]: cursor }, extensions)),
+    none: (stream, cursor) => sendNoData(res, stream, cursor, extensions),
+  };
 }
 
 /** Adds a read's bytes, and its messages on a JSON stream (one per line), to the metrics. */
-function countRead(ctx: HandlerContext, stream: StreamState, window: ReadWindow): void {
+export function countRead(ctx: HandlerContext, stream: StreamState, window: ReadWindow): void {
   if (ctx.metrics === null) return;
   ctx.metrics.readServed(window.data.length, isJsonContentType(stream.config.contentType) ? countJsonMessages(window.data) : 0);
 }
 
 /** `offset=now` without live: no data, the tail position. */
-function sendTail(res: ServerResponse, stream: StreamState): void {
+function sendTail(res: ServerResponse, stream: StreamState, extensions: HeaderMap): void {
   const json = isJsonContentType(stream.config.contentType);
-  const headers = Object.assign(positionHeaders(stream, stream.tail), { 'content-type': stream.config.contentType, 'cache-control': 'no-store' });
+  const headers = Object.assign(positionHeaders(stream, stream.tail), { 'content-type': stream.config.contentType, 'cache-control': 'no-store' }, extensions);
   send(res, 200, headers, json ? '[]' : '');
 }
 
-function sendNoData(res: ServerResponse, stream: StreamState, cursor: string): void {
+export function sendNoData(res: ServerResponse, stream: StreamState, cursor: string, extra: HeaderMap): void {
   const headers = positionHeaders(stream, stream.tail);
   headers['cache-control'] = 'no-store';
   if (!stream.closed) headers[H.streamCursor] = cursor;
-  send(res, 204, headers);
+  send(res, 204, Object.assign(headers, extra));
 }
 
-async function longPoll(
-  req: IncomingMessage,
-  res: ServerResponse,
-  ctx: HandlerContext,
-  address: StreamAddress,
-  first: StreamState,
-  position: number,
-  query: ReadQuery,
-): Promise<void> {
+/** Where a long-poll waits: on the stream at `address`, from `position` of its state `first`. */
+export interface LongPollAt {
+  address: StreamAddress;
+  first: StreamState;
+  position: number;
+  query: ReadQuery;
+}
+
+export async function longPoll(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, at: LongPollAt, answers: LongPollAnswers): Promise<void> {
+  const { address, first, position, query } = at;
   const cursor = nextCursor(ctx.now(), query.cursor, Math.random());
   const deadline = ctx.now() + query.timeoutMs;
   let stream = first;
@@ -198,10 +244,10 @@ async function longPoll(
       if (position < stream.tail) {
         const window = await readWindow(ctx.store, stream, position, query.maxBytes, false);
         countRead(ctx, stream, window);
-        return sendData(req, res, stream, position, window, { [H.streamCursor]: cursor });
+        return answers.data(stream, position, window, cursor);
       }
       const remaining = deadline - ctx.now();
-      if (stream.closed || remaining <= 0 || ctx.hub.isDraining) return sendNoData(res, stream, cursor);
+      if (stream.closed || remaining <= 0 || ctx.hub.isDraining) return answers.none(stream, cursor);
       if (!holding) {
         if (!ctx.hub.acquire()) return sendError(res, liveRefusal(ctx));
         ctx.live.track('long_poll', res);

@@ -3,6 +3,7 @@
  * A request can never crash the server: every handler failure is answered with a JSON
  * error and logged.
  */
+import { RecordMarks } from '../live/records.js';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -197,8 +198,8 @@ function dispatchExtension(
   const method = req.method === 'HEAD' ? 'GET' : req.method;
   const handlers: Record<string, (() => Promise<void>) | undefined> = {
     'snapshot GET': () => handleReadSnapshot(req, res, ctx, stream, arg),
-    'snapshot PUT': arg === null ? undefined : () => handlePublishSnapshot(req, res, ctx, stream, arg),
-    'retention PUT': arg === null ? undefined : () => handleRetention(req, res, ctx, stream, arg),
+    'snapshot PUT': () => handlePublishSnapshot(req, res, ctx, stream, arg, search),
+    'retention PUT': () => handleRetention(req, res, ctx, stream, arg, search),
     'bootstrap GET': () => handleBootstrap(req, res, ctx, stream, search),
     'attrs GET': () => handleGetAttrs(req, res, ctx, stream),
     'attrs PUT': () => handlePutAttrs(req, res, ctx, stream),
@@ -383,7 +384,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const { metrics, requests, metricsListener } = ops;
   let baseUrl = '';
   const subscriptions = new SubscriptionService(store, { ...settings.subscriptions, observer: metrics, nowMs: now, log, baseUrl: () => baseUrl });
-  const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, readiness: ops.readiness, now, access, browsers, subscriptions };
+  const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, readiness: ops.readiness, now, access, browsers, subscriptions, recordMarks: new RecordMarks() };
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     guard.requestArrived(req.socket);
     drain.track(req, res, requests.begin(req, res));

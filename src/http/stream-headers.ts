@@ -1,6 +1,7 @@
 /** Response headers that describe a stream or a write's receipt. */
 import { activeExtensions } from '../core/extensions.js';
-import type { ProducerAck, Receipt, StreamState } from '../core/types.js';
+import { hasRecords } from '../core/records.js';
+import type { ProducerAck, Receipt, RecordRange, StreamState } from '../core/types.js';
 import { H } from '../protocol/headers.js';
 import { encodeOffset } from '../protocol/offset.js';
 import type { HeaderMap } from './response.js';
@@ -10,7 +11,12 @@ import type { HeaderMap } from './response.js';
  * it (`stream` null when it does not exist); no header when none is.
  */
 export function extensionHeaders(address: { affinity: boolean }, stream: Pick<StreamState, 'config'> | null, transaction = false): HeaderMap {
-  const tokens = activeExtensions({ stream, affinity: address.affinity, transaction });
+  return extensionsOf(address, stream !== null && hasRecords(stream), transaction);
+}
+
+/** Stream-Extensions when whether the stream numbers records is known from an outcome. */
+export function extensionsOf(address: { affinity: boolean }, records: boolean, transaction = false): HeaderMap {
+  const tokens = activeExtensions({ records, affinity: address.affinity, transaction });
   return tokens.length === 0 ? {} : { [H.streamExtensions]: tokens.join(', ') };
 }
 
@@ -35,7 +41,18 @@ export function metadataHeaders(stream: StreamState): HeaderMap {
     headers[H.streamSnapshotOffset] = encodeOffset(stream.snapshot.offset);
     headers[H.streamSnapshotDigest] = stream.snapshot.digest;
   }
-  return headers;
+  return Object.assign(headers, recordTailHeaders(stream));
+}
+
+/** Stream-Record-First and -Next (F and N) of a stream that numbers records; none otherwise. */
+export function recordTailHeaders(stream: StreamState): HeaderMap {
+  if (!hasRecords(stream)) return {};
+  return { [H.streamRecordFirst]: String(stream.recordFirst), [H.streamRecordNext]: String(stream.recordNext) };
+}
+
+/** Stream-Record-Start and -Next: the ordinals an operation created (start = next when none). */
+export function recordRangeHeaders(range: RecordRange): HeaderMap {
+  return { [H.streamRecordStart]: String(range.start), [H.streamRecordNext]: String(range.next) };
 }
 
 export function receiptHeaders(receipt: Receipt): HeaderMap {
@@ -44,7 +61,7 @@ export function receiptHeaders(receipt: Receipt): HeaderMap {
     [H.streamNextOffset]: encodeOffset(receipt.next),
   };
   if (receipt.closed) headers[H.streamClosed] = 'true';
-  return headers;
+  return receipt.records === null ? headers : Object.assign(headers, recordRangeHeaders(receipt.records));
 }
 
 export function producerHeaders(ack: ProducerAck): HeaderMap {

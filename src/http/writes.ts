@@ -29,7 +29,9 @@ import { readableOrMissing } from './access.js';
 import { frameJson, header, readBody, incarnationOf, type BodyResult } from './request.js';
 import { errorHeaders, send, sendError, type HeaderMap } from './response.js';
 import { resolveStreamReference, type StreamAddress } from './router.js';
-import { describeStream, metadataHeaders, producerHeaders, receiptHeaders } from './stream-headers.js';
+import { countRecords, hasRecords } from '../core/records.js';
+import type { RecordRange, StreamState } from '../core/types.js';
+import { describeStream, extensionHeaders, extensionsOf, metadataHeaders, producerHeaders, receiptHeaders, recordRangeHeaders } from './stream-headers.js';
 
 class RequestError extends Error {
   constructor(readonly protocol: ProtocolError) {
@@ -156,9 +158,11 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
     const framed = frame(body, framingType, true, ctx.settings.maxAppendMessages);
     request.data = framed instanceof Buffer ? framed : await framed;
     const outcome = await ctx.store.run('createStream', request);
-    if (outcome.kind === 'rejected') return sendError(res, outcome.error);
-    const headers = describeStream(outcome.stream);
+    if (outcome.kind === 'rejected') return sendError(res, outcome.error, extensionsOf(address, outcome.records));
+    const headers = Object.assign(describeStream(outcome.stream), extensionHeaders(address, outcome.stream));
     if (outcome.kind === 'created') headers['location'] = absoluteUrl(req, address.path);
+    const created = createdRecords(outcome, request.data);
+    if (created) Object.assign(headers, recordRangeHeaders(created));
     send(res, outcome.kind === 'created' ? 201 : 200, Object.assign(headers, { 'cache-control': 'no-store' }));
   });
 }
@@ -170,6 +174,18 @@ function attrsHeader(req: IncomingMessage): string | null {
   const parsed = parseAttrsText(Buffer.from(raw, 'latin1').toString('utf8'));
   if (!parsed.ok) throw new RequestError(parsed.error);
   return parsed.canonical;
+}
+
+/**
+ * The ordinals a create made: those of its body's messages (a fork's inherited ones were
+ * the source's); none, at the record tail, when it found the stream. Null when the
+ * stream has no records.
+ */
+function createdRecords(outcome: { kind: 'created' | 'exists'; stream: StreamState }, body: Buffer): RecordRange | null {
+  const { stream } = outcome;
+  if (!hasRecords(stream)) return null;
+  const made = outcome.kind === 'created' ? countRecords(body) : 0;
+  return { start: stream.recordNext - made, next: stream.recordNext };
 }
 
 function absoluteUrl(req: IncomingMessage, path: string): string {
@@ -191,7 +207,7 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
     const request = appendRequest(req, body, close, streamSeq, producer);
     const framed = frame(body, request.contentType, false, ctx.settings.maxAppendMessages);
     request.data = framed instanceof Buffer ? framed : await framed;
-    renderAppend(res, await ctx.store.run('append', { name: address.key, request }));
+    renderAppend(res, address, await ctx.store.run('append', { name: address.key, request }));
   } catch (error) {
     answerRequestError(res, error);
   }
@@ -236,12 +252,11 @@ export function appendAnswer(outcome: AppendOutcome): AppendAnswer {
   switch (outcome.kind) {
     case 'rejected':
       return { status: statusOf(outcome.error.code), headers: errorHeaders(outcome.error), error: outcome.error };
-    case 'already-closed':
-      return {
-        status: 204,
-        headers: { [H.streamNextOffset]: encodeOffset(outcome.tail), [H.streamClosed]: 'true', [H.streamIncarnation]: outcome.incarnation },
-        error: null,
-      };
+    case 'already-closed': {
+      const headers: HeaderMap = { [H.streamNextOffset]: encodeOffset(outcome.tail), [H.streamClosed]: 'true', [H.streamIncarnation]: outcome.incarnation };
+      if (outcome.records) Object.assign(headers, recordRangeHeaders({ start: outcome.recordNext, next: outcome.recordNext }));
+      return { status: 204, headers, error: null };
+    }
     case 'duplicate': {
       const range = outcome.receipt ? receiptHeaders(outcome.receipt) : {};
       const headers = Object.assign(range, producerHeaders(outcome.producer), { [H.streamIncarnation]: outcome.incarnation });
@@ -259,12 +274,13 @@ export function appendAnswer(outcome: AppendOutcome): AppendAnswer {
   }
 }
 
-function renderAppend(res: ServerResponse, outcome: AppendOutcome): void {
+function renderAppend(res: ServerResponse, address: StreamAddress, outcome: AppendOutcome): void {
   const answer = appendAnswer(outcome);
-  if (answer.error) return sendError(res, answer.error);
+  const extensions = extensionsOf(address, outcome.records);
+  if (answer.error) return sendError(res, answer.error, extensions);
   // appendAnswer's headers are made for this answer alone: adding to them saves a copy.
   answer.headers['cache-control'] = 'no-store';
-  send(res, answer.status, answer.headers);
+  send(res, answer.status, Object.assign(answer.headers, extensions));
 }
 
 export async function handleDelete(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
@@ -274,7 +290,8 @@ export async function handleDelete(req: IncomingMessage, res: ServerResponse, ct
 }
 
 export async function handleHead(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
-  const plan = planHead(await ctx.store.getStream(address.key), incarnationOf(req), ctx.now());
-  if (!plan.ok) return sendError(res, plan.error);
-  send(res, 200, Object.assign(metadataHeaders(plan.stream), { 'cache-control': 'no-store' }));
+  const found = await ctx.store.getStream(address.key);
+  const plan = planHead(found, incarnationOf(req), ctx.now());
+  if (!plan.ok) return sendError(res, plan.error, extensionHeaders(address, plan.error.code === 'INCARNATION_MISMATCH' ? found! : null));
+  send(res, 200, Object.assign(metadataHeaders(plan.stream), extensionHeaders(address, plan.stream), { 'cache-control': 'no-store' }));
 }

@@ -15,6 +15,8 @@ export interface SharedEvent {
   bytes: number;
   /** Position after them. */
   next: number;
+  /** JSON records the event carries (0 on other streams). */
+  records: number;
   /**
    * The event followed by a control event, by what that control event depends on beyond
    * the shared state (the reader's cursor): readers alike write one shared buffer.

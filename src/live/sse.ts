@@ -13,6 +13,8 @@ import type { StreamState } from '../core/types.js';
 import { isJsonContentType, isTextualContentType } from '../protocol/content-type.js';
 import { H } from '../protocol/headers.js';
 import { ndjsonToArray } from '../protocol/json.js';
+import { countRecords } from '../core/records.js';
+import { ENVELOPE_ITEM_CONTENT_TYPE, envelopeLines } from './records.js';
 import { encodeOffset } from '../protocol/offset.js';
 import { storageRefusal } from '../storage/batched.js';
 import type { Store } from '../storage/store.js';
@@ -35,13 +37,20 @@ export interface SseOptions {
   now: () => number;
   /** When the reader's token expires (ms): the connection ends then, saying so. Null: never. */
   tokenExpiresAtMs: number | null;
-  /** Headers every response carries (security, CORS). */
+  /** Headers every response carries (security, CORS), and those of this answer (Stream-Extensions, Stream-Record-*). */
   baseHeaders: Record<string, string>;
+  /**
+   * A record-aware reader (core/records.ts): the ordinal of the record at `position`, and
+   * whether it reads the envelope view (one record per data event). Its control events
+   * say where it stands in records too. Null for an offset reader.
+   */
+  records: { first: number; envelope: boolean } | null;
 }
 
-type Encoding = 'text' | 'json' | 'base64';
+type Encoding = 'text' | 'json' | 'base64' | 'envelope';
 
-function encodingOf(stream: StreamState): Encoding {
+function encodingOf(stream: StreamState, options: SseOptions): Encoding {
+  if (options.records?.envelope) return 'envelope';
   if (isJsonContentType(stream.config.contentType)) return 'json';
   return isTextualContentType(stream.config.contentType) ? 'text' : 'base64';
 }
@@ -54,7 +63,9 @@ function dataLine(line: string): string {
   return line.startsWith(' ') ? `data: ${line}\n` : `data:${line}\n`;
 }
 
-function dataEvent(data: Buffer, encoding: Encoding): string {
+/** The data event(s) of `data`; `record` is the ordinal of its first message (JSON streams). */
+function dataEvent(data: Buffer, encoding: Encoding, record: number): string {
+  if (encoding === 'envelope') return envelopeLines(data, record).map((line) => `event: data\ndata:${line.toString('utf8')}\n\n`).join('');
   if (encoding === 'base64') return `event: data\ndata:${data.toString('base64')}\n\n`;
   if (encoding === 'json') return `event: data\ndata:${ndjsonToArray(data).toString('utf8')}\n\n`;
   const lines = data.toString('utf8').split(/\r\n|\r|\n/);
@@ -65,11 +76,17 @@ interface ControlState {
   position: number;
   stream: StreamState;
   cursor: string;
+  /** A record-aware reader's ordinal at `position`; null for an offset reader. */
+  record: number | null;
 }
 
-function controlEvent({ position, stream, cursor }: ControlState): string {
+function controlEvent({ position, stream, cursor, record }: ControlState): string {
   const ended = endsStream(stream, position);
   const control: Record<string, unknown> = { streamNextOffset: encodeOffset(position) };
+  if (record !== null) {
+    control.streamFirstRecord = stream.recordFirst;
+    control.streamNextRecord = record;
+  }
   if (!ended) control.streamCursor = cursor;
   if (position >= stream.tail) control.upToDate = true;
   if (ended) control.streamClosed = true;
@@ -87,9 +104,10 @@ function tokenExpiredEvent(position: number): string {
 
 export async function serveSse(res: ServerResponse, options: SseOptions): Promise<void> {
   const { hub, stream: first } = options;
-  const encoding = encodingOf(first);
+  const encoding = encodingOf(first, options);
   res.writeHead(200, {
     ...options.baseHeaders,
+    ...(encoding === 'envelope' ? { [H.streamDataContentType]: ENVELOPE_ITEM_CONTENT_TYPE } : {}),
     'content-type': 'text/event-stream',
     'cache-control': 'no-cache',
     connection: 'keep-alive',
@@ -130,7 +148,9 @@ function finish(res: ServerResponse, graceMs: number): void {
 function nextEvent(options: SseOptions, encoding: Encoding, state: ControlState, windowBytes: number): Promise<SharedEvent> {
   return options.hub.shared.get(options.key, state.stream, state.position, `${windowBytes}:${encoding}`, async () => {
     const window = await readWindow(options.store, state.stream, state.position, windowBytes, encoding === 'text');
-    return { event: Buffer.from(dataEvent(window.data, encoding)), bytes: window.data.length, next: window.next };
+    // Counted for every JSON event: readers of both kinds may share it.
+    const records = encoding === 'json' || encoding === 'envelope' ? countRecords(window.data) : 0;
+    return { event: Buffer.from(dataEvent(window.data, encoding, state.record ?? 0)), bytes: window.data.length, next: window.next, records };
   });
 }
 
@@ -141,7 +161,13 @@ interface PumpState extends ControlState {
 
 async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding, hangup: Latch): Promise<void> {
   const { store, hub, key, now } = options;
-  const state: PumpState = { position: options.position, stream: options.stream, cursor: nextCursor(now(), options.clientCursor, Math.random()), lastWriteMs: now() };
+  const state: PumpState = {
+    position: options.position,
+    stream: options.stream,
+    cursor: nextCursor(now(), options.clientCursor, Math.random()),
+    lastWriteMs: now(),
+    record: options.records?.first ?? null,
+  };
   const endAt = Math.min(now() + options.lifetimeMs, options.tokenExpiresAtMs ?? Infinity);
   // One event holds at most the buffer bound (a single larger JSON message excepted), so
   // unsent output stays under the bound plus the socket's high-water mark.
@@ -201,6 +227,7 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
  */
 function writeEvent(res: ServerResponse, state: PumpState, shared: SharedEvent, nowMs: number): void {
   state.position = shared.next;
+  if (state.record !== null) state.record += shared.records;
   const variant = `${state.cursor}:${state.stream.closed}`;
   res.write(eventWithControl(shared, variant, () => controlEvent(state)));
   state.lastWriteMs = nowMs;
