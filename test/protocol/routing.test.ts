@@ -40,7 +40,7 @@ function controlOf(path: string): Extract<Route, { kind: 'subscriptions' }> {
 describe('/v1/stream names with "/"', () => {
   test('the upstream suite\'s paths name streams whose key, id and path keep the slashes', () => {
     for (const name of ['events/sync-123', 'wake/pool-1', 'manual/a', 'a/b/c/d/e', 'plain']) {
-      expect(streamOf(`/v1/stream/${name}`)).toEqual({ key: v1StreamKey(name), bucket: null, id: name, path: `/v1/stream/${name}` });
+      expect(streamOf(`/v1/stream/${name}`)).toEqual({ key: v1StreamKey(name), bucket: null, id: name, path: `/v1/stream/${name}`, affinity: false });
     }
   });
 
@@ -120,7 +120,7 @@ describe('/v1/stream names with "/"', () => {
 
 describe('bucket stream ids', () => {
   test('stay one segment: "/" in any spelling is not a stream id', () => {
-    expect(streamOf('/my-bucket/events')).toEqual({ key: 'b/my-bucket/events', bucket: 'my-bucket', id: 'events', path: '/my-bucket/events' });
+    expect(streamOf('/my-bucket/events')).toEqual({ key: 'b/my-bucket/events', bucket: 'my-bucket', id: 'events', path: '/my-bucket/events', affinity: false });
     expect(refusal('/my-bucket/events/sync-1')).toBe('NOT_FOUND');
     expect(refusal('/my-bucket/events%2Fsync-1')).toBe('INVALID_ID');
     expect(isValidStreamId('a/b')).toBe(false);
@@ -227,7 +227,7 @@ describe('route templates', () => {
 
 describe('stream references (Stream-Forked-From)', () => {
   test('resolve slash names given as a path or an absolute URL', () => {
-    const expected = { key: 'v1/events/sync-1', bucket: null, id: 'events/sync-1', path: '/v1/stream/events/sync-1' };
+    const expected = { key: 'v1/events/sync-1', bucket: null, id: 'events/sync-1', path: '/v1/stream/events/sync-1', affinity: false };
     expect(resolveStreamReference('/v1/stream/events/sync-1')).toEqual(expected);
     expect(resolveStreamReference(' http://example.com:4437/v1/stream/events/sync-1 ')).toEqual(expected);
   });
