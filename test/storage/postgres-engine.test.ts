@@ -63,6 +63,32 @@ describe('schema', () => {
   });
 });
 
+describe('schema 3: record coordinates', () => {
+  it('numbers the retained records of streams stored before it, a fork\'s inherited ones too, and takes no receipt range it never had', async () => {
+    const older = await sharedDatabase();
+    const store = await PostgresStore.open({ url: older, producers: DEFAULT_PRODUCER_SETTINGS });
+    const name = v1StreamKey('before');
+    const fork = v1StreamKey('before-fork');
+    await store.run('createStream', createRequest(name, { contentType: 'application/json', data: Buffer.from('1\n2\n3\n') }));
+    await store.run('append', { name, request: appendRequest('4\n', { contentType: 'application/json', producer: { id: 'p', epoch: 0, seq: 0 } }) });
+    await store.run('createStream', createRequest(fork, { contentType: 'application/json', fork: { sourceName: name, offset: 4, subOffset: 0 }, data: Buffer.from('"f"\n') }));
+    await store.close();
+    const client = new pg.Client(older);
+    await client.connect();
+    await client.query(`ALTER TABLE streams DROP COLUMN record_first, DROP COLUMN record_next;
+      ALTER TABLE producers DROP COLUMN receipt_record_start, DROP COLUMN receipt_record_next;
+      UPDATE rill_meta SET value = '2' WHERE key = 'schema_version'`);
+    await client.end();
+
+    const upgraded = await PostgresStore.open({ url: older, producers: DEFAULT_PRODUCER_SETTINGS });
+    stores.push(upgraded);
+    expect(await mustGet(upgraded, name)).toMatchObject({ recordFirst: 0, recordNext: 4 });
+    expect(await mustGet(upgraded, fork)).toMatchObject({ recordFirst: 0, recordNext: 3 });
+    expect(await upgraded.run('append', { name, request: appendRequest('4\n', { contentType: 'application/json', producer: { id: 'p', epoch: 0, seq: 0 } }) })).toMatchObject({ kind: 'duplicate', receipt: { start: 6, next: 8, records: null } });
+    expect(expectAppended(await upgraded.run('append', { name, request: appendRequest('5\n', { contentType: 'application/json' }) })).records).toEqual({ start: 4, next: 5 });
+  });
+});
+
 describe('two nodes on one database', () => {
   it('appends from both nodes to one stream land contiguously, none lost or doubled', async () => {
     const [a, b] = [await node(), await node()];

@@ -75,6 +75,33 @@ it('upgrades a schema 3 directory, indexing what its crash left recent', async (
   }
 });
 
+it('upgrades a schema 8 directory: retained records are numbered from the earliest offset, receipts keep no range', async () => {
+  const dataDir = tempDataDir();
+  dirs.push(dataDir);
+  const name = v1StreamKey('json-before');
+  const json = { contentType: 'application/json' };
+  let store = open(dataDir);
+  await store.run('createStream', createRequest(name, { ...json, data: Buffer.from('"a"\n"b"\n"c"\n') }));
+  await store.run('append', { name, request: appendRequest('"d"\n', { ...json, producer: { id: 'p', epoch: 0, seq: 0 } }) });
+  await store.run('publishSnapshot', { name, request: { offset: 4, contentType: 'text/plain', digest: 'x', match: null, incarnation: null }, body: Buffer.from('s') });
+  await store.run('setRetention', { name, request: { offset: 4, incarnation: null } });
+  await store.close();
+  const db = new Database(join(dataDir, 'rill.db'));
+  db.exec(`ALTER TABLE streams DROP COLUMN record_first; ALTER TABLE streams DROP COLUMN record_next;
+    ALTER TABLE producers DROP COLUMN receipt_record_start; ALTER TABLE producers DROP COLUMN receipt_record_next;`);
+  db.pragma('user_version = 8');
+  db.close();
+
+  store = open(dataDir);
+  try {
+    expect(await store.getStream(name)).toMatchObject({ recordFirst: 0, recordNext: 3, earliestOffset: 4 });
+    expect(await store.run('append', { name, request: appendRequest('"d"\n', { ...json, producer: { id: 'p', epoch: 0, seq: 0 } }) })).toMatchObject({ kind: 'duplicate', receipt: { records: null } });
+    expect(await store.run('append', { name, request: appendRequest('"e"\n', json) })).toMatchObject({ kind: 'appended', receipt: { records: { start: 3, next: 4 } } });
+  } finally {
+    await store.close();
+  }
+});
+
 it('refuses a directory written by a newer rill', async () => {
   const dataDir = tempDataDir();
   dirs.push(dataDir);
