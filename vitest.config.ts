@@ -24,6 +24,7 @@ const POSTGRES_SETUP = ['test/helpers/postgres-global.ts'];
 /** Files that start PostgreSQL or a database on the shared server themselves. */
 const USES_POSTGRES = [
   'test/conformance-postgres.test.ts',
+  'test/crash/records-sigkill.test.ts',
   'test/postgres-smoke.test.ts',
   'test/core/producer-model.test.ts',
   'test/live/remote.test.ts',
