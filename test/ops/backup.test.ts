@@ -2,7 +2,7 @@
  * Backup under load: writers append while `rill backup` copies the data directory of the
  * running server; the restored directory passes `rill check`, and a server on it holds
  * every write acknowledged before the backup began, each stream a gap-free prefix of
- * what was written (a consistent state). A damaged copy fails `rill check` and is not
+ * what was written (a consistent state), its record ordinals as they were. A damaged copy fails `rill check` and is not
  * restored.
  */
 import { execFile } from 'node:child_process';
@@ -97,6 +97,12 @@ describe('backup and restore', () => {
       const values = (await (await fetch(`${again.url}/backup-b/${name}?offset=-1&max_bytes=1000000`)).json()) as number[];
       expect(values.length).toBeGreaterThanOrEqual(ackedBefore[i]!);
       expect(values).toEqual(values.map((_, n) => n));
+      // Record ordinals survive the copy: value n is record n, and N counts them.
+      const head = await fetch(`${again.url}/backup-b/${name}`, { method: 'HEAD' });
+      expect(head.headers.get('stream-record-next')).toBe(String(values.length));
+      for (const record of [0, values.length >> 1, values.length - 1]) {
+        expect(await (await fetch(`${again.url}/backup-b/${name}?record=${record}&max_records=1`)).text()).toBe(`${record}\n`);
+      }
     }
   });
 
