@@ -7,7 +7,7 @@
  * writes everything as JSON under .bench/. The last four workloads (limits, drain,
  * subscriptions, crossnode: bench/bounds.ts) measure what the tests no longer bound.
  *
- *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams,limits,drain,subscriptions,crossnode]
+ *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams,limits,drain,subscriptions,crossnode,records]
  *                            [--targets rill,rill-auth,rill-no-metrics,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
  *                            [--rill path/to/dist/cli/main.js] [--cpu-prof]
@@ -20,6 +20,7 @@ import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { crossNodeWorkload, drainWorkload, limitsWorkload, subscriptionsWorkload, type BoundsContext } from './bounds.js';
+import { recordsWorkload } from './extensions.js';
 import { checkPostgresTargets, checkTargets, median, renderChecks, renderTable, type Row } from './report.js';
 import { FULL, QUICK, WORKLOADS, type BenchSettings, type WorkloadName } from './settings.js';
 import {
@@ -469,6 +470,7 @@ async function main(): Promise<void> {
     ['drain', () => drainWorkload(s, rows, boundsContext())],
     ['subscriptions', () => subscriptionsWorkload(s, rows, boundsContext())],
     ['crossnode', () => crossNodeWorkload(s, rows, boundsContext())],
+    ['records', () => recordsWorkload(s, rows, boundsContext())],
   ];
   // A workload that fails is reported and the others still run, so that one server's
   // failure late in a long run does not lose what was measured before it.

@@ -1,5 +1,6 @@
 /** What one bench run does; `--quick` shrinks everything for the smoke test. */
 import type { FloodSpec } from './workloads/floods.js';
+import type { RecordsSpec } from './workloads/records.js';
 import type { SubscriptionSpec } from './workloads/subscriptions.js';
 
 export interface BenchSettings {
@@ -43,6 +44,8 @@ export interface BenchSettings {
   subscriptions: SubscriptionSpec;
   /** Appends the cross-node long-poll workload delivers from one node to another. */
   crossNodeDeliveries: number;
+  /** Record-aware reads against offset reads (bench/workloads/records.ts). */
+  records: RecordsSpec;
 }
 
 export const FULL: BenchSettings = {
@@ -68,6 +71,7 @@ export const FULL: BenchSettings = {
   floods: { refusedElements: 16 * 1024 * 1024 - 1, acceptedElements: 1_000_000, paddedElements: 100_000, idleMs: 1000, stalledMiB: 128 },
   subscriptions: { streams: 10_000, idleS: 2, trickleS: 5, tricklePerS: 20 },
   crossNodeDeliveries: 40,
+  records: { streams: 500, messagesPerStream: 400, concurrency: 50, randomReads: 5000 },
 };
 
 export const QUICK: BenchSettings = {
@@ -93,7 +97,8 @@ export const QUICK: BenchSettings = {
   floods: { refusedElements: 200_000, acceptedElements: 150_000, paddedElements: 10_000, idleMs: 200, stalledMiB: 8 },
   subscriptions: { streams: 300, idleS: 0.3, trickleS: 0.5, tricklePerS: 20 },
   crossNodeDeliveries: 5,
+  records: { streams: 20, messagesPerStream: 120, concurrency: 5, randomReads: 100 },
 };
 
-export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams', 'limits', 'drain', 'subscriptions', 'crossnode'] as const;
+export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams', 'limits', 'drain', 'subscriptions', 'crossnode', 'records'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];
