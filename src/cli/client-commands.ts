@@ -7,9 +7,10 @@
 import { fstatSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Command, Option } from 'commander';
-import { GoneError, IdempotentProducer, RillClient, RillError, type AppendResult, type ProducerReceipt, type StreamHandle } from '../client/index.js';
+import { GoneError, IdempotentProducer, RecordTrimmedError, RillClient, RillError, type AppendResult, type LiveMode, type ProducerReceipt, type StreamHandle } from '../client/index.js';
 import { reportFailure, UsageError } from './errors.js';
 import { out, outJson, printInfo, printMessage } from './output.js';
+import { isRecordRead, parseRecordStart, printRecords, type RecordFlags } from './record-read.js';
 import { NO_PROGRESS, progressBar, type Progress } from './progress.js';
 import { parseNonNegativeInteger, parsePositiveInteger } from './units.js';
 
@@ -60,10 +61,16 @@ export function action<A extends unknown[]>(body: (...args: A) => Promise<void>)
 
 /** A 410 on a read says where the stream's history starts now, and how to start from a snapshot. */
 function withAdvice(error: unknown, path: unknown): unknown {
-  if (!(error instanceof GoneError) || error.earliestOffset === undefined || typeof path !== 'string') return error;
+  if (!(error instanceof GoneError) || typeof path !== 'string') return error;
+  const first = error instanceof RecordTrimmedError ? error.recordFirst : undefined;
   const earliest = error.earliestOffset;
-  const message = `${error.message}; the earliest offset is ${earliest}: read from there (rill read ${path} --offset ${earliest}) or start from the snapshot (rill bootstrap ${path})`;
-  return new GoneError({ code: error.code, message, ...(error.status === undefined ? {} : { status: error.status }), fields: error.fields, cause: error });
+  let where: string;
+  if (first !== undefined) where = `the first retained record is ${first}: read from there (rill read ${path} --record ${first})`;
+  else if (earliest !== undefined) where = `the earliest offset is ${earliest}: read from there (rill read ${path} --offset ${earliest})`;
+  else return error;
+  const message = `${error.message}; ${where} or start from the snapshot (rill bootstrap ${path})`;
+  const Kind = error instanceof RecordTrimmedError ? RecordTrimmedError : GoneError;
+  return new Kind({ code: error.code, message, ...(error.status === undefined ? {} : { status: error.status }), fields: error.fields, cause: error });
 }
 
 interface CreateFlags {
@@ -93,6 +100,7 @@ interface AppendFlags {
   producer?: string;
   epoch?: number;
   streamSeq?: string;
+  recordMatch?: number;
   close?: boolean;
 }
 
@@ -101,18 +109,39 @@ type Receipt = AppendResult | ProducerReceipt;
 async function printReceipt(receipt: Receipt | undefined, json: boolean): Promise<void> {
   if (receipt === undefined) return;
   if (json) return outJson(receipt);
-  await out(`${receipt.duplicate ? 'duplicate' : 'appended'} next-offset ${receipt.nextOffset ?? '(unknown)'}\n`);
+  const records = 'records' in receipt && receipt.records !== undefined ? ` record-start ${receipt.records.start} record-next ${receipt.records.next}` : '';
+  await out(`${receipt.duplicate ? 'duplicate' : 'appended'} next-offset ${receipt.nextOffset ?? '(unknown)'}${records}\n`);
+}
+
+/**
+ * --record-match: the record tail each plain append expects. Stdin sent in several
+ * appends chains them: each expects the tail the one before it left, so the run appends
+ * only if no other writer comes in between.
+ */
+interface RecordMatch {
+  next: number | undefined;
+}
+
+function matchOptions(match: RecordMatch): { recordMatch?: number } {
+  return match.next === undefined ? {} : { recordMatch: match.next };
+}
+
+function matched(match: RecordMatch, result: AppendResult): AppendResult {
+  if (match.next !== undefined) match.next = result.records?.next;
+  return result;
 }
 
 async function appendCommand(path: string, data: string | undefined, flags: AppendFlags, command: Command): Promise<void> {
   const { client, json } = globals(command);
+  if (flags.recordMatch !== undefined && flags.producer !== undefined) throw new UsageError('--record-match goes with plain appends, not with --producer');
   const stream = client.stream(path);
   const info = await stream.head();
   const contentType = flags.contentType ?? info.contentType;
   const producer = flags.producer === undefined ? undefined : newProducer(stream, flags, contentType);
+  const match: RecordMatch = { next: flags.recordMatch };
   let last: Receipt | undefined;
-  if (data !== undefined) last = await appendOne(stream, producer, data, contentType, flags.streamSeq);
-  else last = await appendStdin(stream, producer, contentType, stream.isJson);
+  if (data !== undefined) last = await appendOne(stream, producer, data, contentType, { ...matchOptions(match), ...(flags.streamSeq === undefined ? {} : { streamSeq: flags.streamSeq }) });
+  else last = await appendStdin(stream, producer, contentType, match);
   await producer?.close();
   if (last === undefined && !flags.close) throw new RillError({ code: 'EMPTY_BODY', message: 'stdin was empty: nothing was appended' });
   if (flags.close) last = await stream.close();
@@ -126,23 +155,22 @@ function newProducer(stream: StreamHandle, flags: AppendFlags, contentType: stri
   return new IdempotentProducer(stream, { id: flags.producer!, epoch: flags.epoch ?? Date.now(), autoClaim, digest: true, contentType });
 }
 
-async function appendOne(stream: StreamHandle, producer: IdempotentProducer | undefined, data: string, contentType: string, streamSeq?: string): Promise<Receipt> {
-  const options = streamSeq === undefined ? {} : { streamSeq };
-  if (producer) return producer.append(data, options);
+async function appendOne(stream: StreamHandle, producer: IdempotentProducer | undefined, data: string, contentType: string, options: { streamSeq?: string; recordMatch?: number }): Promise<Receipt> {
+  if (producer) return producer.append(data, options.streamSeq === undefined ? {} : { streamSeq: options.streamSeq });
   return stream.append(data, { contentType, ...options });
 }
 
 /** JSON streams: one message per non-empty line. Other streams: the bytes as they come. */
-async function appendStdin(stream: StreamHandle, producer: IdempotentProducer | undefined, contentType: string, jsonStream: boolean): Promise<Receipt | undefined> {
+async function appendStdin(stream: StreamHandle, producer: IdempotentProducer | undefined, contentType: string, match: RecordMatch): Promise<Receipt | undefined> {
   // A bar when stdin is a file (its size is the total) or a pipe; none when typed at a terminal.
   const bar = process.stdin.isTTY ? NO_PROGRESS : progressBar('append', 'bytes', stdinFileBytes());
   try {
-    if (jsonStream) return await appendStdinLines(stream, producer, bar);
+    if (stream.isJson) return await appendStdinLines(stream, producer, bar, match);
     let last: Receipt | undefined;
     let sent = 0;
     for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
       const bytes = new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-      last = producer ? await producer.append(bytes) : await stream.append(bytes, { contentType });
+      last = producer ? await producer.append(bytes) : matched(match, await stream.append(bytes, { contentType, ...matchOptions(match) }));
       bar.update((sent += bytes.length));
     }
     return last;
@@ -161,13 +189,13 @@ function stdinFileBytes(): number {
   }
 }
 
-async function appendStdinLines(stream: StreamHandle, producer: IdempotentProducer | undefined, bar: Progress): Promise<Receipt | undefined> {
+async function appendStdinLines(stream: StreamHandle, producer: IdempotentProducer | undefined, bar: Progress, match: RecordMatch): Promise<Receipt | undefined> {
   let batch: unknown[] = [];
   let batchBytes = 0;
   let waiting: Promise<Receipt>[] = [];
   let last: Receipt | undefined;
   const send = async () => {
-    if (batch.length > 0 && !producer) last = await stream.appendMessages(batch);
+    if (batch.length > 0 && !producer) last = matched(match, await stream.appendMessages(batch, matchOptions(match)));
     if (waiting.length > 0) last = (await Promise.all(waiting)).at(-1);
     bar.update((sentBytes += batchBytes));
     batch = [];
@@ -197,7 +225,7 @@ function parseLine(line: string, lineNumber: number): unknown {
   }
 }
 
-interface ReadFlags {
+interface ReadFlags extends RecordFlags {
   offset: string;
   live?: 'long-poll' | 'sse';
   maxBytes?: number;
@@ -206,34 +234,44 @@ interface ReadFlags {
 async function readCommand(path: string, flags: ReadFlags, command: Command, follow: boolean): Promise<void> {
   const { client, json } = globals(command);
   const stream = client.stream(path);
+  const byRecord = isRecordRead(flags, command);
   const stop = new AbortController();
   const onSigint = () => stop.abort();
   process.once('SIGINT', onSigint);
   try {
     const live = follow ? 'sse' : (flags.live ?? false);
-    const bounded = flags.maxBytes !== undefined;
-    // A catch-up read whose output goes to a file or pipe shows its progress towards the tail.
-    const bar = live === false && !bounded ? progressBar('read', 'bytes', 0, true) : NO_PROGRESS;
-    const tail = live === false && !bounded && process.stderr.isTTY && !process.stdout.isTTY ? Number((await stream.head()).nextOffset) : 0;
-    const batches = stream.read({ offset: flags.offset, live: bounded ? false : live, signal: stop.signal, ...(bounded ? { maxBytes: flags.maxBytes } : {}) });
-    try {
-      for await (const batch of batches) {
-        for (const message of batch.messages) await printMessage(message, json, stream.contentType, stream.isJson);
-        if (tail > 0) bar.update(Number(batch.nextOffset), tail);
-        // --max-bytes: one answer of at most that size; say where to go on when there is more.
-        if (bounded) {
-          if (!batch.upToDate) process.stderr.write(`rill: more to read: --offset ${batch.nextOffset}\n`);
-          break;
-        }
-      }
-    } finally {
-      bar.stop();
+    if (!byRecord) await printBatches(stream, flags, json, live, stop.signal);
+    else {
+      const bounded = flags.maxBytes !== undefined || flags.maxRecords !== undefined;
+      await printRecords({ stream, json, live, bounded, from: follow ? 'now' : 0, signal: stop.signal, ...(flags.maxBytes === undefined ? {} : { maxBytes: flags.maxBytes }) }, flags);
     }
   } catch (error) {
     // Ctrl-C ends a tail normally.
     if (!(stop.signal.aborted && error instanceof RillError && error.code === 'ABORTED')) throw error;
   } finally {
     process.off('SIGINT', onSigint);
+  }
+}
+
+/** An offset read, printed message by message. */
+async function printBatches(stream: StreamHandle, flags: ReadFlags, json: boolean, live: LiveMode, signal: AbortSignal): Promise<void> {
+  const bounded = flags.maxBytes !== undefined;
+  // A catch-up read whose output goes to a file or pipe shows its progress towards the tail.
+  const bar = live === false && !bounded ? progressBar('read', 'bytes', 0, true) : NO_PROGRESS;
+  const tail = live === false && !bounded && process.stderr.isTTY && !process.stdout.isTTY ? Number((await stream.head()).nextOffset) : 0;
+  const batches = stream.read({ offset: flags.offset, live: bounded ? false : live, signal, ...(bounded ? { maxBytes: flags.maxBytes } : {}) });
+  try {
+    for await (const batch of batches) {
+      for (const message of batch.messages) await printMessage(message, json, stream.contentType, stream.isJson);
+      if (tail > 0) bar.update(Number(batch.nextOffset), tail);
+      // --max-bytes: one answer of at most that size; say where to go on when there is more.
+      if (bounded) {
+        if (!batch.upToDate) process.stderr.write(`rill: more to read: --offset ${batch.nextOffset}\n`);
+        break;
+      }
+    }
+  } finally {
+    bar.stop();
   }
 }
 
@@ -315,6 +353,7 @@ export function addClientCommands(program: Command): void {
     .option('--producer <id>', 'write exactly-once as this producer (claims a new epoch per run)')
     .option('--epoch <n>', 'producer epoch, used as given (refused if not above the last); default: the current time in ms, moved up if taken', parseNonNegativeInteger)
     .option('--stream-seq <value>', 'Stream-Seq compare-and-set value')
+    .option('--record-match <n>', "JSON streams: append only if the stream's record tail is N (nothing is written otherwise)", parseNonNegativeInteger)
     .option('--close', 'close the stream afterwards')
     .action(action(appendCommand));
   program
@@ -323,11 +362,18 @@ export function addClientCommands(program: Command): void {
     .option('--offset <offset>', 'start offset: -1, now, or a Stream-Next-Offset', '-1')
     .addOption(new Option('--live <mode>', 'follow with long-poll or sse').choices(['long-poll', 'sse']))
     .option('--max-bytes <n>', 'read one answer of at most N bytes (never ending inside a message), then stop', parsePositiveInteger)
+    .option('--record <n>', 'JSON streams: start at this record ordinal, or now', parseRecordStart)
+    .option('--tail-records <k>', 'JSON streams: start at the last K records', parseNonNegativeInteger)
+    .option('--max-records <n>', 'JSON streams: read one answer of at most N records, then stop', parsePositiveInteger)
+    .option('--ordinals', "JSON streams: print each record's ordinal and a tab before it")
     .action(action((path: string, flags: ReadFlags, command: Command) => readCommand(path, flags, command, false)));
   program
     .command(`tail ${STREAM_ARG}`)
     .description('follow a stream with SSE from now (what is appended after it starts) until it is closed or Ctrl-C; --offset -1 to replay first')
     .option('--offset <offset>', 'start offset: -1, now, or a Stream-Next-Offset', 'now')
+    .option('--record <n>', 'JSON streams: start at this record ordinal, or now', parseRecordStart)
+    .option('--tail-records <k>', 'JSON streams: show the last K records first', parseNonNegativeInteger)
+    .option('--ordinals', "JSON streams: print each record's ordinal and a tab before it")
     .action(action((path: string, flags: ReadFlags, command: Command) => readCommand(path, flags, command, true)));
   program.command(`head <stream-or-bucket>`).description('show stream metadata, or a bucket (a name without /)').action(action(headCommand));
   program.command(`rm ${STREAM_ARG}`).description('delete a stream').action(action(rmCommand));

@@ -42,6 +42,9 @@ export function printInfo(info: StreamInfo, json: boolean): Promise<void> {
     ['expires-at', info.expiresAt],
     ['earliest-offset', info.earliestOffset],
     ['incarnation', info.incarnation],
+    ['extensions', info.extensions.length === 0 ? undefined : info.extensions.join(', ')],
+    ['record-first', info.recordFirst],
+    ['record-next', info.recordNext],
   ];
   return out(
     rows

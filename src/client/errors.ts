@@ -150,15 +150,52 @@ export class AlreadyClaimedError extends RillError {
   }
 }
 
+/**
+ * The stream has no JSON record coordinates: the server said so (400, a stream that is
+ * not `application/json`), or its answer did not advertise `json-record-coordinates-v1`,
+ * so the client would not rely on record parameters or headers (no status, or the status
+ * of the answer it refused to read).
+ */
+export class RecordsNotActiveError extends RillError {}
+
+/** 412 RECORD_MATCH_FAILED: Stream-Record-Match did not name the record tail; nothing was appended. */
+export class RecordMatchFailedError extends RillError {
+  /** The stream's record tail N (Stream-Record-Next). */
+  get recordNext(): number | undefined {
+    return this.fields.recordNext;
+  }
+}
+
+/** 410 RECORD_TRIMMED: the record is before the first retained one. */
+export class RecordTrimmedError extends GoneError {
+  /** The first retained record F (Stream-Record-First): where a read may start now. */
+  get recordFirst(): number | undefined {
+    return this.fields.recordFirst;
+  }
+}
+
+/** 400 RECORD_BEYOND_TAIL: the record named is past the record tail (`fields.recordNext`). */
+export class RecordBeyondTailError extends RillError {}
+
+/** Codes whose class does not follow from the status alone. */
+const CLASS_BY_CODE: Partial<Record<RillErrorCode, typeof RillError>> = {
+  RECORD_MATCH_FAILED: RecordMatchFailedError,
+  RECORD_TRIMMED: RecordTrimmedError,
+  RECORD_BEYOND_TAIL: RecordBeyondTailError,
+  RECORDS_NOT_ACTIVE: RecordsNotActiveError,
+  STREAM_SEQ_CONFLICT: StreamSeqConflictError,
+  STREAM_CLOSED: StreamClosedError,
+  FENCED: WakeFencedError,
+  ALREADY_CLAIMED: AlreadyClaimedError,
+};
+
 function classFor(code: RillErrorCode, status: number | undefined): typeof RillError {
+  const byCode = CLASS_BY_CODE[code];
+  if (byCode !== undefined) return byCode;
   if (status === 412 || code === 'INCARNATION_MISMATCH') return StreamReplacedError;
   if (status === 410) return GoneError;
   // A 403 of access control is no fencing: only the producer codes are.
   if (status === 403 && code.startsWith('PRODUCER_')) return FencedError;
-  if (code === 'STREAM_SEQ_CONFLICT') return StreamSeqConflictError;
-  if (code === 'STREAM_CLOSED') return StreamClosedError;
-  if (code === 'FENCED') return WakeFencedError;
-  if (code === 'ALREADY_CLAIMED') return AlreadyClaimedError;
   if (status === 404) return NotFoundError;
   return RillError;
 }

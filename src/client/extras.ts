@@ -6,6 +6,7 @@
  */
 import { H } from '../protocol/headers.js';
 import { errorFromResponse, RillError } from './errors.js';
+import { hasRecordsToken, recordTailOf, requireRecords, type RecordRange } from './headers.js';
 import type { StreamHandle } from './stream.js';
 
 export interface Snapshot {
@@ -20,6 +21,21 @@ export interface Snapshot {
 export interface PublishedSnapshot {
   offset: string;
   digest: string;
+}
+
+/**
+ * Where a snapshot or retention cuts a stream: an offset (a message boundary), or on a
+ * JSON stream with record coordinates `{ record: n }`, the boundary where record n starts.
+ */
+export type StreamPoint = string | { record: number };
+
+/** What retention answers: the earliest offset kept, and on a JSON stream the record tails. */
+export interface Retained {
+  earliestOffset: string;
+  /** The first retained record F, when the stream has record coordinates. */
+  recordFirst?: number;
+  /** The record tail N, when the stream has record coordinates. */
+  recordNext?: number;
 }
 
 export interface Bootstrap {
@@ -46,6 +62,8 @@ export interface BatchAck {
   code?: string;
   message?: string;
   closed?: boolean;
+  /** The ordinals the frame's messages got, on a stream with record coordinates. */
+  records?: RecordRange;
 }
 
 export interface ExtrasOptions {
@@ -71,11 +89,28 @@ function required(headers: Headers, name: string): string {
   return value;
 }
 
-/** Publishes a snapshot of the history before `offset` (a message boundary). */
-export async function publishSnapshot(handle: StreamHandle, offset: string, body: Uint8Array | string, options: ExtrasOptions & { contentType?: string } = {}): Promise<PublishedSnapshot> {
+/**
+ * The path of a snapshot or retention at `at`: `{name}/{offset}`, or `{name}?record=n`.
+ * A record is checked here, since the server's answer is what says the record exists.
+ */
+function pointPath(name: string, at: StreamPoint): string {
+  if (typeof at === 'string') return `${name}/${at}`;
+  if (!Number.isSafeInteger(at.record) || at.record < 0) throw new RangeError(`a record is a non-negative integer, got ${at.record}`);
+  return `${name}?record=${at.record}`;
+}
+
+/** A position named by record is one only the extension gives meaning to: its answer must advertise it. */
+function checkPointAnswer(handle: StreamHandle, at: StreamPoint, headers: Headers, status: number): void {
+  if (typeof at !== 'string') requireRecords(headers, `a position by record on ${handle.url}`, status);
+}
+
+/** Publishes a snapshot of the history before `at` (a message boundary, or a record's start). */
+export async function publishSnapshot(handle: StreamHandle, at: StreamPoint, body: Uint8Array | string, options: ExtrasOptions & { contentType?: string } = {}): Promise<PublishedSnapshot> {
   const headers = { 'content-type': options.contentType ?? handle.contentType ?? 'application/octet-stream' };
-  const res = await call(handle, `snapshot/${offset}`, 'PUT', { ...options, headers, body: toBytes(body) }, [200, 201, 204]);
-  return { offset: res.headers.get(H.streamSnapshotOffset) ?? offset, digest: required(res.headers, H.streamSnapshotDigest) };
+  const res = await call(handle, pointPath('snapshot', at), 'PUT', { ...options, headers, body: toBytes(body) }, [200, 201, 204]);
+  checkPointAnswer(handle, at, res.headers, res.status);
+  const offset = res.headers.get(H.streamSnapshotOffset) ?? (typeof at === 'string' ? at : required(res.headers, H.streamSnapshotOffset));
+  return { offset, digest: required(res.headers, H.streamSnapshotDigest) };
 }
 
 /** The latest snapshot, or undefined when the stream has none. */
@@ -94,10 +129,13 @@ export async function latestSnapshot(handle: StreamHandle, options: ExtrasOption
   }
 }
 
-/** Drops the history before `offset`; it may not pass the latest snapshot. Answers the earliest offset. */
-export async function retain(handle: StreamHandle, offset: string, options: ExtrasOptions = {}): Promise<{ earliestOffset: string }> {
-  const res = await call(handle, `retention/${offset}`, 'PUT', options, [200, 204]);
-  return { earliestOffset: res.headers.get(H.streamEarliestOffset) ?? offset };
+/** Drops the history before `at`; it may not pass the latest snapshot. Answers the earliest offset (and record). */
+export async function retain(handle: StreamHandle, at: StreamPoint, options: ExtrasOptions = {}): Promise<Retained> {
+  const res = await call(handle, pointPath('retention', at), 'PUT', options, [200, 204]);
+  checkPointAnswer(handle, at, res.headers, res.status);
+  const earliestOffset = res.headers.get(H.streamEarliestOffset) ?? (typeof at === 'string' ? at : required(res.headers, H.streamEarliestOffset));
+  const { recordFirst, recordNext } = recordTailOf(res.headers);
+  return { earliestOffset, ...(recordFirst === undefined ? {} : { recordFirst }), ...(recordNext === undefined ? {} : { recordNext }) };
 }
 
 /** The snapshot plus every retained append after it: where a new reader starts. */
@@ -165,11 +203,13 @@ export async function appendBatch(handle: StreamHandle, frames: ReadonlyArray<Ui
   const contentType = await handle.knownContentType(options.signal);
   const res = await call(handle, 'append-batch', 'POST', { ...options, headers: { 'content-type': contentType }, body }, [200]);
   const acks = JSON.parse(decoder.decode(res.body)) as Array<Record<string, unknown>>;
+  const records = hasRecordsToken(res.headers);
   return acks.map((a) => ({
     status: a.status as number,
     ...(a.streamOffset === undefined ? {} : { offset: a.streamOffset as string }),
     ...(a.streamNextOffset === undefined ? {} : { nextOffset: a.streamNextOffset as string }),
     ...(a.code === undefined ? {} : { code: a.code as string, message: a.message as string }),
     ...(a.streamClosed ? { closed: true } : {}),
+    ...(records && typeof a.stream_record_start === 'number' && typeof a.stream_record_next === 'number' ? { records: { start: a.stream_record_start, next: a.stream_record_next } } : {}),
   }));
 }

@@ -25,8 +25,11 @@ export {
   type ProducerIdentity,
   type ProducerAnswer,
 } from './stream.js';
-export { type Snapshot, type PublishedSnapshot, type Bootstrap, type StreamAttrs, type BatchAck, type ExtrasOptions } from './extras.js';
+export { type Snapshot, type PublishedSnapshot, type Bootstrap, type StreamAttrs, type BatchAck, type ExtrasOptions, type StreamPoint, type Retained } from './extras.js';
 export { type ReadOptions, type ReadBatch, type LiveMode } from './read.js';
+export { type RecordReadOptions, type RecordBatch, type JsonRecord } from './records.js';
+export { type RecordRange } from './headers.js';
+export { JSON_RECORDS_TOKEN } from '../protocol/extensions.js';
 export { type Message } from './frames.js';
 export {
   RillError,
@@ -38,6 +41,10 @@ export {
   NotFoundError,
   WakeFencedError,
   AlreadyClaimedError,
+  RecordsNotActiveError,
+  RecordMatchFailedError,
+  RecordTrimmedError,
+  RecordBeyondTailError,
   isRillError,
   CLIENT_ERROR_CODES,
   type RillErrorCode,

@@ -10,6 +10,7 @@ import { isJsonContentType } from '../protocol/content-type.js';
 import { H } from '../protocol/headers.js';
 import { backoffDelayMs, retryPolicy, sleep, type RetryPolicy } from './backoff.js';
 import { errorFromResponse, RillError } from './errors.js';
+import type { BufferedResponse } from './http.js';
 import { byteMessages, jsonMessages, type Message } from './frames.js';
 import { encodeOffset, START } from './offsets.js';
 import { sseBatches } from './sse.js';
@@ -79,23 +80,42 @@ export async function* readBatches(stream: StreamHandle, options: ReadOptions): 
     yield* sseBatches(stream, { offset: options.offset ?? START, cursor: undefined }, options);
     return;
   }
-  const policy = retryPolicy(options.retry);
   const position: ReadPosition = { offset: options.offset ?? START, cursor: undefined };
+  const fetchOne = async (live: boolean) => {
+    const batch = await fetchBatch(stream, position, options, live);
+    position.offset = batch.nextOffset;
+    return batch;
+  };
+  yield* pollingReads(fetchOne, options, (batch) => batch.data.length > 0);
+}
+
+/** What the catch-up and long-poll loop needs of an answer. */
+export interface PolledAnswer {
+  upToDate: boolean;
+  closed: boolean;
+}
+
+/**
+ * Catch-up, then (with `live: 'long-poll'`) long-polls: `fetchOne(live)` sends one read
+ * from where the last one ended. Yields the answers that hold data (`hasData`), the last
+ * one, and with `heartbeats` the empty ones; retries transport failures with backoff.
+ */
+export async function* pollingReads<B extends PolledAnswer>(fetchOne: (live: boolean) => Promise<B>, options: Pick<ReadOptions, 'live' | 'heartbeats' | 'retry' | 'signal'>, hasData: (answer: B) => boolean): AsyncGenerator<B> {
+  const policy = retryPolicy(options.retry);
   let caughtUp = false;
   let failures = 0;
   for (;;) {
-    let batch: ReadBatch;
+    let answer: B;
     try {
-      batch = await fetchBatch(stream, position, options, caughtUp && options.live === 'long-poll');
+      answer = await fetchOne(caughtUp && options.live === 'long-poll');
       failures = 0;
     } catch (error) {
       failures = await afterFailure(error, failures, policy, options.signal);
       continue;
     }
-    position.offset = batch.nextOffset;
-    if (batch.data.length > 0 || batch.closed || options.heartbeats) yield batch;
-    if (batch.closed) return;
-    if (batch.upToDate) {
+    if (hasData(answer) || answer.closed || options.heartbeats) yield answer;
+    if (answer.closed) return;
+    if (answer.upToDate) {
       if (!options.live) return;
       caughtUp = true;
     }
@@ -110,26 +130,33 @@ export async function afterFailure(error: unknown, failures: number, policy: Ret
   return count;
 }
 
-function readUrl(stream: StreamHandle, position: ReadPosition, options: ReadOptions, live: boolean): string {
-  const params = new URLSearchParams({ offset: position.offset });
+/** The options of one catch-up or long-poll request. */
+type RequestReadOptions = Pick<ReadOptions, 'maxBytes' | 'longPollTimeoutMs' | 'consistency' | 'signal'>;
+
+/**
+ * Sends one read whose start is in `params` (an offset, or record parameters), adding the
+ * size bound and, for a long-poll, its wait and cursor; answers a 200 or a 204.
+ */
+export async function sendRead(stream: StreamHandle, params: URLSearchParams, cursor: string | undefined, options: RequestReadOptions, live: boolean): Promise<BufferedResponse> {
   if (options.maxBytes !== undefined) params.set('max_bytes', String(options.maxBytes));
+  const waitMs = options.longPollTimeoutMs ?? DEFAULT_LONG_POLL_TIMEOUT_MS;
   if (live) {
     params.set('live', 'long-poll');
-    params.set('timeout_ms', String(options.longPollTimeoutMs ?? DEFAULT_LONG_POLL_TIMEOUT_MS));
-    if (position.cursor !== undefined) params.set('cursor', position.cursor);
+    params.set('timeout_ms', String(waitMs));
+    if (cursor !== undefined) params.set('cursor', cursor);
   } else if (options.consistency !== undefined) {
     params.set('consistency', options.consistency);
   }
-  return `${stream.url}?${params.toString()}`;
+  // A held long-poll may take its whole wait before answering.
+  const timeoutMs = live ? stream.transport.timeoutMs + waitMs : undefined;
+  const res = await stream.transport.request(`${stream.url}?${params.toString()}`, { method: 'GET', headers: stream.requestHeaders(), signal: options.signal, timeoutMs });
+  if (res.status !== 200 && res.status !== 204) throw await errorFromResponse(res.response);
+  stream.observe(res.headers);
+  return res;
 }
 
 async function fetchBatch(stream: StreamHandle, position: ReadPosition, options: ReadOptions, live: boolean): Promise<ReadBatch> {
-  const url = readUrl(stream, position, options, live);
-  // A held long-poll may take its whole wait before answering.
-  const timeoutMs = live ? stream.transport.timeoutMs + (options.longPollTimeoutMs ?? DEFAULT_LONG_POLL_TIMEOUT_MS) : undefined;
-  const res = await stream.transport.request(url, { method: 'GET', headers: stream.requestHeaders(), signal: options.signal, timeoutMs });
-  if (res.status !== 200 && res.status !== 204) throw await errorFromResponse(res.response);
-  stream.observe(res.headers);
+  const res = await sendRead(stream, new URLSearchParams({ offset: position.offset }), position.cursor, options, live);
   const nextOffset = res.headers.get(H.streamNextOffset);
   if (nextOffset === null) throw new RillError({ code: 'UNEXPECTED_RESPONSE', message: 'a read answer without Stream-Next-Offset', status: res.status });
   position.cursor = res.headers.get(H.streamCursor) ?? position.cursor;

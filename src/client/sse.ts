@@ -85,14 +85,20 @@ export class SseParser {
   }
 }
 
-interface Control {
+/** An SSE control event: where the events before it end, and the stream's state. */
+export interface Control {
   streamNextOffset: string;
   streamCursor?: string;
   upToDate?: boolean;
   streamClosed?: boolean;
+  /** Record-aware reads: the first retained record F, and the record after the events before it. */
+  streamFirstRecord?: number;
+  streamNextRecord?: number;
+  /** The reader's token expired: the server ends the connection after this event. */
+  tokenExpired?: boolean;
 }
 
-function parseControl(data: string): Control {
+export function parseControl(data: string): Control {
   const value = JSON.parse(data) as Partial<Control>;
   if (typeof value.streamNextOffset !== 'string') {
     throw new RillError({ code: 'UNEXPECTED_RESPONSE', message: 'an SSE control event without streamNextOffset' });
@@ -146,27 +152,37 @@ async function* chunks(body: ReadableStream<Uint8Array>, idleMs: number): AsyncG
   }
 }
 
-export async function* sseBatches(stream: StreamHandle, position: ReadPosition, options: ReadOptions): AsyncGenerator<ReadBatch> {
+/**
+ * Opens SSE connections one after another, each resuming where the last one stopped
+ * (`connect` reads the position its items moved), until an item is `final`. A connection
+ * the server ends (lifetime, drain) is reopened at once; one that fails, or ends without
+ * an event, is reopened with backoff, and a run of such failures is bounded.
+ */
+export async function* reconnecting<T>(connect: () => AsyncIterable<T>, final: (item: T) => boolean, options: Pick<ReadOptions, 'retry' | 'signal'>): AsyncGenerator<T> {
   const policy = retryPolicy(options.retry);
-  const json = isJsonContentType(await stream.knownContentType(options.signal));
   let failures = 0;
   for (;;) {
     let progressed = false;
     try {
-      for await (const batch of sseConnection(stream, position, options, json)) {
+      for await (const item of connect()) {
         progressed = true;
         failures = 0;
-        position.offset = batch.nextOffset;
-        if (batch.data.length > 0 || batch.closed || options.heartbeats) yield batch;
-        if (batch.closed) return;
+        yield item;
+        if (final(item)) return;
       }
-      // The server ended the connection (lifetime, drain): reopen where we are.
       if (!progressed) failures = await afterFailure(quietEnd(), failures, policy, options.signal);
     } catch (error) {
       // The body is read after fetch returned, so its abort surfaces as a plain AbortError.
       if (options.signal?.aborted) throw abortError(options.signal.reason);
       failures = await afterFailure(toRillError(error), progressed ? 0 : failures, policy, options.signal);
     }
+  }
+}
+
+export async function* sseBatches(stream: StreamHandle, position: ReadPosition, options: ReadOptions): AsyncGenerator<ReadBatch> {
+  const json = isJsonContentType(await stream.knownContentType(options.signal));
+  for await (const batch of reconnecting(() => sseConnection(stream, position, options, json), (b) => b.closed, options)) {
+    if (batch.data.length > 0 || batch.closed || options.heartbeats) yield batch;
   }
 }
 
@@ -180,32 +196,44 @@ function quietEnd(): RillError {
   return new RillError({ code: 'NETWORK_ERROR', message: 'the SSE connection ended without any event' });
 }
 
-async function* sseConnection(stream: StreamHandle, position: ReadPosition, options: ReadOptions, json: boolean): AsyncGenerator<ReadBatch> {
-  const params = new URLSearchParams({ offset: position.offset, live: 'sse' });
-  if (position.cursor !== undefined) params.set('cursor', position.cursor);
-  if (options.maxBytes !== undefined) params.set('max_bytes', String(options.maxBytes));
+/** Opens one SSE read whose start is in `params`; answers the 200 whose body the caller reads. */
+export async function openSse(stream: StreamHandle, params: URLSearchParams, signal?: AbortSignal): Promise<Response> {
+  params.set('live', 'sse');
   const headers = { ...stream.requestHeaders(), accept: 'text/event-stream' };
-  const res = await stream.transport.open(`${stream.url}?${params.toString()}`, { method: 'GET', headers, signal: options.signal });
+  const res = await stream.transport.open(`${stream.url}?${params.toString()}`, { method: 'GET', headers, signal });
   if (res.status !== 200) throw await errorFromResponse(res);
   stream.observe(res.headers);
-  if (res.body === null) return;
-  const base64 = res.headers.get(H.streamSseDataEncoding) === 'base64';
+  return res;
+}
+
+/** The events of an SSE body, failing when it shows no sign of life for a while. */
+export async function* sseEvents(body: ReadableStream<Uint8Array> | null): AsyncGenerator<SseEvent> {
+  if (body === null) return;
   const parser = new SseParser();
   const decoder = new TextDecoder('utf-8');
+  for await (const chunk of chunks(body, SSE_IDLE_TIMEOUT_MS)) yield* parser.push(decoder.decode(chunk, { stream: true }));
+}
+
+async function* sseConnection(stream: StreamHandle, position: ReadPosition, options: ReadOptions, json: boolean): AsyncGenerator<ReadBatch> {
+  const params = new URLSearchParams({ offset: position.offset });
+  if (position.cursor !== undefined) params.set('cursor', position.cursor);
+  if (options.maxBytes !== undefined) params.set('max_bytes', String(options.maxBytes));
+  const res = await openSse(stream, params, options.signal);
+  const base64 = res.headers.get(H.streamSseDataEncoding) === 'base64';
   let payloads: string[] = [];
-  for await (const chunk of chunks(res.body, SSE_IDLE_TIMEOUT_MS)) {
-    for (const event of parser.push(decoder.decode(chunk, { stream: true }))) {
-      if (event.event === 'data') {
-        payloads.push(event.data);
-        continue;
-      }
-      if (event.event !== 'control') continue;
-      const control = parseControl(event.data);
-      position.cursor = control.streamCursor ?? position.cursor;
-      const next = { nextOffset: control.streamNextOffset, upToDate: control.upToDate === true, closed: control.streamClosed === true };
-      const data = payloads.length === 0 ? new Uint8Array(0) : payloadBytes(payloads, base64, json);
-      payloads = [];
-      yield makeBatch(data, json, position.offset, next);
+  for await (const event of sseEvents(res.body)) {
+    if (event.event === 'data') {
+      payloads.push(event.data);
+      continue;
     }
+    if (event.event !== 'control') continue;
+    const control = parseControl(event.data);
+    position.cursor = control.streamCursor ?? position.cursor;
+    const next = { nextOffset: control.streamNextOffset, upToDate: control.upToDate === true, closed: control.streamClosed === true };
+    const data = payloads.length === 0 ? new Uint8Array(0) : payloadBytes(payloads, base64, json);
+    payloads = [];
+    const batch = makeBatch(data, json, position.offset, next);
+    position.offset = batch.nextOffset;
+    yield batch;
   }
 }

@@ -6,9 +6,11 @@
  */
 import { isJsonContentType, normalizeContentType } from '../protocol/content-type.js';
 import { H } from '../protocol/headers.js';
-import { errorFromResponse, RillError } from './errors.js';
+import { errorFromResponse, RecordsNotActiveError, RillError } from './errors.js';
+import { extensionsOf, hasRecordsToken, optionalUint, recordRangeOf, recordTailOf, requireRecords, type RecordRange } from './headers.js';
 import type { Transport } from './http.js';
 import { readBatches, readMessages, type ReadBatch, type ReadOptions } from './read.js';
+import { readRecordBatches, readRecords, type JsonRecord, type RecordBatch, type RecordReadOptions } from './records.js';
 import type { Message } from './frames.js';
 import {
   appendBatch,
@@ -22,8 +24,10 @@ import {
   type Bootstrap,
   type ExtrasOptions,
   type PublishedSnapshot,
+  type Retained,
   type Snapshot,
   type StreamAttrs,
+  type StreamPoint,
 } from './extras.js';
 
 export interface StreamHandleOptions {
@@ -46,6 +50,14 @@ export interface StreamInfo {
   /** Where the newest published snapshot ends, when the stream has one. */
   snapshotOffset: string | undefined;
   incarnation: string | undefined;
+  /** The extension tokens active for the stream (Stream-Extensions). */
+  extensions: string[];
+  /** The stream numbers its messages (`json-record-coordinates-v1` is active): record reads and `recordMatch` apply. */
+  recordsActive: boolean;
+  /** The first retained record F; undefined when records are not active. */
+  recordFirst: number | undefined;
+  /** The record tail N, the ordinal the next message gets; undefined when records are not active. */
+  recordNext: number | undefined;
 }
 
 export interface CreateOptions {
@@ -74,6 +86,8 @@ export interface CreateResult {
   nextOffset: string;
   closed: boolean;
   incarnation: string | undefined;
+  /** The ordinals of the messages it was created with (start = next = the record tail when none, or when it existed). */
+  records: RecordRange | undefined;
 }
 
 export interface ProducerIdentity {
@@ -91,6 +105,14 @@ export interface AppendOptions {
   /** Close the stream with this append. */
   close?: boolean;
   producer?: ProducerIdentity;
+  /**
+   * Append only if the stream's record tail N is this ordinal (Stream-Record-Match);
+   * otherwise nothing is written and the append fails with `RecordMatchFailedError`,
+   * whose `recordNext` is the tail. The stream must advertise record coordinates: the
+   * handle checks (one HEAD when it has not seen them yet) before sending, since a
+   * server without them would append unconditionally.
+   */
+  recordMatch?: number;
   signal?: AbortSignal;
   timeoutMs?: number;
 }
@@ -113,6 +135,8 @@ export interface AppendResult {
   /** The write had been applied before: nothing was written this time. */
   duplicate: boolean;
   producer: ProducerAnswer | undefined;
+  /** The ordinals the write's messages got (a JSON stream's records); undefined when the answer has none. */
+  records: RecordRange | undefined;
 }
 
 const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
@@ -120,12 +144,6 @@ const encoder = new TextEncoder();
 
 function toBytes(body: Uint8Array | string): Uint8Array {
   return typeof body === 'string' ? encoder.encode(body) : body;
-}
-
-function optionalUint(headers: Headers, name: string): number | undefined {
-  const raw = headers.get(name);
-  if (raw === null || !/^\d{1,16}$/.test(raw.trim())) return undefined;
-  return Number(raw);
 }
 
 function producerAnswer(headers: Headers): ProducerAnswer | undefined {
@@ -149,6 +167,11 @@ export class StreamHandle {
   incarnation: string | undefined;
   /** The stream's content type, once an answer told it. */
   contentType: string | undefined;
+  /**
+   * Whether the stream advertises JSON record coordinates: true once an answer did, false
+   * once a HEAD did not, undefined before either.
+   */
+  recordsActive: boolean | undefined;
 
   constructor(url: string, transport: Transport, options: StreamHandleOptions = {}) {
     this.url = url;
@@ -166,11 +189,14 @@ export class StreamHandle {
   observe(headers: Headers): void {
     const token = headers.get(H.streamIncarnation);
     if (token !== null && this.trackIncarnation && this.incarnation === undefined) this.incarnation = token;
+    // Only a HEAD settles that records are not active: not every answer lists the tokens.
+    if (hasRecordsToken(headers)) this.recordsActive = true;
   }
 
   /** Forgets the incarnation, to start over with whatever stream lives at the URL now. */
   forgetIncarnation(): void {
     this.incarnation = undefined;
+    this.recordsActive = undefined;
   }
 
   /** True when the handle knows the stream is a JSON stream. */
@@ -200,6 +226,7 @@ export class StreamHandle {
       nextOffset: res.headers.get(H.streamNextOffset) ?? '',
       closed: res.headers.get(H.streamClosed) === 'true',
       incarnation: res.headers.get(H.streamIncarnation) ?? undefined,
+      records: recordRangeOf(res.headers),
     };
   }
 
@@ -225,7 +252,9 @@ export class StreamHandle {
   }
 
   /** @internal */ private async post(body: Uint8Array, options: AppendOptions): Promise<AppendResult> {
+    if (options.recordMatch !== undefined) await this.checkRecordMatch(options.recordMatch, options.signal);
     const headers: Record<string, string> = { ...this.requestHeaders() };
+    if (options.recordMatch !== undefined) headers[H.streamRecordMatch] = String(options.recordMatch);
     if (body.length > 0) headers['content-type'] = options.contentType ?? this.contentType ?? DEFAULT_CONTENT_TYPE;
     if (options.close) headers[H.streamClosed] = 'true';
     if (options.streamSeq !== undefined) headers[H.streamSeq] = options.streamSeq;
@@ -239,7 +268,21 @@ export class StreamHandle {
     const res = await this.transport.request(this.url, { method: 'POST', headers, body, signal: options.signal, timeoutMs: options.timeoutMs });
     if (res.status !== 200 && res.status !== 204) throw await errorFromResponse(res.response);
     this.observe(res.headers);
+    // Applied, but by a server that may have ignored the precondition: say so.
+    if (options.recordMatch !== undefined) requireRecords(res.headers, `an append with Stream-Record-Match to ${this.url} was applied, yet`, res.status);
     return appendResult(res.status, res.headers, producer !== undefined, body.length === 0);
+  }
+
+  /**
+   * Refuses a record precondition the stream cannot honour, before sending it: a server
+   * without record coordinates would ignore Stream-Record-Match and append anyway.
+   */
+  /** @internal */ private async checkRecordMatch(recordMatch: number, signal?: AbortSignal): Promise<void> {
+    if (!Number.isSafeInteger(recordMatch) || recordMatch < 0) throw new RangeError(`recordMatch must be a record ordinal (a non-negative integer), got ${recordMatch}`);
+    if (this.recordsActive !== true) await this.head({ signal });
+    if (this.recordsActive !== true) {
+      throw new RecordsNotActiveError({ code: 'RECORDS_NOT_ACTIVE', message: `${this.url} does not advertise record coordinates (it is not an application/json stream, or the server lacks the extension): recordMatch was not sent` });
+    }
   }
 
   async head(options: { signal?: AbortSignal } = {}): Promise<StreamInfo> {
@@ -249,6 +292,8 @@ export class StreamHandle {
     const h = res.headers;
     this.contentType = h.get('content-type') ?? this.contentType;
     const ttl = h.get(H.streamTtl);
+    const recordsActive = hasRecordsToken(h);
+    this.recordsActive = recordsActive;
     return {
       contentType: h.get('content-type') ?? DEFAULT_CONTENT_TYPE,
       nextOffset: h.get(H.streamNextOffset) ?? '',
@@ -259,6 +304,9 @@ export class StreamHandle {
       earliestOffset: h.get(H.streamEarliestOffset) ?? undefined,
       snapshotOffset: h.get(H.streamSnapshotOffset) ?? undefined,
       incarnation: h.get(H.streamIncarnation) ?? undefined,
+      extensions: extensionsOf(h),
+      recordsActive,
+      ...recordTailOf(h),
     };
   }
 
@@ -275,9 +323,9 @@ export class StreamHandle {
     return this.contentType ?? DEFAULT_CONTENT_TYPE;
   }
 
-  /** Publishes a snapshot of the history before `offset` (a message boundary). */
-  publishSnapshot(offset: string, body: Uint8Array | string, options: ExtrasOptions & { contentType?: string } = {}): Promise<PublishedSnapshot> {
-    return publishSnapshot(this, offset, body, options);
+  /** Publishes a snapshot of the history before `at`: an offset (a message boundary), or `{ record: n }` on a JSON stream. */
+  publishSnapshot(at: StreamPoint, body: Uint8Array | string, options: ExtrasOptions & { contentType?: string } = {}): Promise<PublishedSnapshot> {
+    return publishSnapshot(this, at, body, options);
   }
 
   /** The latest snapshot, or undefined when the stream has none. */
@@ -285,9 +333,9 @@ export class StreamHandle {
     return latestSnapshot(this, options);
   }
 
-  /** Drops the history before `offset` (at most up to the latest snapshot). */
-  retain(offset: string, options: ExtrasOptions = {}): Promise<{ earliestOffset: string }> {
-    return retain(this, offset, options);
+  /** Drops the history before `at`, an offset or `{ record: n }` (at most up to the latest snapshot). */
+  retain(at: StreamPoint, options: ExtrasOptions = {}): Promise<Retained> {
+    return retain(this, at, options);
   }
 
   /** The latest snapshot and every retained append after it. */
@@ -318,6 +366,19 @@ export class StreamHandle {
   messages<T = unknown>(options: ReadOptions = {}): AsyncIterable<Message<T>> {
     return readMessages<T>(this, options);
   }
+
+  /**
+   * Reads a JSON stream's records by ordinal, as an async iterable of batches (see
+   * `RecordReadOptions`). Fails with `RecordsNotActiveError` on a stream without them.
+   */
+  recordBatches<T = unknown>(options: RecordReadOptions = {}): AsyncIterable<RecordBatch<T>> {
+    return readRecordBatches<T>(this, options);
+  }
+
+  /** Reads a JSON stream's records by ordinal, one `{ record, value, text }` at a time. */
+  records<T = unknown>(options: RecordReadOptions = {}): AsyncIterable<JsonRecord<T>> {
+    return readRecords<T>(this, options);
+  }
 }
 
 /** Stream-Forked-From names the source by its path on the same server, leading `/` included. */
@@ -342,5 +403,6 @@ function appendResult(status: number, headers: Headers, withProducer: boolean, c
     // without a body answers 204 either way.
     duplicate: withProducer && !closeOnly && status === 204,
     producer,
+    records: recordRangeOf(headers),
   };
 }

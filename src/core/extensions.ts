@@ -3,6 +3,7 @@
  * `Stream-Extensions` header lists exactly the extension tokens active for the stream a
  * response is about, never one that is merely supported by the server.
  */
+import { JSON_RECORDS_TOKEN } from '../protocol/extensions.js';
 
 export const EXTENSION_TOKENS = {
   /** Streams addressed through `/{bucket}/{affinity_key}/{stream}`. */
@@ -10,7 +11,7 @@ export const EXTENSION_TOKENS = {
   /** Answers of `POST /{bucket}/{affinity_key}/$transaction`. */
   groupTransaction: 'group-append-transaction-v1',
   /** `application/json` streams (core/records.ts). */
-  jsonRecords: 'json-record-coordinates-v1',
+  jsonRecords: JSON_RECORDS_TOKEN,
 } as const;
 
 export interface ExtensionContext {

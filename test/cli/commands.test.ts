@@ -5,29 +5,12 @@
  * on the engine).
  */
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
-import { freePort, removeDir, startServer, type RunningServer } from '../helpers/server.js';
+import { describe, expect, it } from 'vitest';
+import { useCliServer } from '../helpers/cli.js';
+import { freePort } from '../helpers/server.js';
 
-let server: RunningServer;
-
-beforeAll(async () => {
-  server = await startServer({ store: 'memory' });
-  expect((await rill(['buckets', 'create', 'first'])).code).toBe(0);
-});
-
-afterAll(async () => {
-  await server?.stop();
-  if (server) removeDir(server.dataDir);
-});
-
-const rill = (args: string[], stdin = '') => runCli(server.url, args, { stdin });
-
-async function ok(args: string[], stdin = ''): Promise<string> {
-  const run = await rill(args, stdin);
-  expect(run.code, run.stderr).toBe(0);
-  return run.stdout;
-}
+const cli = useCliServer('first', { store: 'memory' });
+const { rill, ok } = cli;
 
 describe('rill commands, first hour', () => {
   it('refuses a create without a stream name, and heads a bucket', async () => {
@@ -51,7 +34,7 @@ describe('rill commands, first hour', () => {
   it('prints its version, takes a URL without a scheme, and names a refused URL', async () => {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
     expect(await ok(['--version'])).toBe(`${pkg.version}\n`);
-    expect(await ok(['--url', server.url.replace('http://', ''), 'head', 'first'])).toMatch(/^id: first/);
+    expect(await ok(['--url', cli.server.url.replace('http://', ''), 'head', 'first'])).toMatch(/^id: first/);
     const port = await freePort();
     const refused = await rill(['--url', `127.0.0.1:${port}`, 'head', 'first/x']);
     expect(refused.code).toBe(1);

@@ -2,10 +2,9 @@
  * The `rill` client commands, run as the real binary (dist/cli/main.js) against a real
  * server: plain output by default, --json on request, RILL_URL or --url.
  */
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
-import { CLI, removeDir, startServer, type RunningServer } from '../helpers/server.js';
+import { runCli, startCli } from '../helpers/cli.js';
+import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { until, untilLiveReader, within } from '../helpers/processing.js';
 
 let server: RunningServer;
@@ -27,22 +26,13 @@ async function ok(args: string[], options?: { stdin?: string }): Promise<string>
   return run.stdout;
 }
 
-/** A `rill` command left running (a tail): what it printed so far, and its exit code. */
-function start(args: string[]) {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, RILL_URL: server.url } });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  return { child, exited, stdout: () => stdout, stderr: () => stderr };
-}
+const start = (args: string[]) => startCli(server.url, args);
 
 describe('rill client commands', () => {
   it('creates, appends from argument and stdin, reads, heads and lists', async () => {
     expect(await ok(['buckets', 'create', 'clibk'])).toBe('created clibk\n');
     expect(await ok(['create', 'clibk/events', '-t', 'application/json'])).toMatch(/^created clibk\/events \(application\/json\)/);
-    expect(await ok(['append', 'clibk/events', '{"n":1}'])).toMatch(/^appended next-offset 00000000000000000008\n$/);
+    expect(await ok(['append', 'clibk/events', '{"n":1}'])).toMatch(/^appended next-offset 00000000000000000008 record-start 0 record-next 1\n$/);
     await ok(['append', 'clibk/events', '--producer', 'cli-writer'], { stdin: '{"n":2}\n\n{"n":3}\n' });
     // A second run of the same producer claims a newer epoch by itself.
     await ok(['append', 'clibk/events', '--producer', 'cli-writer'], { stdin: '{"n":4}\n' });

@@ -312,7 +312,8 @@ describe('stream handle', () => {
     const published = await stream.publishSnapshot('00000000000000000008', '{"sum":1}');
     expect(published.digest).toMatch(/^[0-9a-f]{64}$/);
     expect(await stream.snapshot()).toMatchObject({ offset: '00000000000000000008', digest: published.digest, contentType: 'application/json' });
-    expect(await stream.retain('00000000000000000008')).toEqual({ earliestOffset: '00000000000000000008' });
+    // A JSON stream's answer says where its records now start, too.
+    expect(await stream.retain('00000000000000000008')).toEqual({ earliestOffset: '00000000000000000008', recordFirst: 1, recordNext: 3 });
     const boot = await stream.bootstrap();
     expect(new TextDecoder().decode(boot.snapshot!.body)).toBe('{"sum":1}');
     expect(boot.messages.map((m) => JSON.parse(new TextDecoder().decode(m)))).toEqual([{ a: 2 }, { a: 3 }]);

@@ -1,6 +1,7 @@
 /** Runs the real `rill` binary (dist/cli/main.js) against a server, as a user would. */
-import { spawn } from 'node:child_process';
-import { CLI } from './server.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { CLI, removeDir, startServer, type RunningServer, type StartOptions } from './server.js';
 
 export interface CliRun {
   code: number | null;
@@ -18,4 +19,53 @@ export function runCli(url: string, args: string[], options: { stdin?: string; e
     child.stdin.end(options.stdin ?? '');
     child.once('exit', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/** A `rill` command left running (a tail): what it printed so far, and its exit code. */
+export interface RunningCli {
+  child: ChildProcess;
+  exited: Promise<number | null>;
+  stdout(): string;
+  stderr(): string;
+}
+
+export function startCli(url: string, args: string[]): RunningCli {
+  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, RILL_URL: url } });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, exited, stdout: () => stdout, stderr: () => stderr };
+}
+
+/** A file's CLI tests: one real server with one bucket, stopped after them, and the binary run against it. */
+export interface CliServer {
+  /** Filled in once the server is up. */
+  server: RunningServer;
+  rill(args: string[], stdin?: string): Promise<CliRun>;
+  /** Runs a command that must succeed; answers its stdout. */
+  ok(args: string[], stdin?: string): Promise<string>;
+}
+
+/** Registers beforeAll/afterAll for a server with `bucket`; the commands run once it is up. */
+export function useCliServer(bucket: string, options: StartOptions = {}): CliServer {
+  const env: CliServer = {
+    server: undefined as unknown as RunningServer,
+    rill: (args, stdin = '') => runCli(env.server.url, args, { stdin }),
+    async ok(args, stdin = '') {
+      const run = await env.rill(args, stdin);
+      expect(run.code, run.stderr).toBe(0);
+      return run.stdout;
+    },
+  };
+  beforeAll(async () => {
+    env.server = await startServer(options);
+    expect((await env.rill(['buckets', 'create', bucket])).code).toBe(0);
+  });
+  afterAll(async () => {
+    await env.server?.stop();
+    if (env.server) removeDir(env.server.dataDir);
+  });
+  return env;
 }

@@ -133,7 +133,8 @@ function checkHeaders(reply: Reply, expected: Expected): void {
 async function sseFirstEvents(path: string): Promise<{ reply: Reply; data: string; control: Record<string, unknown> }> {
   const abort = new AbortController();
   const res = await fetch(`${server.url}${path}`, { signal: abort.signal });
-  const headers = Object.fromEntries(res.headers.entries());
+  const headers: Record<string, string> = {};
+  res.headers.forEach((value, name) => (headers[name] = value));
   const reply: Reply = { status: res.status, headers, body: Buffer.alloc(0), text: () => '', json: () => null };
   let data = '';
   let control: Record<string, unknown> | null = null;
