@@ -33,6 +33,7 @@ const USES_POSTGRES = [
   'test/storage/postgres-engine.test.ts',
   'test/storage/records.test.ts',
   'test/storage/subscriptions.test.ts',
+  'test/storage/transactions.test.ts',
 ];
 
 /** HTTP and client files run again on PostgreSQL: what they assert depends on the engine. */

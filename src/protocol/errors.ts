@@ -37,6 +37,8 @@ export const ERROR_STATUS = {
   // a record-aware read that starts beyond the record tail.
   RECORDS_NOT_ACTIVE: 400,
   RECORD_BEYOND_TAIL: 400,
+  // 400: a group transaction's body or one of its operations is malformed.
+  INVALID_TRANSACTION: 400,
   // 400: a webhook URL refused (scheme, or a loopback, private or link-local host).
   WEBHOOK_URL_REJECTED: 400,
   // 401: no valid token (WWW-Authenticate: Bearer goes with every 401).
@@ -61,6 +63,8 @@ export const ERROR_STATUS = {
   METHOD_NOT_ALLOWED: 405,
   // 409: the request conflicts with the stream's state.
   STREAM_CONFIG_CONFLICT: 409,
+  // 409: a retried transaction of which some operations were applied before and others not.
+  TRANSACTION_PARTLY_APPLIED: 409,
   STREAM_CLOSED: 409,
   CONTENT_TYPE_MISMATCH: 409,
   STREAM_SEQ_CONFLICT: 409,

@@ -11,7 +11,7 @@ import { isJsonContentType } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { countJsonMessages } from '../protocol/json.js';
 import { InsufficientStorageError, type DiskSpace } from './disk-space.js';
-import { Executor, type Txn } from './executor.js';
+import { CommandRefused, Executor, type Txn } from './executor.js';
 import { MissingState } from './missing.js';
 import type {
   BucketInfo,
@@ -384,7 +384,7 @@ export abstract class BatchedStore implements Store {
   /** True when `error` is one command's own fault: the batch then runs again without it. */
   private dropFaulty(work: BatchWork, error: unknown): boolean {
     if (!(error instanceof CommandFault)) return false;
-    work.failed.set(error.op, new CommandFailedError(error.cause));
+    work.failed.set(error.op, error.cause instanceof CommandRefused ? error.cause : new CommandFailedError(error.cause));
     return true;
   }
 
@@ -392,7 +392,7 @@ export abstract class BatchedStore implements Store {
   private refuse(work: BatchWork, error: unknown): void {
     for (const [id, at] of work.touches) this.touchAt(id, at);
     const refusal = this.refusalOf(error);
-    for (const op of work.batch) op.reject(work.failed.get(op) ?? refusal);
+    for (const op of work.batch) answerLeftOut(op, work.failed.get(op) ?? refusal);
     for (const observer of this.observers) observer.batchRefused();
     this.batchEnded();
   }
@@ -408,7 +408,7 @@ export abstract class BatchedStore implements Store {
     if (error !== undefined) this.failFatally(error);
     for (const op of work.batch) {
       const failure = work.failed.get(op);
-      if (failure) op.reject(failure);
+      if (failure) answerLeftOut(op, failure);
       else if (error !== undefined) op.reject(new DurabilityLostError(error));
       else op.resolve(work.outcomes.get(op));
     }
@@ -428,17 +428,27 @@ export abstract class BatchedStore implements Store {
   }
 }
 
+/** Answers a command the batch ran without: its refusal (CommandRefused), or the failure that left it out. */
+function answerLeftOut(op: Pending, failure: unknown): void {
+  if (failure instanceof CommandRefused) op.resolve(failure.outcome);
+  else op.reject(failure);
+}
+
 /** Tells the observer what a durable batch appended: bytes, and messages (a JSON append holds one per line). */
 function observeAppends(observers: readonly StorageObserver[], work: BatchWork, waitSeconds: number): void {
   let bytes = 0;
   let messages = 0;
-  for (const op of work.batch) {
-    if (op.kind !== 'append' || work.failed.has(op)) continue;
-    const outcome = work.outcomes.get(op) as { kind: string; closeOnly?: boolean } | undefined;
-    if (outcome?.kind !== 'appended' || outcome.closeOnly) continue;
-    const request = (op.input as StoreCommands['append']['input']).request;
+  const count = (request: StoreCommands['append']['input']['request']): void => {
     bytes += request.data.length;
     messages += request.contentType !== null && isJsonContentType(request.contentType) ? countJsonMessages(request.data) : 1;
+  };
+  for (const op of work.batch) {
+    if (work.failed.has(op)) continue;
+    const outcome = work.outcomes.get(op) as { kind: string; closeOnly?: boolean; operations?: Array<{ kind: string }> } | undefined;
+    if (op.kind === 'append' && outcome?.kind === 'appended' && !outcome.closeOnly) count((op.input as StoreCommands['append']['input']).request);
+    if (op.kind !== 'appendTransaction' || outcome?.kind !== 'committed') continue;
+    const { operations } = op.input as StoreCommands['appendTransaction']['input'];
+    operations.forEach(({ request }, i) => outcome.operations![i]!.kind === 'appended' && count(request));
   }
   for (const observer of observers) observer.batchDurable!(waitSeconds, bytes, messages);
 }
@@ -447,7 +457,7 @@ function observeAppends(observers: readonly StorageObserver[], work: BatchWork, 
 interface BatchWork {
   batch: Pending[];
   touches: Map<number, number>;
-  /** Commands whose own step failed, left out when the batch runs again. */
+  /** Commands whose own step failed or refused after applying changes, left out when the batch runs again. */
   failed: Map<Pending, unknown>;
   outcomes: Map<Pending, unknown>;
   events: CommitEvent[];

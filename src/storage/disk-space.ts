@@ -36,6 +36,10 @@ export function bytesAdded<K extends CommandName>(kind: K, input: StoreCommands[
   switch (kind) {
     case 'append':
       return 2 * (input as StoreCommands['append']['input']).request.data.length + ROW_BYTES;
+    case 'appendTransaction': {
+      const { operations } = input as StoreCommands['appendTransaction']['input'];
+      return operations.reduce((sum, { request }) => sum + 2 * request.data.length + ROW_BYTES, 0);
+    }
     case 'createStream':
       return 2 * (input as StoreCommands['createStream']['input']).data.length + ROW_BYTES;
     case 'publishSnapshot':

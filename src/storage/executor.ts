@@ -18,6 +18,7 @@ import { decideCreate, type ChunkView } from '../core/create.js';
 import { forgetCutoffMs } from '../core/producer.js';
 import { countRecordsIn, hasRecords, recordCountAt, recordFromCount } from '../core/records.js';
 import { decideDelete, decideExpire, decideRelease, touched } from '../core/stream.js';
+import { decideTransaction, refusalAt, type CommittedOperation } from '../core/transaction.js';
 import type { AppendChanges, ProducerRecord, ProducerSettings, ProducerView, StreamState } from '../core/types.js';
 import type { LinkView, SubscriptionLink, SubscriptionState } from '../core/subscription-types.js';
 import type { CommandName, CommitEvent, StoreCommands } from './store.js';
@@ -91,6 +92,17 @@ export interface Txn {
   rewindStep?(): void;
 }
 
+/**
+ * Thrown by a step that has applied changes and must now refuse: the batch's transaction
+ * is rolled back and runs again without the command, which is answered `outcome`
+ * (batched.ts). A refused group transaction leaves nothing behind this way, on every engine.
+ */
+export class CommandRefused extends Error {
+  constructor(readonly outcome: unknown) {
+    super('command refused after applying changes');
+  }
+}
+
 export function newIncarnation(): string {
   return randomBytes(12).toString('base64url');
 }
@@ -115,6 +127,7 @@ export class Executor {
     deleteBucket: (e, i) => e.deleteBucket(i.id),
     createStream: (e, i) => e.createStream(i),
     append: (e, i) => e.append(i.name, i.request),
+    appendTransaction: (e, i) => e.appendTransaction(i.operations),
     deleteStream: (e, i) => e.deleteStream(i.name, i.incarnation),
     expireStreams: (e, i) => e.expireStreams(i.limit),
     publishSnapshot: (e, i) => e.publishSnapshot(i.name, i.request, i.body),
@@ -213,6 +226,24 @@ export class Executor {
     const { outcome, changes } = decideAppend({ stream, request, producers, settings: this.settings, nowMs: this.nowMs });
     if (changes) this.applyAppend(changes);
     return outcome;
+  }
+
+  /**
+   * Applies the operations in order, each seeing the ones before it. A refusal after the
+   * first operation throws CommandRefused, so that what the earlier ones applied is undone.
+   */
+  private appendTransaction(operations: StoreCommands['appendTransaction']['input']['operations']): StoreCommands['appendTransaction']['output'] {
+    const outcomes: CommittedOperation[] = [];
+    for (const [index, { name, request }] of operations.entries()) {
+      const outcome = this.append(name, request);
+      const refusal = refusalAt(outcome, index);
+      if (refusal && index === 0) return refusal;
+      if (refusal) throw new CommandRefused(refusal);
+      outcomes.push(outcome as CommittedOperation);
+    }
+    const decided = decideTransaction(outcomes);
+    if (decided.kind === 'rejected') throw new CommandRefused(decided);
+    return decided;
   }
 
   private producerView(stream: StreamState, producerId: string): ProducerView {

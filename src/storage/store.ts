@@ -11,6 +11,7 @@ import type { CreateOutcome, CreateRequest } from '../core/create.js';
 import type { DeleteDecision } from '../core/stream.js';
 import type { LinkView, SubscriptionState } from '../core/subscription-types.js';
 import type { SubscriptionCommands } from './subscription-steps.js';
+import type { TransactionOutcome } from '../core/transaction.js';
 import type { AppendOutcome, AppendRequest, ProducerSettings, StreamState } from '../core/types.js';
 
 export type DeleteOutcome = Exclude<DeleteDecision, { kind: 'dropped' }> | { kind: 'dropped' };
@@ -20,6 +21,8 @@ export interface StoreCommands extends SubscriptionCommands {
   deleteBucket: { input: { id: string }; output: BucketDeleteOutcome };
   createStream: { input: CreateRequest; output: CreateOutcome };
   append: { input: { name: string; request: AppendRequest }; output: AppendOutcome };
+  /** A group transaction: every append applies, in order, or none does (core/transaction.ts). */
+  appendTransaction: { input: { operations: Array<{ name: string; request: AppendRequest }> }; output: TransactionOutcome };
   deleteStream: { input: { name: string; incarnation: string | null }; output: DeleteOutcome };
   /** Collect expired streams; answers how many were dropped or soft-deleted. */
   expireStreams: { input: { limit: number }; output: { expired: number } };

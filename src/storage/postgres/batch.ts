@@ -98,9 +98,11 @@ export class PgBatch implements Txn {
         names.add(c.input.name);
         if (c.input.fork) names.add(c.input.fork.sourceName);
         if (c.input.bucket !== null) buckets.add(c.input.bucket);
-      } else if (c.kind === 'append') {
-        names.add(c.input.name);
-        if (c.input.request.producer) producerKeys.push([c.input.name, c.input.request.producer.id]);
+      } else if (c.kind === 'append' || c.kind === 'appendTransaction') {
+        for (const { name, request } of c.kind === 'append' ? [c.input] : c.input.operations) {
+          names.add(name);
+          if (request.producer) producerKeys.push([name, request.producer.id]);
+        }
       } else if ('name' in c.input) names.add(c.input.name);
     }
     // Sent together, run in this order: producers are read once their streams are locked.
