@@ -282,6 +282,19 @@ export function readableOrMissing(req: IncomingMessage, address: StreamAddress):
   return decideAccess(principal.grants, 'read', streamTarget(address)) === 'allow' ? address : phantomStream(address);
 }
 
+/**
+ * A stream a request writes besides its route's own (a group transaction's operations):
+ * itself when the token may write it, the refusal when it may only see it, and one that
+ * does not exist when it may not even see it (concealment).
+ */
+export function writableOrMissing(req: IncomingMessage, address: StreamAddress): StreamAddress | ProtocolError {
+  const principal = principalOfRequest(req);
+  if (principal === undefined) return address;
+  const verdict = decideAccess(principal.grants, 'write', streamTarget(address));
+  if (verdict === 'forbid') return protocolError('FORBIDDEN', 'this token lacks the write permission here');
+  return verdict === 'allow' ? address : phantomStream(address);
+}
+
 /** The name prefixes a bucket listing may show this request ('all' without auth). */
 export function listingScope(req: IncomingMessage, bucket: string): 'all' | string[] {
   const principal = principalOfRequest(req);

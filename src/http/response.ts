@@ -104,8 +104,9 @@ export function errorHeaders(error: ProtocolError): HeaderMap {
 /** Every 401 names the scheme that would be accepted (RFC 6750); callers may add the error. */
 const AUTH_CHALLENGE: HeaderMap = { 'www-authenticate': 'Bearer realm="rill"' };
 
-export function sendError(res: ServerResponse, error: ProtocolError, extra: HeaderMap = {}): void {
-  const body = JSON.stringify({ code: error.code, message: error.message });
+/** Answers a refusal: its status, headers and `{code, message}` body (with `members` added, when given). */
+export function sendError(res: ServerResponse, error: ProtocolError, extra: HeaderMap = {}, members: Record<string, unknown> = {}): void {
+  const body = JSON.stringify({ code: error.code, message: error.message, ...members });
   const status = statusOf(error.code);
   send(
     res,
