@@ -18,6 +18,7 @@ import type { HandlerContext } from './context.js';
 import { parseQuery } from './request.js';
 import { send, sendError, sendJson } from './response.js';
 import type { AdminRoute, StreamAddress } from './router.js';
+import { extensionHeaders } from './stream-headers.js';
 
 const DEFAULT_BUCKET_LIMIT = 100;
 /**
@@ -122,7 +123,7 @@ export async function handleStreamStats(res: ServerResponse, ctx: HandlerContext
   if (absent) return sendError(res, absent);
   const s = stream!;
   const bytes = s.tail - s.earliestOffset;
-  sendJson(res, 200, {
+  const body = {
     tail: s.tail,
     earliestOffset: s.earliestOffset,
     bytes,
@@ -130,7 +131,8 @@ export async function handleStreamStats(res: ServerResponse, ctx: HandlerContext
     producers: await ctx.store.countProducers(s),
     liveReaders: ctx.hub.waitingOn(address.key),
     closed: s.closed,
-  });
+  };
+  sendJson(res, 200, body, extensionHeaders(address, s));
 }
 
 /** Messages from the earliest offset to the tail: lines of a JSON stream, appends of any other. */

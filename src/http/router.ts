@@ -1,11 +1,15 @@
 /**
  * URL routing. `/v1/stream/{name}` is the bucket-less Durable Streams family (names may
- * hold `/`); `/{bucket}`, `/{bucket}/streams` and `/{bucket}/{stream}` are rill's own.
- * The control routes `/v1/stream/__ds/...` and `/{bucket}/__ds/...` (subscriptions and
- * their signing keys) are routed before streams.
+ * hold `/`); `/{bucket}`, `/{bucket}/streams`, `/{bucket}/{stream}` and the path-affinity
+ * form `/{bucket}/{affinity_key}/{stream}` are rill's own. The control routes
+ * `/v1/stream/__ds/...` and `/{bucket}/__ds/...` (subscriptions and their signing keys)
+ * are routed before streams.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import {
+  affinityKeyProblem,
+  affinityStreamId,
+  affinityStreamProblem,
   bucketScope,
   bucketStreamKey,
   CONTROL_SEGMENT,
@@ -13,9 +17,11 @@ import {
   isStreamExtension,
   isValidBucketId,
   isValidSubscriptionId,
+  KEYED_STATE_SEGMENT,
   MAX_SUBSCRIPTION_ID_BYTES,
   scopedPathProblem,
   streamIdProblem,
+  TRANSACTION_SEGMENT,
   V1_SCOPE,
   v1SegmentsProblem,
   v1StreamKey,
@@ -44,6 +50,8 @@ export type Route =
   | { kind: 'bucket'; bucket: string }
   | { kind: 'bucket-streams'; bucket: string }
   | { kind: 'stream'; stream: StreamAddress }
+  /** `POST /{bucket}/{affinity_key}/$transaction`; `path` is that URL path, encoded. */
+  | { kind: 'transaction'; bucket: string; affinityKey: string; path: string }
   /** `{root}/__ds/...`: `scope` is `v1` or `b/{bucket}`, `rootPath` is `/v1/stream` or `/{bucket}`. */
   | { kind: 'subscriptions'; scope: string; rootPath: string; target: SubscriptionTarget }
   | { kind: 'error'; error: ProtocolError };
@@ -103,11 +111,43 @@ export function route(pathname: string): Route {
   if (segments.length === 1) return { kind: 'bucket', bucket };
   if (segments.length === 2 && segments[1] === 'streams') return { kind: 'bucket-streams', bucket };
   if (segments[1] === CONTROL_SEGMENT) return routeControl(bucketScope(bucket), `/${bucket}`, segments.slice(2));
+  // A keyword third segment keeps its meaning from before path affinity: a sub-resource of `/{bucket}/{stream}`.
+  if (segments.length === 2 || isStreamExtension(segments[2]!)) return routeBucketStream(bucket, segments);
+  return routeAffinity(bucket, segments);
+}
+
+/** `/{bucket}/{stream}[/{ext}[/{arg}]]`. */
+function routeBucketStream(bucket: string, segments: string[]): Route {
   const id = segments[1]!;
   const problem = streamIdProblem(id);
   if (problem !== null) return invalid(problem);
-  const stream = { key: bucketStreamKey(bucket, id), bucket, id, path: `/${segments.slice(0, 2).map(encodeURIComponent).join('/')}`, affinity: false };
+  const stream = { key: bucketStreamKey(bucket, id), bucket, id, path: `/${bucket}/${encodeURIComponent(id)}`, affinity: false };
   return withExtension(stream, segments.slice(2)) ?? notFound();
+}
+
+/**
+ * `/{bucket}/{affinity_key}/$transaction`, or the affinity stream
+ * `/{bucket}/{affinity_key}/{stream}[/{ext}[/{arg}]]`, whose id in its bucket is
+ * `{affinity_key}/{stream}`. The third segment is not an extension keyword: route() gives
+ * those to routeBucketStream.
+ */
+function routeAffinity(bucket: string, segments: string[]): Route {
+  const [, affinityKey, local] = segments as [string, string, string];
+  // An empty last segment (`/{bucket}/{stream}/`) stays what it was before path affinity: no route.
+  if (local === '' && segments.length === 3) return notFound();
+  if (local === TRANSACTION_SEGMENT) {
+    const problem = affinityKeyProblem(affinityKey);
+    if (problem !== null) return invalid(problem);
+    if (segments.length > 3) return notFound();
+    return { kind: 'transaction', bucket, affinityKey, path: `/${bucket}/${encodeURIComponent(affinityKey)}/${TRANSACTION_SEGMENT}` };
+  }
+  if (local === KEYED_STATE_SEGMENT) return invalid(`"${KEYED_STATE_SEGMENT}" is reserved under an affinity key and not served by rill`);
+  const problem = affinityStreamProblem(bucket, affinityKey, local);
+  if (problem !== null) return invalid(problem);
+  const id = affinityStreamId(affinityKey, local);
+  const path = `/${bucket}/${encodeURIComponent(affinityKey)}/${encodeURIComponent(local)}`;
+  const stream = { key: bucketStreamKey(bucket, id), bucket, id, path, affinity: true };
+  return withExtension(stream, segments.slice(3)) ?? notFound();
 }
 
 const CONTROL_TEMPLATES: Readonly<Record<SubscriptionTarget['what'], string>> = {
@@ -138,14 +178,21 @@ export function routeTemplate(target: Route): string {
     case 'bucket-streams':
       return '/{bucket}/streams';
     case 'stream':
-      return target.stream.bucket === null ? '/v1/stream/{name}' : '/{bucket}/{stream}';
+      return streamTemplate(target.stream);
     case 'stream-ext':
-      return `${target.stream.bucket === null ? '/v1/stream/{name}' : '/{bucket}/{stream}'}/${target.ext}${target.arg === null ? '' : '/{offset}'}`;
+      return `${streamTemplate(target.stream)}/${target.ext}${target.arg === null ? '' : '/{offset}'}`;
+    case 'transaction':
+      return `/{bucket}/{affinity_key}/${TRANSACTION_SEGMENT}`;
     case 'subscriptions':
       return `${target.scope === V1_SCOPE ? V1_ROOT : '/{bucket}'}/${CONTROL_SEGMENT}/${CONTROL_TEMPLATES[target.target.what]}`;
     case 'error':
       return 'unrouted';
   }
+}
+
+function streamTemplate(stream: StreamAddress): string {
+  if (stream.bucket === null) return '/v1/stream/{name}';
+  return stream.affinity ? '/{bucket}/{affinity_key}/{stream}' : '/{bucket}/{stream}';
 }
 
 /** `{stream}`, `{stream}/{ext}` or `{stream}/{ext}/{arg}`; undefined when `rest` is none of these. */

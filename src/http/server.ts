@@ -36,6 +36,7 @@ import { DEFAULT_SETTINGS, isAuthOn, type ServerSettings } from './settings.js';
 import { ConnectionGuard, writeRefusalAndClose } from './connections.js';
 import { StorageFailureLog } from './failure-log.js';
 import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
+import { presetAddressExtensions } from './stream-headers.js';
 import { handleSubscriptions } from './subscriptions.js';
 import { SubscriptionService } from '../subscriptions/service.js';
 
@@ -144,6 +145,7 @@ function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext
   const target = route(pathname);
   setRouteTemplate(res, routeTemplate(target));
   if (req.method === 'OPTIONS') return preflight(req, res);
+  if (target.kind === 'stream' || target.kind === 'stream-ext') presetAddressExtensions(res, target.stream);
   const repeated = repeatedHeaderError(req.rawHeaders);
   if (repeated) return sendError(res, repeated);
   // The web console: static files, public like any page's assets, before the stream routes.
@@ -182,6 +184,8 @@ function serve(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, t
       return dispatchStream(req, res, ctx, target.stream, search);
     case 'stream-ext':
       return dispatchExtension(req, res, ctx, target, search);
+    case 'transaction':
+      return sendError(res, protocolError('NOT_FOUND', 'no such route')); // group transactions: src/http/transaction.ts (another engineer writes it)
     case 'subscriptions':
       return handleSubscriptions(req, res, ctx, target, search);
   }

@@ -1,4 +1,5 @@
 /** Response headers that describe a stream or a write's receipt. */
+import type { ServerResponse } from 'node:http';
 import { activeExtensions } from '../core/extensions.js';
 import { hasRecords } from '../core/records.js';
 import type { ProducerAck, Receipt, RecordRange, StreamState } from '../core/types.js';
@@ -18,6 +19,17 @@ export function extensionHeaders(address: { affinity: boolean }, stream: Pick<St
 export function extensionsOf(address: { affinity: boolean }, records: boolean, transaction = false): HeaderMap {
   const tokens = activeExtensions({ records, affinity: address.affinity, transaction });
   return tokens.length === 0 ? {} : { [H.streamExtensions]: tokens.join(', ') };
+}
+
+/**
+ * Sets, before any handler runs, the Stream-Extensions that the URL alone decides (path
+ * affinity), so that every answer on an affinity path carries the token, those written
+ * before the stream is looked up (405, 401, body refusals, failures) included. A handler
+ * that knows the stream sends the whole list (extensionHeaders), which replaces this one.
+ */
+export function presetAddressExtensions(res: ServerResponse, address: { affinity: boolean }): void {
+  if (!address.affinity) return;
+  res.setHeader(H.streamExtensions, extensionsOf(address, false)[H.streamExtensions]!);
 }
 
 /** Headers of HEAD and create answers. */

@@ -6,6 +6,11 @@
  * `/` (`events/sync-1`); its first segment is not `__ds`, and no later segment is a stream
  * extension keyword, so that `{name}/snapshot` always means the extension. Subscription
  * ids are 1..128 bytes of `[A-Za-z0-9._~:-]`.
+ *
+ * Path affinity (Ursula's extensions, 1.7): `/{bucket}/{affinity_key}/{stream}` names a
+ * stream whose id in its bucket is `{affinity_key}/{stream}`. Both segments follow the
+ * stream id rule; the stream is not one of AFFINITY_RESERVED_IDS, and the whole
+ * `{bucket}/{affinity_key}/{stream}` is at most 122 bytes.
  */
 
 const BUCKET_ID = /^[a-z0-9_-]{4,64}$/;
@@ -18,6 +23,17 @@ export const RESERVED_STREAM_IDS = new Set(['streams', CONTROL_SEGMENT]);
 export const STREAM_EXTENSIONS = ['snapshot', 'retention', 'bootstrap', 'attrs', 'append-batch', 'stats'] as const;
 export type StreamExtension = (typeof STREAM_EXTENSIONS)[number];
 const EXTENSION_SET: ReadonlySet<string> = new Set(STREAM_EXTENSIONS);
+
+/** The group transaction of an affinity key: `/{bucket}/{affinity_key}/$transaction`. */
+export const TRANSACTION_SEGMENT = '$transaction';
+/** Reserved by Ursula for an affinity-level resource rill does not serve: refused, never a stream. */
+export const KEYED_STATE_SEGMENT = 'keyed-state';
+/**
+ * Local stream ids no affinity stream may have: they name the affinity key's own
+ * resources, or (the extension keywords) a sub-resource of the two-segment stream
+ * `/{bucket}/{affinity_key}`, which is what such a third segment means.
+ */
+export const AFFINITY_RESERVED_IDS: ReadonlySet<string> = new Set([TRANSACTION_SEGMENT, KEYED_STATE_SEGMENT, ...STREAM_EXTENSIONS]);
 
 export const MAX_SUBSCRIPTION_ID_BYTES = 128;
 const SUBSCRIPTION_ID = new RegExp(`^[A-Za-z0-9._~:-]{1,${MAX_SUBSCRIPTION_ID_BYTES}}$`);
@@ -68,6 +84,39 @@ export function streamIdProblem(id: string): string | null {
   return RESERVED_STREAM_IDS.has(id) ? `"${id}" is reserved and cannot name a stream in a bucket` : null;
 }
 
+const AFFINITY_IDENTITY_RULE = `{bucket}/{affinity_key}/{stream} is at most ${MAX_STREAM_ID_BYTES} bytes`;
+
+/** Why `key` cannot be an affinity key, or null when it can: the stream id rule, reserved names included. */
+export function affinityKeyProblem(key: string): string | null {
+  const problem = streamIdProblem(key);
+  return problem === null ? null : `affinity key: ${problem}`;
+}
+
+/** Why `/{bucket}/{key}/{stream}` cannot name an affinity stream, or null when it can. */
+export function affinityStreamProblem(bucket: string, key: string, stream: string): string | null {
+  const problem = affinityKeyProblem(key) ?? streamIdProblem(stream);
+  if (problem !== null) return problem;
+  if (AFFINITY_RESERVED_IDS.has(stream)) return `"${stream}" is reserved and cannot name a stream under an affinity key`;
+  return Buffer.byteLength(bucket) + Buffer.byteLength(key) + Buffer.byteLength(stream) + 2 > MAX_STREAM_ID_BYTES ? AFFINITY_IDENTITY_RULE : null;
+}
+
+/** The id in its bucket of the affinity stream `/{bucket}/{key}/{stream}`: listings show it, grants' prefixes match it. */
+export function affinityStreamId(key: string, stream: string): string {
+  return `${key}/${stream}`;
+}
+
+/**
+ * Why `path` cannot name a stream of `bucket` relative to it (in a subscription: `{stream}`
+ * or `{affinity_key}/{stream}`), or null when it can.
+ */
+export function bucketPathProblem(bucket: string, path: string): string | null {
+  const slash = path.indexOf('/');
+  if (slash < 0) return streamIdProblem(path);
+  const stream = path.slice(slash + 1);
+  if (stream.includes('/')) return `a stream of a bucket is {stream} or {affinity_key}/{stream}`;
+  return affinityStreamProblem(bucket, path.slice(0, slash), stream);
+}
+
 /** Why `name` cannot name a stream of the `/v1/stream` family, or null when it can. */
 export function v1NameProblem(name: string): string | null {
   return v1SegmentsProblem(name.split('/'), name);
@@ -102,7 +151,7 @@ export function isValidV1Name(name: string): boolean {
 
 /** Why `path` cannot name a stream in a subscription scope (`v1` or `b/{bucket}`), or null when it can. */
 export function scopedPathProblem(scope: string, path: string): string | null {
-  return scope === V1_SCOPE ? v1NameProblem(path) : streamIdProblem(path);
+  return scope === V1_SCOPE ? v1NameProblem(path) : bucketPathProblem(bucketOfScope(scope)!, path);
 }
 
 export function isValidSubscriptionId(id: string): boolean {
@@ -118,7 +167,10 @@ export function v1StreamKey(name: string): string {
   return `${V1_SCOPE}/${name}`;
 }
 
-/** A storage key's scope and path: `v1/a/b` -> `v1`, `a/b`; `b/{bucket}/{id}` -> `b/{bucket}`, `{id}`. */
+/**
+ * A storage key's scope and path: `v1/a/b` -> `v1`, `a/b`; `b/{bucket}/{id}` -> `b/{bucket}`,
+ * `{id}` (an affinity stream's id is `{affinity_key}/{stream}`).
+ */
 export function splitStreamKey(key: string): { scope: string; path: string } {
   if (key.startsWith(`${V1_SCOPE}/`)) return { scope: V1_SCOPE, path: key.slice(V1_SCOPE.length + 1) };
   const slash = key.indexOf('/', 'b/'.length);

@@ -25,7 +25,7 @@ function refusal(path: string): string {
   return r.error.code;
 }
 
-function streamOf(path: string): { key: string; id: string; path: string; bucket: string | null } {
+function streamOf(path: string): { key: string; id: string; path: string; bucket: string | null; affinity: boolean } {
   const r = route(path);
   if (r.kind !== 'stream') throw new Error(`${path} routed to ${JSON.stringify(r)}`);
   return r.stream;
@@ -119,9 +119,9 @@ describe('/v1/stream names with "/"', () => {
 });
 
 describe('bucket stream ids', () => {
-  test('stay one segment: "/" in any spelling is not a stream id', () => {
+  test('stay one segment: "/" in any spelling is not a stream id (a second segment is path affinity)', () => {
     expect(streamOf('/my-bucket/events')).toEqual({ key: 'b/my-bucket/events', bucket: 'my-bucket', id: 'events', path: '/my-bucket/events', affinity: false });
-    expect(refusal('/my-bucket/events/sync-1')).toBe('NOT_FOUND');
+    expect(streamOf('/my-bucket/events/sync-1')).toMatchObject({ id: 'events/sync-1', affinity: true });
     expect(refusal('/my-bucket/events%2Fsync-1')).toBe('INVALID_ID');
     expect(isValidStreamId('a/b')).toBe(false);
   });
@@ -169,11 +169,15 @@ describe('control routes under {root}/__ds/', () => {
     for (const bad of ['a%2F%2Fb', 'a/..', '%2Fa', '__ds%2Fx', 'a/snapshot', '']) {
       expect(refusal(`/v1/stream/__ds/subscriptions/s/streams/${bad}`), bad).toBe('INVALID_ID');
     }
-    expect(refusal('/my-bucket/__ds/subscriptions/s/streams/a%2Fb')).toBe('INVALID_ID');
+    expect(refusal('/my-bucket/__ds/subscriptions/s/streams/a%2Fb%2Fc')).toBe('INVALID_ID');
+    // An affinity stream's path, `{affinity_key}/{stream}`, like a /v1 name with "/".
+    expect(controlOf('/my-bucket/__ds/subscriptions/s/streams/a%2Fb').target).toMatchObject({ path: 'a/b' });
     expect(refusal('/my-bucket/__ds/subscriptions/s/streams/__ds')).toBe('INVALID_ID');
     expect(controlOf('/my-bucket/__ds/subscriptions/s/streams/a.b').target).toMatchObject({ path: 'a.b' });
     expect(scopedPathProblem('v1', 'events/a')).toBeNull();
-    expect(scopedPathProblem('b/my-bucket', 'events/a')).toMatch(/stream ids/);
+    expect(scopedPathProblem('b/my-bucket', 'events/a')).toBeNull();
+    expect(scopedPathProblem('b/my-bucket', 'events/a/b')).toMatch(/\{affinity_key\}\/\{stream\}/);
+    expect(scopedPathProblem('b/my-bucket', 'events/snapshot')).toMatch(/reserved/);
   });
 
   test('subscription ids are 1 to 128 characters of [A-Za-z0-9._~:-]; others answer 400 INVALID_ID saying so', () => {
