@@ -111,6 +111,9 @@ export function accessRuleOf(route: Route, method: string): { need: Permission; 
     }
     case 'health':
     case 'error':
+    // A transaction needs write permission on each stream it names, which only its body
+    // tells: the handler asks for each (writableOrMissing); here the token is only authenticated.
+    case 'transaction':
       return null;
     default:
       // Any other route acts on the server as a whole (listing every bucket: `buckets GET`).
@@ -214,12 +217,13 @@ export class AccessControl {
     (req as Tagged)[PRINCIPAL] = principal;
     const method = req.method ?? 'GET';
     const rule = accessRuleOf(route, method);
-    if (rule === null) return { ok: true, route, search };
-    const verdict = decideAccess(principal.grants, rule.need, rule.target);
-    if (verdict === 'forbid') return { ok: false, error: protocolError('FORBIDDEN', `this token lacks the ${rule.need} permission here`) };
-    if (verdict === 'conceal') {
-      const hidden = concealed(route, method);
-      return hidden === null ? { ok: false, error: protocolError('BUCKET_NOT_FOUND', 'bucket not found') } : { ok: true, route: hidden, search };
+    if (rule !== null) {
+      const verdict = decideAccess(principal.grants, rule.need, rule.target);
+      if (verdict === 'forbid') return { ok: false, error: protocolError('FORBIDDEN', `this token lacks the ${rule.need} permission here`) };
+      if (verdict === 'conceal') {
+        const hidden = concealed(route, method);
+        return hidden === null ? { ok: false, error: protocolError('BUCKET_NOT_FOUND', 'bucket not found') } : { ok: true, route: hidden, search };
+      }
     }
     const overQuota = this.quotas.enabled ? this.takeQuota(req, res, route, search, principal.subject, nowMs) : null;
     if (overQuota) return { ok: false, error: overQuota };
@@ -228,7 +232,8 @@ export class AccessControl {
 
   /** Charges the request to its subject's quotas, or refuses it having charged nothing. */
   private takeQuota(req: IncomingMessage, res: ServerResponse, route: Route, search: string, subject: string, nowMs: number): ProtocolError | null {
-    if (route.kind !== 'stream' && route.kind !== 'stream-ext') return null;
+    // A transaction is charged as one append of its whole body.
+    if (route.kind !== 'stream' && route.kind !== 'stream-ext' && route.kind !== 'transaction') return null;
     const method = req.method;
     if (method === 'POST' || method === 'PUT') {
       const declared = req.headers['content-length'];

@@ -35,6 +35,7 @@ import { handleBootstrap, handlePublishSnapshot, handleReadSnapshot, handleReten
 import { DEFAULT_SETTINGS, isAuthOn, type ServerSettings } from './settings.js';
 import { ConnectionGuard, writeRefusalAndClose } from './connections.js';
 import { StorageFailureLog } from './failure-log.js';
+import { handleTransaction } from './transaction.js';
 import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
 import { presetAddressExtensions } from './stream-headers.js';
 import { handleSubscriptions } from './subscriptions.js';
@@ -185,7 +186,7 @@ function serve(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, t
     case 'stream-ext':
       return dispatchExtension(req, res, ctx, target, search);
     case 'transaction':
-      return sendError(res, protocolError('NOT_FOUND', 'no such route')); // group transactions: src/http/transaction.ts (another engineer writes it)
+      return handleTransaction(req, res, ctx, target);
     case 'subscriptions':
       return handleSubscriptions(req, res, ctx, target, search);
   }

@@ -13,6 +13,7 @@ import { isJsonContentType, normalizeContentType } from '../protocol/content-typ
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { jsonRefusal } from '../protocol/json.js';
 import { encodeOffset } from '../protocol/offset.js';
+import { affinityStreamProblem } from '../protocol/ids.js';
 import { MAX_TRANSACTION_BYTES, parseTransactionBody, type TransactionOperation } from '../protocol/transaction.js';
 import { writableOrMissing } from './access.js';
 import type { HandlerContext } from './context.js';
@@ -62,11 +63,13 @@ export async function handleTransaction(req: IncomingMessage, res: ServerRespons
 }
 
 /**
- * The stream an operation names under the affinity key, by the router's own rules (so the
- * identity limit and the reserved names are the affinity form's), and the token's right to
+ * The stream an operation names under the affinity key, by the affinity form's rules (the
+ * identity limit, the reserved names) and the router's address, and the token's right to
  * write it.
  */
 function operationStream(req: IncomingMessage, target: TransactionTarget, stream: string): StreamAddress | ProtocolError {
+  const problem = affinityStreamProblem(target.bucket, target.affinityKey, stream);
+  if (problem !== null) return protocolError('INVALID_ID', problem);
   const path = `/${[target.bucket, target.affinityKey, stream].map(encodeURIComponent).join('/')}`;
   const routed = route(path);
   if (routed.kind === 'error') return routed.error;
