@@ -51,6 +51,7 @@ const AGAIN_ON_POSTGRES = [
   'test/http/record-vectors.test.ts',
   'test/http/snapshots.test.ts',
   'test/http/sse-tail.test.ts',
+  'test/http/transactions.test.ts',
   'test/client/producer.test.ts',
   'test/client/subscriptions.test.ts',
 ];
