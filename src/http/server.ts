@@ -229,20 +229,24 @@ function clientErrorRefusal(code: string | undefined): ProtocolError {
 
 /** Answers requests Node's parser refuses (malformed, oversized, too slow) with our JSON error. */
 function onClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (!socket.writable) return void socket.destroy();
+  refuseAfterAnswers(error, socket);
+}
+
+/**
+ * Whole valid requests that came before what the parser refused are answered first, in
+ * order (Node queues pipelined responses and hands the socket to the next as each
+ * finishes), then the refusal, then the connection closes. A request still arriving (a
+ * timeout cut it) or an answer cut short drops the connection.
+ */
+function refuseAfterAnswers(error: Error & { code?: string }, socket: Socket): void {
   const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (socket.writable && inFlight && !inFlight.writableEnded && inFlight.req.complete) {
-    // A whole valid request came before what the parser refused: it is answered first,
-    // then the refusal, then the connection closes (the client gets both, in order). A
-    // request still arriving (a timeout cut it) is dropped with its connection.
-    inFlight.once('finish', () => refuseAndClose(error, socket));
-    inFlight.once('close', () => socket.destroySoon());
-    return;
-  }
-  if (!socket.writable || inFlight) {
-    socket.destroy();
-    return;
-  }
-  refuseAndClose(error, socket);
+  if (!inFlight) return refuseAndClose(error, socket);
+  if (!inFlight.req.complete || inFlight.destroyed) return void socket.destroy();
+  inFlight.once('finish', () => refuseAfterAnswers(error, socket));
+  inFlight.once('close', () => {
+    if (!inFlight.writableFinished) socket.destroy();
+  });
 }
 
 /** Writes the JSON refusal of what Node's parser gave up on, and closes the connection. */

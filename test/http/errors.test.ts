@@ -187,4 +187,15 @@ describe('a valid request followed by garbage on the same connection', () => {
     expect(answer.indexOf('hello')).toBeLessThan(answer.lastIndexOf('HTTP/1.1 400'));
     expect(answer).toContain('"code":"BAD_REQUEST"');
   });
+
+  it('answers every pipelined request before the garbage, in order, then 400, whether answered at once or later', async () => {
+    const healthz = 'GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n';
+    const read = `GET /${b}/text?offset=-1 HTTP/1.1\r\nHost: localhost\r\n\r\n`;
+    for (const requests of [[healthz], [healthz, read], [read, healthz], [healthz, read, healthz]]) {
+      const answer = await rawExchange(server.url, `${requests.join('')}XXXX\r\n\r\n`);
+      const statuses = [...answer.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
+      expect(statuses, requests.join(' + ')).toEqual([...requests.map(() => 200), 400]);
+      expect(answer).toContain('"code":"BAD_REQUEST"');
+    }
+  });
 });
