@@ -33,6 +33,11 @@ export interface DeliveryState {
   nextAttemptAtMs: number;
   /** Why the last attempt failed, for GET and the logs. */
   lastError: string | null;
+  /**
+   * The node sending the attempt in progress (absent or null when none is): once that node
+   * is back after a crash, it sends again at once instead of waiting out the attempt.
+   */
+  sender?: string | null;
 }
 
 /** A pending stream as a wake lists it: `done` on a webhook's answer acks it up to `tail`. */

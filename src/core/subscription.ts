@@ -252,14 +252,20 @@ function checkHolder(
 
 // ---- webhook delivery -------------------------------------------------------------------
 
-export type DeliveryResult = { kind: 'started'; timeoutMs: number } | { kind: 'accepted' } | { kind: 'done' } | { kind: 'failed'; error: string };
+export type DeliveryResult =
+  | { kind: 'started'; timeoutMs: number; sender: string }
+  | { kind: 'resumed'; sender: string }
+  | { kind: 'accepted' }
+  | { kind: 'done' }
+  | { kind: 'failed'; error: string };
 
 export type DeliveryOutcome = { kind: 'stale' } | { kind: 'recorded'; subscription: SubscriptionState; autoAcks: SubscriptionLink[]; ended: boolean };
 
 /**
- * Records a webhook attempt. `started` takes the attempt (no other node sends it until
- * the timeout has passed); `done` acks the wake's snapshot and ends the wake; `failed`
- * schedules the next attempt with exponential backoff.
+ * Records a webhook attempt. `started` takes the attempt for its sender (no other node
+ * sends it until the timeout has passed); `resumed` gives back an attempt its sender
+ * started before a crash, due at once; `done` acks the wake's snapshot and ends the wake;
+ * `failed` schedules the next attempt with exponential backoff.
  */
 export function decideDelivery(input: {
   subscription: SubscriptionState | undefined;
@@ -282,7 +288,10 @@ export function decideDelivery(input: {
   switch (result.kind) {
     case 'started':
       if (!wake.delivery || wake.delivery.nextAttemptAtMs > nowMs) return { kind: 'stale' };
-      return recorded({ ...wake, delivery: { ...wake.delivery, nextAttemptAtMs: nowMs + result.timeoutMs } });
+      return recorded({ ...wake, delivery: { ...wake.delivery, nextAttemptAtMs: nowMs + result.timeoutMs, sender: result.sender } });
+    case 'resumed':
+      if (!wake.delivery || wake.delivery.sender !== result.sender || wake.delivery.nextAttemptAtMs <= nowMs) return { kind: 'stale' };
+      return recorded({ ...wake, delivery: { ...wake.delivery, nextAttemptAtMs: nowMs, sender: null } });
     case 'accepted':
       // A callback may have come first and taken the lease already.
       if (!wake.delivery) return { kind: 'stale' };

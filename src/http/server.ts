@@ -3,6 +3,7 @@
  * A request can never crash the server: every handler failure is answered with a JSON
  * error and logged.
  */
+import { hostname } from 'node:os';
 import { RecordMarks } from '../live/records.js';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -39,7 +40,7 @@ import { handleTransaction } from './transaction.js';
 import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
 import { presetAddressExtensions } from './stream-headers.js';
 import { handleSubscriptions } from './subscriptions.js';
-import { SubscriptionService } from '../subscriptions/service.js';
+import { nodeNameOf, SubscriptionService } from '../subscriptions/service.js';
 
 export interface RillServer {
   readonly server: Server;
@@ -443,6 +444,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
       await subscriptions.start();
       await listenOn(server, settings.port, settings.host);
       baseUrl = settings.publicUrl?.replace(/\/+$/, '') ?? urlOf(server, tls);
+      await subscriptions.run(nodeNameOf(settings.store, hostname(), new URL(urlOf(server, tls)).port));
       if (metricsListener) await listenOn(metricsListener, settings.metricsPort!, settings.metricsHost);
       ops.started = true;
     },

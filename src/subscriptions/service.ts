@@ -62,6 +62,19 @@ export function streamInfo(item: WakeStream): Record<string, unknown> {
   };
 }
 
+/** Most subscriptions looked at, on start, for deliveries a crash cut off (the rest wait out their attempt). */
+const MAX_RESUMED_DELIVERIES = 10_000;
+
+/**
+ * A node's name in the delivery attempts it takes. A SQLite data directory has one server
+ * at a time (its lock), so whoever opens it is the node that took its attempts; nodes
+ * sharing PostgreSQL are told apart by host and the port they listen on (a node restarted
+ * on another port takes another name: what it had taken then waits out its timeout).
+ */
+export function nodeNameOf(store: 'sqlite' | 'memory' | 'postgres', host: string, port: string): string {
+  return store === 'postgres' ? `${host}:${port}` : 'local';
+}
+
 /** Most stream names remembered as matching no pattern. */
 const MAX_UNMATCHED = 100_000;
 
@@ -88,6 +101,8 @@ export class SubscriptionService {
   private sweeping: Promise<void> | null = null;
   private unsubscribe: (() => void) | null = null;
   private closed = false;
+  /** This node's name in the attempts it takes (nodeNameOf); null until run: no delivery before. */
+  private nodeName: string | null = null;
 
   private openedKeys: WebhookKeys | null = null;
   private openedTokens: WakeTokens | null = null;
@@ -113,6 +128,15 @@ export class SubscriptionService {
     this.openedTokens = await WakeTokens.open(this.store, this.options.tokenTtlMs);
     await this.loadIndex();
     this.unsubscribe = this.store.onCommit((events) => this.committed(events));
+  }
+
+  /**
+   * Begins delivering, once the server listens and so knows its name, which is the same
+   * after a restart: first, what a crash cut off is sent again at once.
+   */
+  async run(nodeName: string): Promise<void> {
+    this.nodeName = nodeName;
+    await this.resumeCutOffDeliveries(nodeName);
     this.sweepTimer = setInterval(() => void this.sweep(), this.options.sweepIntervalMs);
     this.sweepTimer.unref();
     void this.sweep();
@@ -233,8 +257,26 @@ export class SubscriptionService {
 
   // ---- webhook delivery --------------------------------------------------------------
 
+  /**
+   * Deliveries this node had taken when it stopped (a crash cut them off) are due at once:
+   * nobody else may send them until the attempt times out, and this node is back. An attempt
+   * is taken for twice the delivery timeout, so those due within that horizon are all of them.
+   */
+  private async resumeCutOffDeliveries(nodeName: string): Promise<void> {
+    const { deliveryTimeoutMs } = this.options;
+    const horizonMs = this.options.nowMs() + 2 * deliveryTimeoutMs;
+    for (const key of await this.store.dueSubscriptions(horizonMs, MAX_RESUMED_DELIVERIES)) {
+      const sub = await this.store.getSubscription(key);
+      const wake = sub?.wake;
+      if (!sub || wake?.delivery?.sender !== nodeName) continue;
+      const reference = { wakeId: wake.id, generation: sub.generation };
+      const result = { kind: 'resumed', sender: nodeName } as const;
+      await this.store.run('recordDelivery', { key, reference, result, random: 0, maxStreams: this.options.limits.maxStreamsPerWake });
+    }
+  }
+
   private async deliver(key: string): Promise<void> {
-    if (this.closed || this.delivering.has(key) || this.delivering.size >= this.options.maxConcurrentDeliveries) return;
+    if (this.closed || this.nodeName === null || this.delivering.has(key) || this.delivering.size >= this.options.maxConcurrentDeliveries) return;
     this.delivering.add(key);
     try {
       let next = await this.attempt(key);
@@ -256,7 +298,8 @@ export class SubscriptionService {
     const record = (result: DeliveryResult) =>
       this.store.run('recordDelivery', { key, reference, result, random: Math.random(), maxStreams: limits.maxStreamsPerWake });
     // Taking the attempt first: no other node sends it meanwhile, and a crash mid-send retries after the timeout.
-    if ((await record({ kind: 'started', timeoutMs: deliveryTimeoutMs * 2 })).kind === 'stale') return false;
+    const taken = await record({ kind: 'started', timeoutMs: deliveryTimeoutMs * 2, sender: this.nodeName! });
+    if (taken.kind === 'stale') return false;
     const rawBody = this.notification(sub);
     const sent = await sendWebhook({
       url: sub.config.webhookUrl,
