@@ -39,6 +39,7 @@ const USES_POSTGRES = [
 
 /** HTTP and client files run again on PostgreSQL: what they assert depends on the engine. */
 const AGAIN_ON_POSTGRES = [
+  'test/http/affinity.test.ts',
   'test/http/attrs-batch.test.ts',
   'test/http/buckets.test.ts',
   'test/http/conditional.test.ts',

@@ -38,7 +38,7 @@ import { ConnectionGuard, writeRefusalAndClose } from './connections.js';
 import { StorageFailureLog } from './failure-log.js';
 import { handleTransaction } from './transaction.js';
 import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
-import { presetAddressExtensions } from './stream-headers.js';
+import { presetAddressExtensions, presetTransactionExtensions } from './stream-headers.js';
 import { handleSubscriptions } from './subscriptions.js';
 import { nodeNameOf, SubscriptionService } from '../subscriptions/service.js';
 
@@ -148,6 +148,7 @@ function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext
   setRouteTemplate(res, routeTemplate(target));
   if (req.method === 'OPTIONS') return preflight(req, res);
   if (target.kind === 'stream' || target.kind === 'stream-ext') presetAddressExtensions(res, target.stream);
+  else if (target.kind === 'transaction') presetTransactionExtensions(res);
   const repeated = repeatedHeaderError(req.rawHeaders);
   if (repeated) return sendError(res, repeated);
   // The web console: static files, public like any page's assets, before the stream routes.

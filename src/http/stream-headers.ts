@@ -32,6 +32,15 @@ export function presetAddressExtensions(res: ServerResponse, address: { affinity
   res.setHeader(H.streamExtensions, extensionsOf(address, false)[H.streamExtensions]!);
 }
 
+/**
+ * Sets, before any handler runs, the two tokens every answer of
+ * `POST /{bucket}/{affinity_key}/$transaction` carries (Ursula's extensions, 1.8), so that
+ * refusals written before the handler (401, 403, a repeated header) carry them too.
+ */
+export function presetTransactionExtensions(res: ServerResponse): void {
+  res.setHeader(H.streamExtensions, extensionsOf({ affinity: true }, false, true)[H.streamExtensions]!);
+}
+
 /** Headers of HEAD and create answers. */
 export function describeStream(stream: StreamState): HeaderMap {
   const headers: HeaderMap = {

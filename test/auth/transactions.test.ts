@@ -56,7 +56,11 @@ describe('transactions under access control', () => {
   });
 
   it('need a token, and a read-only one is refused', async () => {
-    expectRefusal(await transact({}, ['journal']), 401, 'UNAUTHORIZED');
+    const anonymous = await transact({}, ['journal']);
+    expectRefusal(anonymous, 401, 'UNAUTHORIZED');
+    // Refused before the handler runs, the answer still advertises both extensions (1.8).
+    expect(anonymous.headers['stream-extensions']).toBe('path-affinity-v1, group-append-transaction-v1');
+    expect((await call(env.url, 'GET', `${path('journal')}?offset=-1`)).headers['stream-extensions']).toBe('path-affinity-v1');
     const reader = bearer(await env.token([{ bucket: BUCKET, can: ['read'] }]));
     expectRefusal(await transact(reader, ['journal']), 403, 'FORBIDDEN', 0);
   });

@@ -74,9 +74,11 @@ const CASES: Case[] = [
   { code: 'MISALIGNED_OFFSET', method: 'GET', path: `/{b}/json?offset=${offset(2)}` },
   // `GET /` lists buckets (issue 26); a reserved top-level name is no bucket.
   { code: 'NOT_FOUND', method: 'GET', path: '/stats/x' },
-  { code: 'NOT_FOUND', method: 'GET', path: '/{b}/text/extra' },
+  // A third segment names an affinity stream (`/{bucket}/{affinity_key}/{stream}`); a fourth that is no extension is no route.
+  { code: 'NOT_FOUND', method: 'GET', path: '/{b}/text/extra/more' },
   { code: 'NOT_FOUND', method: 'GET', path: '/v1/other/x' },
   { code: 'STREAM_NOT_FOUND', method: 'GET', path: '/{b}/missing' },
+  { code: 'STREAM_NOT_FOUND', method: 'GET', path: '/{b}/text/extra' },
   { code: 'STREAM_NOT_FOUND', method: 'POST', path: '/{b}/missing', headers: TEXT, body: 'x' },
   { code: 'STREAM_NOT_FOUND', method: 'DELETE', path: '/{b}/missing' },
   { code: 'STREAM_NOT_FOUND', method: 'PUT', path: '/{b}/new', headers: { 'stream-forked-from': '/{b}/missing' } },

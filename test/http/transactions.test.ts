@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_STATUS, type ErrorCode } from '../../src/protocol/errors.js';
 import { seededRandom } from '../helpers/seed.js';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
-import { call, offset, unique, type Reply } from './client.js';
+import { call, offset, rawExchange, unique, type Reply } from './client.js';
 
 const JSON_TYPE = { 'content-type': 'application/json' };
 const TOKENS = ['path-affinity-v1', 'group-append-transaction-v1'];
@@ -248,6 +248,18 @@ describe('malformed transactions', () => {
     const big = await transact(key, { operations: [{ stream: 'queue', content_type: 'application/json', payload_base64: b64(`"${'x'.repeat(MAX_BODY_BYTES)}"`) }] });
     expect(big.status).toBe(413);
     expect((big.json() as { code: string }).code).toBe('PAYLOAD_TOO_LARGE');
+  });
+
+  it('refuses a header given twice, before the handler runs, with both tokens', async () => {
+    const { key, path } = await group();
+    const before = await stateOf(path('queue'));
+    const body = JSON.stringify({ operations: [jsonOp('queue', 1)] });
+    const head = [`POST /${bucket}/${key}/$transaction HTTP/1.1`, 'Host: localhost', 'Connection: close', 'Content-Type: application/json', 'Content-Type: application/json'];
+    const answer = await rawExchange(server.url, `${head.join('\r\n')}\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer.toLowerCase()).toContain(`\r\nstream-extensions: ${TOKENS.join(', ')}\r\n`);
+    expect(answer).toContain('"code":"INVALID_HEADER"');
+    expect(await stateOf(path('queue'))).toEqual(before);
   });
 
   it('answers 404 for a bucket that does not exist', async () => {
