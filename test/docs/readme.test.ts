@@ -182,7 +182,9 @@ beforeAll(async () => {
   writeFileSync(join(WORK, 'bin/rill'), `#!/bin/sh\nexec "${process.execPath}" "${CLI}" "$@"\n`);
   chmodSync(join(WORK, 'bin/rill'), 0o755);
   env.PATH = `${join(WORK, 'bin')}:${process.env.PATH}`;
-  delete env.RILL_URL;
+  // The CLI's default server is 4437: on another port, the shell names it as a user would.
+  if (port === DOC_PORT) delete env.RILL_URL;
+  else env.RILL_URL = `http://127.0.0.1:${port}`;
   shell = new Shell(env);
   await shell.run({ text: shell.functions(), line: 0, untilCtrlC: false }, join(WORK, 'prelude.out'));
 });
