@@ -122,7 +122,8 @@ async function transactionError(res: Response, url: string, operations: readonly
     const message = `${url}: the server does not serve group transactions (HTTP ${res.status} without ${TRANSACTIONS_TOKEN}); nothing was applied`;
     return new TransactionsNotSupportedError({ code: 'TRANSACTIONS_NOT_SUPPORTED', message, status: res.status });
   }
-  const error = await errorFromResponse(res, url);
+  // No URL: a 404 here is about an operation's stream, not the route the path would name.
+  const error = await errorFromResponse(res, '');
   const index = error.operation;
   if (index === undefined) return error;
   const named = operations[index]?.stream;
