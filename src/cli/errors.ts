@@ -4,7 +4,8 @@
  *
  *   rill: STREAM_NOT_FOUND: stream not found: /demo/x (HTTP 404)
  *
- * or, with --json, one JSON line on stderr: {"error":{"code","message","status"}}.
+ * or, with --json, one JSON line on stderr: {"error":{"code","message","status"}} (plus
+ * "operation", the index of the operation a refused group transaction names).
  * Exit codes: 1 when the server refused or could not be reached, 2 for a usage error.
  */
 import { InvalidArgumentError } from 'commander';
@@ -15,6 +16,8 @@ export interface CliFailure {
   message: string;
   /** The server's HTTP status; absent when no server answered. */
   status?: number;
+  /** A group transaction's refusal: the index of the operation refused. */
+  operation?: number;
 }
 
 /** A mistake in how the command was called: no request was sent. */
@@ -24,7 +27,14 @@ export const EXIT_FAILED = 1;
 export const EXIT_USAGE = 2;
 
 export function failureOf(error: unknown): CliFailure {
-  if (error instanceof RillError) return { code: error.code, message: error.message, ...(error.status === undefined ? {} : { status: error.status }) };
+  if (error instanceof RillError) {
+    return {
+      code: error.code,
+      message: error.message,
+      ...(error.status === undefined ? {} : { status: error.status }),
+      ...(error.operation === undefined ? {} : { operation: error.operation }),
+    };
+  }
   if (error instanceof UsageError || error instanceof InvalidArgumentError) return { code: 'USAGE', message: error.message };
   return { code: 'INTERNAL', message: error instanceof Error ? error.message : String(error) };
 }

@@ -10,6 +10,7 @@ import type { ServerSettings } from '../http/settings.js';
 import { addClientCommands } from './client-commands.js';
 import { addStreamCommands } from './stream-commands.js';
 import { addSubsCommands } from './subs-commands.js';
+import { addTxCommand } from './tx-command.js';
 import { EXIT_USAGE, reportFailure } from './errors.js';
 import { addServeOptions, settingsFrom, type ServeFlags } from './serve-options.js';
 import { addTokenCommand } from './token.js';
@@ -82,6 +83,7 @@ export function buildProgram(): Command {
   showEnvironmentInHelp(program.commands.find((c) => c.name() === 'serve')!);
   addClientCommands(program);
   addStreamCommands(program);
+  addTxCommand(program);
   addSubsCommands(program);
   addAdminCommands(program);
   addTokenCommand(program);

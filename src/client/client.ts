@@ -6,6 +6,7 @@ import { errorFromResponse, RillError } from './errors.js';
 import { Transport, type TransportOptions } from './http.js';
 import { StreamHandle, type StreamHandleOptions } from './stream.js';
 import { Subscriptions } from './subscriptions.js';
+import { sendTransaction, type TransactionAck, type TransactionOperation, type TransactionOptions } from './transactions.js';
 
 export interface ClientOptions extends TransportOptions {
   /** The server's base URL, such as http://127.0.0.1:4437. */
@@ -193,6 +194,26 @@ export class BucketHandle {
 
   stream(id: string, options: StreamHandleOptions = {}): StreamHandle {
     return this.client.stream(`${this.id}/${id}`, options);
+  }
+
+  /**
+   * A handle on the stream `name` under `affinityKey` (`/{bucket}/{affinity_key}/{stream}`,
+   * path affinity): every stream operation works on it, and group transactions of the key
+   * can append to it. Each part is sent as one path segment, so a `/` in either is the
+   * server's to refuse rather than a deeper path.
+   */
+  affinityStream(affinityKey: string, name: string, options: StreamHandleOptions = {}): StreamHandle {
+    return this.client.stream(`${this.url}/${encodeURIComponent(affinityKey)}/${encodeURIComponent(name)}`, options);
+  }
+
+  /**
+   * Appends to several streams of `affinityKey` together or not at all (`POST
+   * /{bucket}/{affinity_key}/$transaction`); answers one acknowledgement per operation, in
+   * order. A refusal is the error a plain append would get, with `operation` (the index of
+   * the operation refused); a server without transactions gives `TransactionsNotSupportedError`.
+   */
+  transaction(affinityKey: string, operations: readonly TransactionOperation[], options: TransactionOptions = {}): Promise<TransactionAck[]> {
+    return sendTransaction(this.client.transport, `${this.url}/${encodeURIComponent(affinityKey)}/$transaction`, operations, options);
   }
 
   /** The bucket's subscriptions; their paths are the bucket's stream ids. */

@@ -19,6 +19,8 @@ export type RillErrorFields = Omit<ErrorFields, 'nextOffset'> & {
   currentHolder?: string;
   /** ALREADY_CLAIMED: the subscription's current wake generation (from the body). */
   generation?: number;
+  /** A group transaction's refusal: the index of the operation refused (from the body). */
+  operation?: number;
 };
 
 /** Error fields parsed from headers, with the offset in its string form. */
@@ -45,6 +47,8 @@ export const CLIENT_ERROR_CODES = [
   'BUFFER_FULL',
   /** A retry budget ran out; `cause` holds the last failure. */
   'RETRIES_EXHAUSTED',
+  /** The server has no group transactions: its answer did not advertise `group-append-transaction-v1`. */
+  'TRANSACTIONS_NOT_SUPPORTED',
 ] as const;
 
 export type ClientErrorCode = (typeof CLIENT_ERROR_CODES)[number];
@@ -81,6 +85,11 @@ export class RillError extends Error {
    */
   get outcomeUnknown(): boolean {
     return this.code === 'NETWORK_ERROR' || this.code === 'TIMEOUT' || (this.status !== undefined && this.status >= 500);
+  }
+
+  /** A group transaction's refusal: the index of the operation it is about; undefined for the request as a whole. */
+  get operation(): number | undefined {
+    return this.fields.operation;
   }
 
   /** True when sending the same request again later may succeed (a restarting server, too). */
@@ -177,6 +186,19 @@ export class RecordTrimmedError extends GoneError {
 /** 400 RECORD_BEYOND_TAIL: the record named is past the record tail (`fields.recordNext`). */
 export class RecordBeyondTailError extends RillError {}
 
+/**
+ * 409 TRANSACTION_PARTLY_APPLIED: a retried group transaction found some of its producer
+ * operations applied by an earlier attempt and others not; nothing was applied again.
+ * `operation` is the first one not applied before.
+ */
+export class TransactionPartlyAppliedError extends RillError {}
+
+/**
+ * The server does not serve group transactions: it answered the transaction route with a
+ * 404 or 405 that does not advertise `group-append-transaction-v1`. Nothing was applied.
+ */
+export class TransactionsNotSupportedError extends RillError {}
+
 /** Codes whose class does not follow from the status alone. */
 const CLASS_BY_CODE: Partial<Record<RillErrorCode, typeof RillError>> = {
   RECORD_MATCH_FAILED: RecordMatchFailedError,
@@ -187,6 +209,8 @@ const CLASS_BY_CODE: Partial<Record<RillErrorCode, typeof RillError>> = {
   STREAM_CLOSED: StreamClosedError,
   FENCED: WakeFencedError,
   ALREADY_CLAIMED: AlreadyClaimedError,
+  TRANSACTION_PARTLY_APPLIED: TransactionPartlyAppliedError,
+  TRANSACTIONS_NOT_SUPPORTED: TransactionsNotSupportedError,
 };
 
 function classFor(code: RillErrorCode, status: number | undefined): typeof RillError {
@@ -234,6 +258,7 @@ function protocolAlias(nested: string, status: number): ErrorCode | undefined {
 interface ErrorJson {
   code?: unknown;
   message?: unknown;
+  operation?: unknown;
   error?: { code?: unknown; message?: unknown; current_holder?: unknown; generation?: unknown };
 }
 
@@ -245,6 +270,7 @@ function parseErrorJson(body: ErrorJson, status: number): { code?: ErrorCode; me
   const fields: RillErrorFields = {};
   if (typeof nested.current_holder === 'string') fields.currentHolder = nested.current_holder;
   if (typeof nested.generation === 'number') fields.generation = nested.generation;
+  if (typeof body.operation === 'number' && Number.isSafeInteger(body.operation) && body.operation >= 0) fields.operation = body.operation;
   return { ...(code === undefined ? {} : { code }), ...(message === undefined ? {} : { message }), fields };
 }
 

@@ -45,11 +45,14 @@ export {
   RecordMatchFailedError,
   RecordTrimmedError,
   RecordBeyondTailError,
+  TransactionPartlyAppliedError,
+  TransactionsNotSupportedError,
   isRillError,
   CLIENT_ERROR_CODES,
   type RillErrorCode,
   type ClientErrorCode,
 } from './errors.js';
+export { TRANSACTIONS_TOKEN, type TransactionOperation, type TransactionPayload, type TransactionAck, type TransactionOptions } from './transactions.js';
 export { IdempotentProducer, type ProducerOptions, type ProducerReceipt, type WriteOptions } from './producer.js';
 export { START, NOW, formatSeq, compareSeq, positionOf } from './offsets.js';
 export { DEFAULT_RETRY, type RetryPolicy } from './backoff.js';
