@@ -25,6 +25,7 @@ const POSTGRES_SETUP = ['test/helpers/postgres-global.ts'];
 const USES_POSTGRES = [
   'test/conformance-postgres.test.ts',
   'test/crash/records-sigkill.test.ts',
+  'test/crash/transactions-sigkill.test.ts',
   'test/postgres-smoke.test.ts',
   'test/core/producer-model.test.ts',
   'test/live/remote.test.ts',
