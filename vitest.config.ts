@@ -26,6 +26,7 @@ const USES_POSTGRES = [
   'test/conformance-postgres.test.ts',
   'test/crash/records-sigkill.test.ts',
   'test/crash/webhook-resume.test.ts',
+  'test/crash/transactions-sigkill.test.ts',
   'test/postgres-smoke.test.ts',
   'test/core/producer-model.test.ts',
   'test/live/remote.test.ts',

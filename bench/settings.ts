@@ -2,6 +2,7 @@
 import type { FloodSpec } from './workloads/floods.js';
 import type { RecordsSpec } from './workloads/records.js';
 import type { SubscriptionSpec } from './workloads/subscriptions.js';
+import type { TransactionsSpec } from './workloads/transactions.js';
 
 export interface BenchSettings {
   /** Rounds of the SSE and catch-up workloads. */
@@ -46,6 +47,8 @@ export interface BenchSettings {
   crossNodeDeliveries: number;
   /** Record-aware reads against offset reads (bench/workloads/records.ts). */
   records: RecordsSpec;
+  /** Group transactions against the same appends one by one (bench/workloads/transactions.ts). */
+  transactions: TransactionsSpec;
 }
 
 export const FULL: BenchSettings = {
@@ -72,6 +75,7 @@ export const FULL: BenchSettings = {
   subscriptions: { streams: 10_000, idleS: 2, trickleS: 5, tricklePerS: 20 },
   crossNodeDeliveries: 40,
   records: { streams: 500, messagesPerStream: 400, concurrency: 50, randomReads: 5000 },
+  transactions: { clients: 50, sizes: [2, 8], batchesPerClient: 60 },
 };
 
 export const QUICK: BenchSettings = {
@@ -98,7 +102,8 @@ export const QUICK: BenchSettings = {
   subscriptions: { streams: 300, idleS: 0.3, trickleS: 0.5, tricklePerS: 20 },
   crossNodeDeliveries: 5,
   records: { streams: 20, messagesPerStream: 120, concurrency: 5, randomReads: 100 },
+  transactions: { clients: 4, sizes: [2, 8], batchesPerClient: 5 },
 };
 
-export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams', 'limits', 'drain', 'subscriptions', 'crossnode', 'records'] as const;
+export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams', 'limits', 'drain', 'subscriptions', 'crossnode', 'records', 'transactions'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];

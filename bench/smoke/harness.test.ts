@@ -26,6 +26,11 @@ test('npm run bench runs end to end on --quick', () => {
   const bounds = ['json-flood-head-idle', 'json-flood-head', 'json-flood-rss', 'json-million-rss', 'json-frame-head', 'json-frame-head-storing', 'sse-stalled-rss'];
   bounds.push('drain-live-end', 'drain-exit', 'drain-stalled-exit', 'drain-delay-exit', 'subs-link', 'subs-idle-cpu', 'subs-trickle-cpu', 'subs-rss-growth', 'longpoll-cross-p50', 'longpoll-cross-p99');
   expect(keys).toEqual(expect.arrayContaining(bounds));
+  // Ursula's extensions on rill alone (bench/extensions.ts): each pair of forms and its ratio.
+  const extensions = ['records-catchup-offset', 'records-catchup-record', 'records-catchup-ratio', 'records-random'];
+  for (const size of [2, 8]) extensions.push(`tx-${size}`, `tx-${size}-single`, `tx-${size}-ratio`);
+  expect(keys).toEqual(expect.arrayContaining(extensions));
+  for (const key of extensions) expect(results.rows.find((r) => r.key === key)!.rounds.rill?.every((v) => v > 0), key).toBe(true);
   // Figures of rill on PostgreSQL alone: its WAL, round trips and commits per append, and delivery across two nodes (SSE, long-poll).
   const onPostgresOnly = (key: string) => /-(wal|roundtrips|batch)$/.test(key) || /^sse-(same|cross)-/.test(key) || /^longpoll-cross-/.test(key);
   for (const row of results.rows) {
