@@ -12,9 +12,9 @@
  * stream's pages are reused by later writes before the file grows, so writes resume as
  * soon as a delete frees enough, although the filesystem shows no more free space.
  */
-import { statfsSync } from 'node:fs';
 import { protocolError } from '../protocol/errors.js';
 import type { CommandName, StoreCommands } from './store.js';
+import { filesystemFreeBytes, type SpaceReserve } from './space-reserve.js';
 
 /** Refused before it reached the database: the disk is below its free-space limit. */
 export class InsufficientStorageError extends Error {
@@ -65,6 +65,8 @@ export interface DiskSpaceOptions {
   minFreeBytes: number;
   /** Free pages inside the store, reused before the file grows. */
   freeInStoreBytes: () => number;
+  /** Room held for a disk another process fills (space-reserve.ts), counted as free: it is rill's to give back. */
+  reserve?: SpaceReserve | null;
   /** Called when writes start being refused (full: true) and when they are accepted again. */
   onChange?: (full: boolean, freeBytes: number) => void;
 }
@@ -117,8 +119,10 @@ export class DiskSpace {
   }
 
   private read(): void {
-    const fs = statfsSync(this.options.path);
-    this.freeBytes = fs.bavail * fs.bsize + this.options.freeInStoreBytes();
+    const { reserve } = this.options;
+    const filesystemFree = filesystemFreeBytes(this.options.path);
+    const unreserved = reserve ? reserve.adjust(filesystemFree) : filesystemFree;
+    this.freeBytes = unreserved + (reserve?.held ?? 0) + this.options.freeInStoreBytes();
     this.readAtMs = performance.now();
     if (this.freeBytes < this.options.minFreeBytes) this.setFull(true);
     else if (this.freeBytes >= this.options.minFreeBytes + this.resumeMarginBytes) this.setFull(false);

@@ -6,12 +6,13 @@
  * included, answered 503 on a full disk and a restart exited "database or disk is full".
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statfsSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { offset, readAll } from '../helpers/http.js';
 import { startServer, type ServerProcess } from '../helpers/server.js';
+import { eventually } from '../helpers/webhooks.js';
 import { expectJsonRefusal, refusalOf } from './checks.js';
 
 const MiB = 1024 * 1024;
@@ -132,6 +133,44 @@ describe('a full disk', () => {
       rmSync(ballast);
     }
     expect((await fetch(url, { method: 'POST', headers: binary, body: piece(3001) })).status).toBe(204);
+    expect(await s.stop()).toBe(0);
+  });
+});
+
+describe('a disk another process filled to the last byte', () => {
+  it('still lets rill start after a clean stop: reads and deletes are served, writes refused with 507 until space returns', async () => {
+    // The filesystem to itself: what the tests above stored is not needed.
+    rmSync(dataDir, { recursive: true, force: true });
+    const ownDir = join(mountDir, 'data-last-byte');
+    const args = ['--min-free-disk', String(MIN_FREE_BYTES)];
+    let s = await startServer({ process: true, dataDir: ownDir, args });
+    server = s;
+    const stream = (id: string) => `${s.url}/v1/stream/${id}`;
+    const kept = [piece(4000), piece(4001)];
+    expect((await fetch(stream('kept'), { method: 'PUT', headers: binary, body: kept[0] })).status).toBe(201);
+    expect((await fetch(stream('kept'), { method: 'POST', headers: binary, body: kept[1] })).status).toBe(204);
+    expect((await fetch(stream('doomed'), { method: 'PUT', headers: binary, body: piece(4002) })).status).toBe(201);
+    expect(statSync(join(ownDir, 'rill.reserve')).size, 'the reserve: a quarter of the limit').toBe(MIN_FREE_BYTES / 4);
+    expect(await s.stop()).toBe(0);
+
+    const ballast = join(mountDir, 'ballast-last-byte');
+    fillRest(ballast);
+    try {
+      expect(statfsSync(mountDir).bavail, 'the filesystem is full').toBe(0);
+      s = await startServer({ process: true, dataDir: ownDir, args });
+      server = s;
+      expect(Buffer.compare(await contentOf(stream('kept')), Buffer.concat(kept))).toBe(0);
+      expectJsonRefusal(await refusalOf(await fetch(stream('kept'), { method: 'POST', headers: binary, body: 'more' })), 507, 'INSUFFICIENT_STORAGE');
+      expectJsonRefusal(await refusalOf(await fetch(stream('new'), { method: 'PUT', headers: binary })), 507, 'INSUFFICIENT_STORAGE');
+      expect((await fetch(stream('doomed'), { method: 'DELETE' })).status).toBe(204);
+      expect((await fetch(stream('doomed'))).status).toBe(404);
+    } finally {
+      rmSync(ballast);
+    }
+    // Space is back: the reserve is written again and so are appends (the server reads free
+    // space at most every 100 ms, so the first appends may still be refused).
+    await eventually(async () => (await fetch(stream('kept'), { method: 'POST', headers: binary, body: 'more' })).status === 204, 10_000, 'appends to be accepted again');
+    expect(statSync(join(ownDir, 'rill.reserve')).size).toBe(MIN_FREE_BYTES / 4);
     expect(await s.stop()).toBe(0);
   });
 });

@@ -24,6 +24,7 @@ import type { StreamRow } from '../stream-columns.js';
 import { StreamCache } from './cache.js';
 import { appendAt, appendsOfRow } from './chunk-rows.js';
 import { lockDataDir } from './dir-lock.js';
+import { filesystemFreeBytes, reserveBytesFor, SpaceReserve } from '../space-reserve.js';
 import { WalDurability, type Fdatasync } from './durability.js';
 import { DEFAULT_RECENT_INDEXING, HeldWrites, type RecentIndexing } from './held-writes.js';
 import { ProducerCache } from './producer-cache.js';
@@ -93,11 +94,16 @@ export class SqliteStore extends BatchedStore {
   private readonly durability: WalDurability;
   /** The data directory's lock (dir-lock.ts), released last on close. */
   private readonly dirLock: Database.Database;
+  private readonly reserve: SpaceReserve | null;
 
   constructor(options: SqliteStoreOptions) {
     super(options);
     this.cache = new StreamCache(options.streamCacheEntries ?? DEFAULT_STREAM_CACHE_ENTRIES);
     mkdirSync(options.dataDir, { recursive: true });
+    // Before anything writes: on a disk filled to the last byte, the reserve is the room to open in.
+    const minFreeBytes = options.minFreeDiskBytes ?? 0;
+    this.reserve = minFreeBytes > 0 ? new SpaceReserve(options.dataDir, reserveBytesFor(minFreeBytes)) : null;
+    this.reserve?.adjust(filesystemFreeBytes(options.dataDir));
     this.dirLock = lockDataDir(options.dataDir);
     try {
       this.db = new Database(join(options.dataDir, 'rill.db'));
@@ -156,6 +162,7 @@ export class SqliteStore extends BatchedStore {
       path: options.dataDir,
       minFreeBytes,
       freeInStoreBytes: () => (freePages.get() as number) * pageSize,
+      reserve: this.reserve,
       onChange: options.onDiskSpace,
     });
   }
