@@ -139,6 +139,12 @@ export abstract class BatchedStore implements Store {
   private settled: Array<() => void> = [];
   /** Sliding-TTL renewals from reads, stored with the next batch. */
   protected readonly pendingTouches = new Map<number, number>();
+  /**
+   * Renewals taken into an asynchronous engine's batch that has not committed yet. Until
+   * it has, the stored rows lack them (PostgreSQL commits over the network), so reads
+   * still apply them: a read in that window would otherwise see a renewed stream as expired.
+   */
+  private readonly committingTouches = new Set<ReadonlyMap<number, number>>();
   protected closed = false;
   private readonly observers: StorageObserver[] = [];
   /** The observers that take what durable batches appended. */
@@ -243,9 +249,13 @@ export abstract class BatchedStore implements Store {
     if (nowMs > previous) this.pendingTouches.set(streamId, nowMs);
   }
 
-  /** A loaded stream as reads see it: with its pending TTL renewal, as core applies it. */
+  /** A loaded stream as reads see it: with its latest TTL renewal not yet stored, as core applies it. */
   protected withPendingTouch(stream: StreamState): StreamState {
-    const touchedAtMs = this.pendingTouches.get(stream.id);
+    let touchedAtMs = this.pendingTouches.get(stream.id);
+    for (const touches of this.committingTouches) {
+      const at = touches.get(stream.id);
+      if (at !== undefined && (touchedAtMs === undefined || at > touchedAtMs)) touchedAtMs = at;
+    }
     return touchedAtMs === undefined ? stream : touched(stream, touchedAtMs);
   }
 
@@ -295,6 +305,9 @@ export abstract class BatchedStore implements Store {
     // stored and core decides whether each renewal applies.
     const touches = new Map(this.pendingTouches);
     this.pendingTouches.clear();
+    // A synchronous engine commits before any read can run, and its loads inside the
+    // transaction must see the rows as stored (they go through withPendingTouch).
+    if (this.transactAsync) this.committingTouches.add(touches);
     const work: BatchWork = { batch, touches, failed: new Map(), outcomes: new Map(), events: [], next: 0 };
     this.settling++;
     if (this.transactAsync) void this.commitAsync(work);
@@ -340,6 +353,7 @@ export abstract class BatchedStore implements Store {
 
   /** The batch committed: measured (when observed), then answered once durable. */
   private committed(work: BatchWork, startedMs: number): void {
+    this.committingTouches.delete(work.touches);
     const observers = this.observers;
     if (observers.length === 0) return this.whenDurable((error) => this.settle(work, error));
     const committedMs = performance.now();
@@ -390,6 +404,7 @@ export abstract class BatchedStore implements Store {
 
   /** The batch could not commit: none of it applied, and the reads' renewals wait for the next. */
   private refuse(work: BatchWork, error: unknown): void {
+    this.committingTouches.delete(work.touches);
     for (const [id, at] of work.touches) this.touchAt(id, at);
     const refusal = this.refusalOf(error);
     for (const op of work.batch) answerLeftOut(op, work.failed.get(op) ?? refusal);

@@ -6,6 +6,7 @@
  */
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { isExpired } from '../../src/core/stream.js';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
 import { PostgresStore } from '../../src/storage/postgres/engine.js';
@@ -140,6 +141,35 @@ describe('two nodes on one database', () => {
     expect(heardByA).toEqual([]);
     const versions = await b.remote.versions([name, v1StreamKey('absent')]);
     expect([...versions.keys()]).toEqual([name]);
+  });
+});
+
+describe('TTL renewals', () => {
+  it("a read's renewal is seen by reads while the batch storing it waits on PostgreSQL", async () => {
+    const store = await node();
+    const name = v1StreamKey('renewed-in-flight');
+    await store.run('createStream', createRequest(name, { ttlSeconds: 10 }));
+    clock.advance(9_000);
+    store.touch(await mustGet(store, name), clock.read());
+    // Another session holds the stream's row: the batch that stores the renewal waits on it.
+    const holder = new pg.Client(url);
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM streams WHERE name = $1 FOR UPDATE', [name]);
+      const storing = store.run('createStream', createRequest(v1StreamKey('kick'), { contentType: 'text/plain' }));
+      // The batch is taken on the next turn of the event loop (setImmediate), this one after it.
+      await new Promise((resolve) => setImmediate(resolve));
+      clock.advance(6_000);
+      const seen = await mustGet(store, name);
+      expect(isExpired(seen, clock.read()), 'expired 1 s past its first TTL although read at 9 s').toBe(false);
+      await holder.query('ROLLBACK');
+      expect((await storing).kind).toBe('created');
+    } finally {
+      await holder.end();
+    }
+    expect(isExpired(await mustGet(store, name), clock.read())).toBe(false);
+    expect(isExpired(await mustGet(await node(), name), clock.read()), 'another node reads the stored renewal').toBe(false);
   });
 });
 
