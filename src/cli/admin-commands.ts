@@ -6,8 +6,7 @@
  */
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { backupDataDir, DATA_FILE, restoreDataDir } from '../storage/sqlite/backup.js';
-import { checkDataFile, type CheckReport } from '../storage/sqlite/check.js';
+import type { CheckReport } from '../storage/sqlite/check.js';
 import { action, globals } from './client-commands.js';
 import { out, outJson } from './output.js';
 import { progressBar } from './progress.js';
@@ -33,8 +32,15 @@ async function stats(path: string | undefined, _flags: unknown, command: Command
   await out(rows.map(([key, value]) => `${String(key)}: ${value === null ? '(not counted)' : String(value)}\n`).join(''));
 }
 
+/** The SQLite engine's tools, loaded when a command needs them: the client commands start without the native module. */
+async function sqliteAdmin() {
+  const [backupTools, checkTools] = await Promise.all([import('../storage/sqlite/backup.js'), import('../storage/sqlite/check.js')]);
+  return { ...backupTools, ...checkTools };
+}
+
 async function backup(file: string, flags: { data: string }, command: Command): Promise<void> {
   const { json } = globals(command);
+  const { backupDataDir, DATA_FILE } = await sqliteAdmin();
   const bar = progressBar('backup', 'pages');
   try {
     const result = await backupDataDir(flags.data, file, (done, total) => bar.update(done, total));
@@ -48,6 +54,7 @@ async function backup(file: string, flags: { data: string }, command: Command): 
 
 async function restore(file: string, flags: { data: string; force?: boolean }, command: Command): Promise<void> {
   const { json } = globals(command);
+  const { restoreDataDir } = await sqliteAdmin();
   const bar = progressBar('restore', 'bytes');
   try {
     await restoreDataDir(file, flags.data, { force: flags.force === true }, (done, total) => bar.update(done, total));
@@ -60,6 +67,7 @@ async function restore(file: string, flags: { data: string; force?: boolean }, c
 
 async function check(file: string | undefined, flags: { data: string }, command: Command): Promise<void> {
   const { json } = globals(command);
+  const { checkDataFile, DATA_FILE } = await sqliteAdmin();
   const target = file ?? resolve(flags.data, DATA_FILE);
   const bar = progressBar('check', 'streams');
   let report: CheckReport;

@@ -3,9 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { effectiveConfiguration, showEnvironmentInHelp, unknownEnvironment } from '../ops/config.js';
-import { createLogger } from '../ops/logger.js';
 import { addAdminCommands } from './admin-commands.js';
-import { PostgresStore, redactedUrl } from '../storage/postgres/engine.js';
+import { redactedUrl } from '../storage/postgres/settings.js';
 import type { ServerSettings } from '../http/settings.js';
 import { addClientCommands } from './client-commands.js';
 import { addStreamCommands } from './stream-commands.js';
@@ -26,14 +25,16 @@ function accessSummary(settings: Partial<ServerSettings>): string {
 }
 
 async function serve(flags: ServeFlags, command: Command): Promise<void> {
+  const { createLogger } = await import('../ops/logger.js');
   const log = createLogger({ level: flags.logLevel });
   const unknown = unknownEnvironment(command, process.env);
   if (unknown.length > 0) log.warn({ variables: unknown }, 'environment variables named RILL_* that no option reads');
   const { values, sources } = effectiveConfiguration(command, redactedUrl);
   log.info({ config: values, from: sources }, 'configuration');
   const settings = settingsFrom(flags);
-  // Loaded here, not at the top: the client commands start without the server (and jose, prom-client).
-  const { openRillServer } = await import('../http/server.js');
+  // Loaded here, not at the top: the client commands start without the server, its engines
+  // and their modules (better-sqlite3, pg, jose, prom-client).
+  const [{ openRillServer }, { PostgresStore }] = await Promise.all([import('../http/server.js'), import('../storage/postgres/engine.js')]);
   const rill = await openRillServer({ settings, logger: log });
   rill.store.onFatal((error) => {
     // What a failed fsync covered may or may not be on disk, and a broken invariant leaves

@@ -5,7 +5,7 @@
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { applyConfigFile, applyEnvironment, ConfigError, readConfigFile, repeatable } from '../ops/config.js';
-import { LOG_LEVELS, type LogLevel } from '../ops/logger.js';
+import { LOG_LEVELS, type LogLevel } from '../ops/log-levels.js';
 import { DEFAULT_SETTINGS, DEFAULT_SUBSCRIPTION_SETTINGS, type ServerSettings } from '../http/settings.js';
 import { UsageError } from './errors.js';
 import { bytesOption, durationOption, parseNonNegativeInteger, parsePositiveInteger } from './units.js';

@@ -10,8 +10,9 @@ import type PinoPretty from 'pino-pretty';
 /** pino-pretty is loaded only for a terminal: commands that never log should not pay for it. */
 const loadPretty = (): typeof PinoPretty => createRequire(import.meta.url)('pino-pretty') as typeof PinoPretty;
 
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
+import type { LogLevel } from './log-levels.js';
+
+export { LOG_LEVELS, type LogLevel } from './log-levels.js';
 
 export const REDACTED = '[redacted]';
 

@@ -20,6 +20,9 @@ import { PgBatch } from './batch.js';
 import { preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
 import { hintPayloads, HintListener } from './notify.js';
 import { migrate } from './schema.js';
+import { POSTGRES_DEFAULTS, redactedUrl } from './settings.js';
+
+export { POSTGRES_DEFAULTS, redactedUrl };
 
 export interface PostgresStoreOptions extends StoreOptions {
   url: string;
@@ -31,7 +34,6 @@ export interface PostgresStoreOptions extends StoreOptions {
   connectTimeoutMs?: number;
 }
 
-export const POSTGRES_DEFAULTS = { poolSize: 10, statementTimeoutMs: 10_000, connectTimeoutMs: 5_000 };
 
 /** A batch that lost a race with another node's (deadlock, concurrent creation) runs again, up to this many times. */
 const MAX_ATTEMPTS = 5;
@@ -40,17 +42,6 @@ const RETRYABLE = new Set(['40001', '40P01', '23505']);
 
 function isRetryable(error: unknown): boolean {
   return error instanceof pg.DatabaseError && error.code !== undefined && RETRYABLE.has(error.code);
-}
-
-/** A database URL without its password, for logs. */
-export function redactedUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return '(unparsable URL)';
-  }
 }
 
 /** Longest a ROLLBACK may take before its connection is given up instead of returned to the pool. */

@@ -24,6 +24,9 @@ import type { StreamRow } from '../stream-columns.js';
 import { StreamCache } from './cache.js';
 import { appendAt, appendsOfRow } from './chunk-rows.js';
 import { lockDataDir } from './dir-lock.js';
+import { DEFAULT_STREAM_CACHE_ENTRIES } from './defaults.js';
+
+export { DEFAULT_STREAM_CACHE_ENTRIES };
 import { filesystemFreeBytes, reserveBytesFor, SpaceReserve } from '../space-reserve.js';
 import { WalDurability, type Fdatasync } from './durability.js';
 import { DEFAULT_RECENT_INDEXING, HeldWrites, type RecentIndexing } from './held-writes.js';
@@ -42,7 +45,6 @@ export type { RecentIndexing } from './held-writes.js';
  * 100,000-stream figure near 180 MB, and cost writes spread over more streams than that
  * ~8% (one row read each).
  */
-export const DEFAULT_STREAM_CACHE_ENTRIES = 20_000;
 
 /**
  * A read waits for each pending commit that removed bytes of its stream (about one fsync

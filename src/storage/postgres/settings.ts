@@ -1,0 +1,17 @@
+/**
+ * What the server's settings and the `rill` command need of the PostgreSQL engine without
+ * loading it (and `pg`): its defaults, and a database URL fit for logs.
+ */
+
+export const POSTGRES_DEFAULTS = { poolSize: 10, statementTimeoutMs: 10_000, connectTimeoutMs: 5_000 };
+
+/** A database URL without its password, for logs. */
+export function redactedUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '(unparsable URL)';
+  }
+}
