@@ -4,7 +4,7 @@
  * a 2.4 KB stack trace, 5.4 MB for 2,232 refusals, onto the disk that was full.
  */
 import type { Logger } from 'pino';
-import { InsufficientStorageError } from '../storage/disk-space.js';
+import { InsufficientStorageError } from '../storage/errors.js';
 
 export class StorageFailureLog {
   private refusals = 0;

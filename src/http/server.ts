@@ -17,7 +17,7 @@ import { RillMetrics } from '../ops/metrics.js';
 import { requestIdOf, RequestLog, setRouteTemplate } from '../ops/request-log.js';
 import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
 import { repeatedHeaderError } from '../protocol/parse.js';
-import { storageRefusal } from '../storage/batched.js';
+import { storageRefusal } from '../storage/errors.js';
 import { MemoryStore } from '../storage/memory/engine.js';
 import { PostgresStore } from '../storage/postgres/engine.js';
 import { SqliteStore } from '../storage/sqlite/engine.js';

@@ -16,7 +16,7 @@ import { ndjsonToArray } from '../protocol/json.js';
 import { countRecords } from '../core/records.js';
 import { ENVELOPE_ITEM_CONTENT_TYPE, envelopeLines } from './records.js';
 import { encodeOffset } from '../protocol/offset.js';
-import { storageRefusal } from '../storage/batched.js';
+import { storageRefusal } from '../storage/errors.js';
 import type { Store } from '../storage/store.js';
 import { hangupOf, type Latch } from './latch.js';
 import type { Follower, LiveHub } from './hub.js';

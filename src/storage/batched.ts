@@ -10,7 +10,15 @@ import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings, type StreamState } fr
 import { isJsonContentType } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { countJsonMessages } from '../protocol/json.js';
-import { InsufficientStorageError, type DiskSpace } from './disk-space.js';
+import type { DiskSpace } from './disk-space.js';
+import {
+  CommandFailedError,
+  CommitOutcomeUnknownError,
+  DurabilityLostError,
+  InsufficientStorageError,
+  StorageFailure,
+  StorageUnavailableError,
+} from './errors.js';
 import { CommandRefused, Executor, type Txn } from './executor.js';
 import { MissingState } from './missing.js';
 import type {
@@ -33,92 +41,6 @@ interface Pending {
   input: never;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
-}
-
-/** Thrown to a command whose batch could not be committed. */
-export class StorageUnavailableError extends Error {
-  readonly protocol = protocolError('STORAGE_UNAVAILABLE', 'storage is unavailable; the write was not applied', { retryAfterSeconds: 1 });
-  constructor(override readonly cause: unknown) {
-    super(`storage unavailable: ${cause instanceof Error ? cause.message : String(cause)}`);
-  }
-}
-
-/**
- * A read of a stream whose name keeps losing stored bytes (dropped and recreated, or
- * trimmed) faster than commits become durable: each such commit makes its readers wait
- * one more fsync, and past a bound they are refused rather than held without end.
- */
-export class ReadNotSettledError extends Error {
-  readonly protocol = protocolError('UNAVAILABLE', 'the stream is being removed or trimmed faster than reads can settle; retry later', {
-    retryAfterSeconds: 1,
-  });
-  constructor(name: string, waits: number) {
-    super(`read of ${name} not settled after ${waits} waits for removals to become durable`);
-  }
-}
-
-/**
- * The storage itself failed inside a batch (disk full, I/O error, a transaction the
- * database abandoned). The whole batch is refused with STORAGE_UNAVAILABLE and applies
- * nothing, rather than the one command failing while the others commit.
- */
-export class StorageFailure extends Error {
-  constructor(override readonly cause: unknown) {
-    super(`storage failed: ${cause instanceof Error ? cause.message : String(cause)}`);
-  }
-}
-
-/**
- * The storage could not make a committed batch durable (an fsync failed). Whether its
- * writes survive is unknown until the server restarts and reads the disk, so the store
- * refuses everything from then on.
- */
-export class DurabilityLostError extends Error {
-  readonly protocol = protocolError('STORAGE_UNAVAILABLE', 'storage failed while making the write durable; its outcome is unknown: retry it unchanged', {
-    retryAfterSeconds: 1,
-  });
-  constructor(override readonly cause: unknown) {
-    super(`durability lost: ${cause instanceof Error ? cause.message : String(cause)}`);
-  }
-}
-
-/**
- * The connection to a networked database was lost while its COMMIT was under way: the
- * batch may or may not have applied. Its commands are told so (retry unchanged), and the
- * store goes on, since the database, not this process, holds the truth.
- */
-export class CommitOutcomeUnknownError extends Error {
-  constructor(override readonly cause: unknown) {
-    super(`commit outcome unknown: ${cause instanceof Error ? cause.message : String(cause)}`);
-  }
-}
-
-/** A read could not reach the storage (a networked database that is down or restarting). */
-export class ReadUnavailableError extends Error {
-  readonly protocol = protocolError('STORAGE_UNAVAILABLE', 'storage is unavailable; retry later', { retryAfterSeconds: 1 });
-  constructor(override readonly cause: unknown) {
-    super(`storage unavailable for a read: ${cause instanceof Error ? cause.message : String(cause)}`);
-  }
-}
-
-/** Thrown to a command whose own step failed on an invariant; the rest of the batch commits. */
-export class CommandFailedError extends Error {
-  readonly protocol = protocolError('INTERNAL', 'the server failed to process the request');
-  constructor(override readonly cause: unknown) {
-    super(`command failed: ${cause instanceof Error ? cause.message : String(cause)}`);
-  }
-}
-
-/** The typed answer a storage error carries; null for any other error. */
-export function storageRefusal(error: unknown): ProtocolError | null {
-  const typed =
-    error instanceof StorageUnavailableError ||
-    error instanceof CommandFailedError ||
-    error instanceof DurabilityLostError ||
-    error instanceof ReadNotSettledError ||
-    error instanceof ReadUnavailableError ||
-    error instanceof InsufficientStorageError;
-  return typed ? error.protocol : null;
 }
 
 /** Most commands a batch takes; the rest wait for the next one. */

@@ -14,17 +14,8 @@
  */
 import { protocolError } from '../protocol/errors.js';
 import type { CommandName, StoreCommands } from './store.js';
+import { InsufficientStorageError } from './errors.js';
 import { filesystemFreeBytes, type SpaceReserve } from './space-reserve.js';
-
-/** Refused before it reached the database: the disk is below its free-space limit. */
-export class InsufficientStorageError extends Error {
-  readonly protocol = protocolError('INSUFFICIENT_STORAGE', 'the server is short of disk space; the write was not applied (deletes and retention still work)', {
-    retryAfterSeconds: 10,
-  });
-  constructor(readonly freeBytes: number) {
-    super(`insufficient storage: ${freeBytes} bytes free`);
-  }
-}
 
 /**
  * Disk bytes a command may take, or 0 for one that frees space or takes next to none.

@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { SqliteStore } from '../../src/storage/sqlite/engine.js';
-import { StorageUnavailableError } from '../../src/storage/batched.js';
+import { StorageUnavailableError } from '../../src/storage/errors.js';
 import { appendRequest, createRequest, readAll } from '../storage/fixtures.js';
 import { removeDir, tempDataDir } from '../helpers/server.js';
 import { FaultyStore, InjectedBug } from './faulty-store.js';

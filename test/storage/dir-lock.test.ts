@@ -5,7 +5,8 @@
  */
 import { afterEach, expect, test } from 'vitest';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
-import { DataDirInUseError, lockDataDir } from '../../src/storage/sqlite/dir-lock.js';
+import { DataDirInUseError } from '../../src/storage/errors.js';
+import { lockDataDir } from '../../src/storage/sqlite/dir-lock.js';
 import { SqliteStore } from '../../src/storage/sqlite/engine.js';
 import { SCHEMA_VERSION } from '../../src/storage/sqlite/schema.js';
 import Database from 'better-sqlite3';

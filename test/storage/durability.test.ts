@@ -137,7 +137,7 @@ describe('WAL durability with fsyncs overlapping', () => {
 describe('a store that loses durability', () => {
   test('answers the writes it could not make durable as unknown, then refuses everything and reports it', async () => {
     const { SqliteStore } = await import('../../src/storage/sqlite/engine.js');
-    const { DurabilityLostError, StorageUnavailableError } = await import('../../src/storage/batched.js');
+    const { DurabilityLostError, StorageUnavailableError } = await import('../../src/storage/errors.js');
     const { DEFAULT_PRODUCER_SETTINGS } = await import('../../src/core/types.js');
     class BrokenDisk extends SqliteStore {
       protected override whenDurable(done: (error?: unknown) => void): void {

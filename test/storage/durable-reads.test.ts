@@ -7,7 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { bucketStreamKey, v1StreamKey } from '../../src/protocol/ids.js';
 import { MAX_REMOVAL_WAITS, SqliteStore } from '../../src/storage/sqlite/engine.js';
-import { ReadNotSettledError, storageRefusal } from '../../src/storage/batched.js';
+import { ReadNotSettledError, storageRefusal } from '../../src/storage/errors.js';
 import { statusOf } from '../../src/protocol/errors.js';
 import { JSON_TYPE, appendRequest, createRequest } from './fixtures.js';
 import { HeldStores, ticks, watch, type HeldFlush } from './held-flush.js';

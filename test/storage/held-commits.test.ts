@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { protocolError } from '../../src/protocol/errors.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
-import { storageRefusal } from '../../src/storage/batched.js';
+import { storageRefusal } from '../../src/storage/errors.js';
 import type { SqliteStore } from '../../src/storage/sqlite/engine.js';
 import { appendRequest, createRequest } from './fixtures.js';
 import { HeldStores, ticks, watch, type HeldFlush } from './held-flush.js';

@@ -9,20 +9,13 @@
  */
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import { DataDirInUseError } from '../errors.js';
 
 /**
  * How long a store waits for the directory to be free. A supervisor restarting a killed
  * server may start the new process before the old one's locks are gone.
  */
 export const DIR_LOCK_WAIT_MS = 2000;
-
-/** Another process (or another store of this one) has the data directory open. */
-export class DataDirInUseError extends Error {
-  readonly code = 'DATA_DIR_IN_USE';
-  constructor(readonly dataDir: string) {
-    super(`the data directory ${dataDir} is in use by another rill server (its rill.lock is held); stop that one first`);
-  }
-}
 
 /** Takes the directory's lock, held until the returned connection is closed. */
 export function lockDataDir(dataDir: string, waitMs = DIR_LOCK_WAIT_MS): Database.Database {
