@@ -34,7 +34,7 @@ async function serve(flags: ServeFlags, command: Command): Promise<void> {
   const settings = settingsFrom(flags);
   // Loaded here, not at the top: the client commands start without the server, its engines
   // and their modules (better-sqlite3, pg, jose, prom-client).
-  const [{ openRillServer }, { PostgresStore }] = await Promise.all([import('../http/server.js'), import('../storage/postgres/engine.js')]);
+  const { openRillServer } = await import('../http/server.js');
   const rill = await openRillServer({ settings, logger: log });
   rill.store.onFatal((error) => {
     // What a failed fsync covered may or may not be on disk, and a broken invariant leaves
@@ -57,7 +57,7 @@ async function serve(flags: ServeFlags, command: Command): Promise<void> {
     rill.close().then(
       () => {
         // What the bench reports per append: batches and round trips to the database.
-        if (rill.store instanceof PostgresStore) log.info({ postgres: rill.store.stats }, 'postgres store totals');
+        if (settings.store === 'postgres' && rill.store.stats) log.info({ postgres: rill.store.stats }, 'postgres store totals');
         log.info({ signal }, 'stopped');
         // Exit once the log line is out: process.exit drops what the log still buffers.
         log.flush(() => process.exit(0));

@@ -18,9 +18,7 @@ import { requestIdOf, RequestLog, setRouteTemplate } from '../ops/request-log.js
 import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
 import { repeatedHeaderError } from '../protocol/parse.js';
 import { storageRefusal } from '../storage/errors.js';
-import { MemoryStore } from '../storage/memory/engine.js';
-import { PostgresStore } from '../storage/postgres/engine.js';
-import { SqliteStore } from '../storage/sqlite/engine.js';
+import { openStore, openStoreNow } from '../storage/open.js';
 import type { Store } from '../storage/store.js';
 import { AccessControl, guardsSubscriptionRoute, type Admission } from './access.js';
 import { handleAdmin, handleStreamStats, metricsServer, StorageHealth } from './admin.js';
@@ -63,40 +61,20 @@ export interface CreateServerOptions {
   now?: () => number;
 }
 
-function openStore(settings: ServerSettings, log: Logger, nowMs: () => number): Store {
-  const options = { producers: settings.producers, nowMs };
-  if (settings.store === 'postgres') throw new Error('the postgres store opens asynchronously: use openRillServer');
-  if (settings.store === 'memory') return new MemoryStore(options);
-  return new SqliteStore({
-    ...options,
-    dataDir: settings.dataDir,
-    streamCacheEntries: settings.streamCacheEntries,
-    minFreeDiskBytes: settings.minFreeDiskBytes,
-    onDiskSpace: (full, freeBytes) => {
-      if (full) log.warn({ freeBytes, minFreeDiskBytes: settings.minFreeDiskBytes }, 'disk space is low: writes are refused with 507 until space returns (deletes and retention still work)');
-      else log.warn({ freeBytes }, 'disk space returned: writes are accepted again');
-    },
-  });
-}
-
-/** Opens the PostgreSQL store the settings name: connects, migrates the schema, listens for other nodes' commits. */
-export function openPostgresStore(settings: ServerSettings, nowMs: () => number = Date.now): Promise<PostgresStore> {
-  if (!settings.postgresUrl) throw new Error('the postgres store needs --postgres-url (or RILL_POSTGRES_URL)');
-  return PostgresStore.open({
-    producers: settings.producers,
-    nowMs,
-    url: settings.postgresUrl,
-    poolSize: settings.postgresPoolSize,
-    statementTimeoutMs: settings.postgresStatementTimeoutMs,
-    connectTimeoutMs: settings.postgresConnectTimeoutMs,
-  });
+/** SQLite's disk-space changes, logged when they happen (never per refusal). */
+function diskSpaceLog(settings: ServerSettings, log: Logger): (full: boolean, freeBytes: number) => void {
+  return (full, freeBytes) => {
+    if (full) log.warn({ freeBytes, minFreeDiskBytes: settings.minFreeDiskBytes }, 'disk space is low: writes are refused with 507 until space returns (deletes and retention still work)');
+    else log.warn({ freeBytes }, 'disk space returned: writes are accepted again');
+  };
 }
 
 /** createRillServer, for every store: one whose opening takes I/O (PostgreSQL) is opened first. */
 export async function openRillServer(options: CreateServerOptions = {}): Promise<RillServer> {
   const settings: ServerSettings = { ...DEFAULT_SETTINGS, ...options.settings };
-  const store = options.store ?? (settings.store === 'postgres' ? await openPostgresStore(settings, options.now) : undefined);
-  return createRillServer({ ...options, store });
+  const log = options.logger ?? createLogger({ level: 'info' });
+  const store = options.store ?? (await openStore(settings, { nowMs: options.now ?? Date.now, onDiskSpace: diskSpaceLog(settings, log) }));
+  return createRillServer({ ...options, logger: log, store });
 }
 
 /** Handlers answer synchronously or with a promise; plain functions here add no promise of their own. */
@@ -388,7 +366,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   // Key files are read before anything opens, so a bad one stops the start with nothing to undo.
   const access = new AccessControl(settings.auth, now());
   const browsers = new BrowserPolicy({ corsOrigins: settings.corsOrigins, authOn: isAuthOn(settings.auth), listenHost: settings.host, allowedHosts: settings.allowedHosts });
-  const store = options.store ?? openStore(settings, log, now);
+  const store = options.store ?? openStoreNow(settings, { nowMs: now, onDiskSpace: diskSpaceLog(settings, log) });
   const hub = new LiveHub(store, settings.maxLiveConnections, settings.remoteCheckMs);
   const storageFailures = new StorageFailureLog(log, Date.now);
   const ops = operations(settings, store, hub, log);

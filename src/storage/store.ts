@@ -124,6 +124,9 @@ export interface SubscriptionReads {
 }
 
 export interface Store extends SubscriptionReads {
+  /** Batches, commands and database round trips so far, where an engine counts them (PostgreSQL: the bench reads them at stop). */
+  readonly stats?: { batches: number; commands: number; roundTrips: number };
+
   run<K extends CommandName>(kind: K, input: StoreCommands[K]['input']): Promise<StoreCommands[K]['output']>;
 
   /** The committed state of a stream, including deleted or expired ones still stored. */

@@ -1,0 +1,59 @@
+/**
+ * The one place that chooses and constructs a storage engine: the server and the CLI name
+ * an engine in their settings and get a `Store`, without knowing the engines' classes.
+ */
+import type { ProducerSettings } from '../core/types.js';
+import { MemoryStore } from './memory/engine.js';
+import { PostgresStore } from './postgres/engine.js';
+import { SqliteStore } from './sqlite/engine.js';
+import type { Store } from './store.js';
+
+/** What opening an engine takes (the server's settings hold all of it). */
+export interface StoreSettings {
+  store: 'sqlite' | 'memory' | 'postgres';
+  producers: ProducerSettings;
+  /** SQLite */
+  dataDir: string;
+  streamCacheEntries: number;
+  minFreeDiskBytes: number;
+  /** PostgreSQL */
+  postgresUrl: string | null;
+  postgresPoolSize: number;
+  postgresStatementTimeoutMs: number;
+  postgresConnectTimeoutMs: number;
+}
+
+export interface OpenHooks {
+  /** The clock the store judges time by. */
+  nowMs: () => number;
+  /** SQLite: writes started being refused for want of disk space (full), or are accepted again. */
+  onDiskSpace?: (full: boolean, freeBytes: number) => void;
+}
+
+/** Opens an engine whose opening takes no I/O wait (SQLite, memory); PostgreSQL needs openStore. */
+export function openStoreNow(settings: StoreSettings, hooks: OpenHooks): Store {
+  const options = { producers: settings.producers, nowMs: hooks.nowMs };
+  if (settings.store === 'postgres') throw new Error('the postgres store opens asynchronously: use openStore');
+  if (settings.store === 'memory') return new MemoryStore(options);
+  return new SqliteStore({
+    ...options,
+    dataDir: settings.dataDir,
+    streamCacheEntries: settings.streamCacheEntries,
+    minFreeDiskBytes: settings.minFreeDiskBytes,
+    ...(hooks.onDiskSpace === undefined ? {} : { onDiskSpace: hooks.onDiskSpace }),
+  });
+}
+
+/** Opens any engine; PostgreSQL connects, migrates its schema and listens for other nodes' commits. */
+export async function openStore(settings: StoreSettings, hooks: OpenHooks): Promise<Store> {
+  if (settings.store !== 'postgres') return openStoreNow(settings, hooks);
+  if (!settings.postgresUrl) throw new Error('the postgres store needs --postgres-url (or RILL_POSTGRES_URL)');
+  return PostgresStore.open({
+    producers: settings.producers,
+    nowMs: hooks.nowMs,
+    url: settings.postgresUrl,
+    poolSize: settings.postgresPoolSize,
+    statementTimeoutMs: settings.postgresStatementTimeoutMs,
+    connectTimeoutMs: settings.postgresConnectTimeoutMs,
+  });
+}
