@@ -24,8 +24,13 @@ import type { LinkView, SubscriptionLink, SubscriptionState } from '../core/subs
 import type { CommandName, CommitEvent, StoreCommands } from './store.js';
 import { SubscriptionSteps } from './subscription-steps.js';
 
-/** Synchronous access to one engine's state inside an open transaction. */
+/**
+ * Synchronous access to one engine's state inside an open transaction: streams, buckets
+ * and producers here, subscriptions and their links in `subscriptions`.
+ */
 export interface Txn {
+  readonly subscriptions: SubscriptionTxn;
+
   getStream(name: string): StreamState | undefined;
   getStreamById(id: number): StreamState | undefined;
   getBucket(id: string): BucketState | undefined;
@@ -58,7 +63,16 @@ export interface Txn {
   /** The lowest earliest offset among every stream forked, directly or not, from this one. */
   descendantsEarliest(streamId: number): number | null;
 
-  // ---- subscriptions (core/subscription-types.ts) ------------------------------------
+  /**
+   * For engines whose reads may throw MissingState (missing.ts): a step (one command, or
+   * the reads' TTL renewals) begins, and `rewindStep` undoes its changes so far.
+   */
+  beginStep?(): void;
+  rewindStep?(): void;
+}
+
+/** A transaction's subscriptions and links (core/subscription-types.ts), each engine's in a file of its own. */
+export interface SubscriptionTxn {
   getSubscription(key: string): SubscriptionState | undefined;
   putSubscription(subscription: SubscriptionState): void;
   /** Removes the subscription with all its links. */
@@ -83,13 +97,6 @@ export interface Txn {
    * prefix), in key order, at most `limit`: the candidates for a new pattern.
    */
   streamsByPrefix(keyPrefix: string, limit: number): Array<{ name: string; tail: number }>;
-
-  /**
-   * For engines whose reads may throw MissingState (missing.ts): a step (one command, or
-   * the reads' TTL renewals) begins, and `rewindStep` undoes its changes so far.
-   */
-  beginStep?(): void;
-  rewindStep?(): void;
 }
 
 /**

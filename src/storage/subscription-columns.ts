@@ -6,46 +6,6 @@
  */
 import type { LinkView, SubscriptionLink, SubscriptionState } from '../core/subscription-types.js';
 import type { StreamState } from '../core/types.js';
-import type { Txn } from './executor.js';
-
-/** The subscription methods of Txn, each engine's in a file of its own. */
-export const SUBSCRIPTION_TXN_METHODS = [
-  'getSubscription',
-  'putSubscription',
-  'dropSubscription',
-  'countSubscriptions',
-  'patternSubscriptions',
-  'scopeSubscriptionKeys',
-  'getLink',
-  'putLink',
-  'dropLink',
-  'dropStreamLinks',
-  'countLinks',
-  'links',
-  'pendingLinks',
-  'streamsByPrefix',
-] as const satisfies ReadonlyArray<keyof Txn>;
-
-export type SubscriptionTxn = Pick<Txn, (typeof SUBSCRIPTION_TXN_METHODS)[number]>;
-
-/** `source`'s subscription methods, bound, to spread into a Txn object. */
-export function subscriptionMethods(source: SubscriptionTxn): SubscriptionTxn {
-  return Object.fromEntries(SUBSCRIPTION_TXN_METHODS.map((name) => [name, source[name].bind(source)])) as unknown as SubscriptionTxn;
-}
-
-/**
- * Gives a Txn class the subscription methods of the object `of(txn)` answers; the class
- * declares them with an interface of its name extending SubscriptionTxn.
- */
-export function forwardSubscriptionTxn<T>(txnClass: { prototype: T }, of: (txn: T) => SubscriptionTxn): void {
-  for (const name of SUBSCRIPTION_TXN_METHODS) {
-    Object.defineProperty(txnClass.prototype, name, {
-      value(this: T, ...args: unknown[]) {
-        return (of(this)[name] as (...a: unknown[]) => unknown)(...args);
-      },
-    });
-  }
-}
 
 /** A row of `subscriptions`. Booleans are 0 and 1, as in every other table. */
 export interface SubscriptionRow {

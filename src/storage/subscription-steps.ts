@@ -78,9 +78,9 @@ export class SubscriptionSteps {
   create({ candidate, limits }: SubscriptionCommands['createSubscription']['input']): CreateSubscriptionOutcome {
     const outcome = decideCreateSubscription({
       scopeExists: scopeExists(this.txn, candidate.scope),
-      existing: this.txn.getSubscription(candidate.key),
+      existing: this.txn.subscriptions.getSubscription(candidate.key),
       candidate,
-      subscriptionCount: this.txn.countSubscriptions(),
+      subscriptionCount: this.txn.subscriptions.countSubscriptions(),
       limits,
     });
     if (outcome.kind !== 'created') return outcome;
@@ -92,7 +92,7 @@ export class SubscriptionSteps {
     }
     if (candidate.config.pattern !== null) {
       const prefix = `${candidate.scope}/${literalPrefix(candidate.config.pattern)}`;
-      for (const { name, tail } of this.txn.streamsByPrefix(prefix, limits.maxStreamsPerSubscription + 1)) {
+      for (const { name, tail } of this.txn.subscriptions.streamsByPrefix(prefix, limits.maxStreamsPerSubscription + 1)) {
         const path = name.slice(candidate.scope.length + 1);
         if (patternTakes(candidate.config, path)) links.set(name, withMembership(links.get(name), newLink(candidate.key, name, path, 'glob', tail)));
       }
@@ -100,47 +100,47 @@ export class SubscriptionSteps {
     if (links.size > limits.maxStreamsPerSubscription) {
       return { kind: 'rejected', error: { code: 'SUBSCRIPTION_FULL', message: `the subscription would hold more than ${limits.maxStreamsPerSubscription} streams` } };
     }
-    this.txn.putSubscription(candidate);
-    for (const link of links.values()) this.txn.putLink(link);
+    this.txn.subscriptions.putSubscription(candidate);
+    for (const link of links.values()) this.txn.subscriptions.putLink(link);
     return outcome;
   }
 
   delete({ key }: { key: string }): { kind: 'deleted' | 'absent' } {
-    if (!this.txn.getSubscription(key)) return { kind: 'absent' };
-    this.txn.dropSubscription(key);
+    if (!this.txn.subscriptions.getSubscription(key)) return { kind: 'absent' };
+    this.txn.subscriptions.dropSubscription(key);
     return { kind: 'deleted' };
   }
 
   addStreams({ key, paths, limits }: SubscriptionCommands['addSubscriptionStreams']['input']): SubscriptionCommands['addSubscriptionStreams']['output'] {
-    const sub = this.txn.getSubscription(key);
+    const sub = this.txn.subscriptions.getSubscription(key);
     if (!sub) return { kind: 'rejected', error: { code: 'SUBSCRIPTION_NOT_FOUND', message: 'no such subscription' } };
     paths = paths.filter((path) => follows(sub.config, path));
-    const fresh = paths.map((path) => `${sub.scope}/${path}`).filter((name) => !this.txn.getLink(key, name));
-    if (this.txn.countLinks(key) + fresh.length > limits.maxStreamsPerSubscription) {
+    const fresh = paths.map((path) => `${sub.scope}/${path}`).filter((name) => !this.txn.subscriptions.getLink(key, name));
+    if (this.txn.subscriptions.countLinks(key) + fresh.length > limits.maxStreamsPerSubscription) {
       return { kind: 'rejected', error: { code: 'SUBSCRIPTION_FULL', message: `a subscription holds at most ${limits.maxStreamsPerSubscription} streams` } };
     }
     for (const path of paths) {
       const name = `${sub.scope}/${path}`;
-      this.txn.putLink(withMembership(this.txn.getLink(key, name), newLink(key, name, path, 'explicit', this.tailOf(name))));
+      this.txn.subscriptions.putLink(withMembership(this.txn.subscriptions.getLink(key, name), newLink(key, name, path, 'explicit', this.tailOf(name))));
     }
     return { kind: 'added' };
   }
 
   removeStream({ key, path }: { key: string; path: string }): SubscriptionCommands['removeSubscriptionStream']['output'] {
-    const sub = this.txn.getSubscription(key);
+    const sub = this.txn.subscriptions.getSubscription(key);
     if (!sub) return { kind: 'rejected', error: { code: 'SUBSCRIPTION_NOT_FOUND', message: 'no such subscription' } };
     const name = `${sub.scope}/${path}`;
-    const link = this.txn.getLink(key, name);
+    const link = this.txn.subscriptions.getLink(key, name);
     if (link) {
       const kept = withoutExplicit(link);
-      if (kept) this.txn.putLink(kept);
-      else this.txn.dropLink(key, name);
+      if (kept) this.txn.subscriptions.putLink(kept);
+      else this.txn.subscriptions.dropLink(key, name);
     }
     return { kind: 'removed' };
   }
 
   wake({ key, maxStreams }: SubscriptionCommands['wakeSubscription']['input']): SubscriptionCommands['wakeSubscription']['output'] {
-    const sub = this.txn.getSubscription(key);
+    const sub = this.txn.subscriptions.getSubscription(key);
     if (!sub) return { kind: 'absent' };
     const decision = this.wakeIfPending(sub, maxStreams);
     if (!decision) return { kind: 'unchanged' };
@@ -148,15 +148,15 @@ export class SubscriptionSteps {
   }
 
   claim({ key, worker, maxStreams }: SubscriptionCommands['claimSubscription']['input']): ClaimOutcome {
-    const sub = this.txn.getSubscription(key);
-    const pending = () => this.txn.pendingLinks(key, maxStreams);
+    const sub = this.txn.subscriptions.getSubscription(key);
+    const pending = () => this.txn.subscriptions.pendingLinks(key, maxStreams);
     const outcome = decideClaim({ subscription: sub, pending, worker, nowMs: this.nowMs, wakeId: newWakeId() });
-    if (outcome.kind === 'claimed') this.txn.putSubscription(outcome.subscription);
+    if (outcome.kind === 'claimed') this.txn.subscriptions.putSubscription(outcome.subscription);
     return outcome;
   }
 
   ack(input: SubscriptionCommands['ackSubscription']['input']): SubscriptionCommands['ackSubscription']['output'] {
-    const sub = this.txn.getSubscription(input.key);
+    const sub = this.txn.subscriptions.getSubscription(input.key);
     const outcome = decideAck({
       subscription: sub,
       mode: input.mode,
@@ -168,18 +168,18 @@ export class SubscriptionSteps {
       nowMs: this.nowMs,
     });
     if (outcome.kind !== 'acked') return outcome;
-    for (const link of outcome.links) this.txn.putLink(link);
+    for (const link of outcome.links) this.txn.subscriptions.putLink(link);
     return { ...outcome, ...this.settle(outcome.subscription, input.maxStreams) };
   }
 
   release(input: SubscriptionCommands['releaseSubscription']['input']): SubscriptionCommands['releaseSubscription']['output'] {
-    const outcome = decideRelease({ subscription: this.txn.getSubscription(input.key), claims: input.claims, reference: input.reference, nowMs: this.nowMs });
+    const outcome = decideRelease({ subscription: this.txn.subscriptions.getSubscription(input.key), claims: input.claims, reference: input.reference, nowMs: this.nowMs });
     if (outcome.kind !== 'released') return outcome;
     return { ...outcome, ...this.settle(outcome.subscription, input.maxStreams) };
   }
 
   recordDelivery(input: SubscriptionCommands['recordDelivery']['input']): SubscriptionCommands['recordDelivery']['output'] {
-    const sub = this.txn.getSubscription(input.key);
+    const sub = this.txn.subscriptions.getSubscription(input.key);
     const paths = input.result.kind === 'done' && sub?.wake ? sub.wake.snapshot.map((s) => s.path) : [];
     const outcome = decideDelivery({
       subscription: sub,
@@ -190,9 +190,9 @@ export class SubscriptionSteps {
       random: input.random,
     });
     if (outcome.kind !== 'recorded') return outcome;
-    for (const link of outcome.autoAcks) this.txn.putLink(link);
+    for (const link of outcome.autoAcks) this.txn.subscriptions.putLink(link);
     if (!outcome.ended) {
-      this.txn.putSubscription(outcome.subscription);
+      this.txn.subscriptions.putSubscription(outcome.subscription);
       return outcome;
     }
     return { ...outcome, ...this.settle(outcome.subscription, input.maxStreams) };
@@ -201,35 +201,35 @@ export class SubscriptionSteps {
   /** A stream was created: it joins every subscription of its scope whose pattern names it, from its first byte. */
   streamCreated(stream: StreamState, ownDataFrom: number): void {
     const { scope, path } = splitStreamKey(stream.name);
-    for (const sub of this.txn.patternSubscriptions(scope)) {
+    for (const sub of this.txn.subscriptions.patternSubscriptions(scope)) {
       if (!patternTakes(sub.config, path)) continue;
-      this.txn.putLink(withMembership(this.txn.getLink(sub.key, stream.name), newLink(sub.key, stream.name, path, 'glob', ownDataFrom)));
+      this.txn.subscriptions.putLink(withMembership(this.txn.subscriptions.getLink(sub.key, stream.name), newLink(sub.key, stream.name, path, 'glob', ownDataFrom)));
     }
   }
 
   /** A bucket was deleted: its subscriptions go with it (a bucket recreated under the id starts without them). */
   bucketGone(bucket: string): void {
-    for (const key of this.txn.scopeSubscriptionKeys(`b/${bucket}`)) this.txn.dropSubscription(key);
+    for (const key of this.txn.subscriptions.scopeSubscriptionKeys(`b/${bucket}`)) this.txn.subscriptions.dropSubscription(key);
   }
 
   /** A stream was deleted or expired: it leaves its subscriptions. */
   streamGone(stream: StreamState): void {
-    this.txn.dropStreamLinks(stream.name);
+    this.txn.subscriptions.dropStreamLinks(stream.name);
   }
 
   /** Stores the subscription after a wake ended (done, release, delivery done) and wakes again if work is pending. */
   private settle(subscription: SubscriptionState, maxStreams: number): WakeNews & { subscription: SubscriptionState } {
     const decision = this.wakeIfPending(subscription, maxStreams);
     if (decision) return { subscription: decision.subscription, nextWake: decision.woke };
-    this.txn.putSubscription(subscription);
+    this.txn.subscriptions.putSubscription(subscription);
     return { subscription, nextWake: false };
   }
 
   private wakeIfPending(sub: SubscriptionState, maxStreams: number): { subscription: SubscriptionState; woke: boolean } | null {
-    const pending = sub.wake === null || leaseExpired(sub.wake, this.nowMs) ? this.txn.pendingLinks(sub.key, maxStreams) : [];
+    const pending = sub.wake === null || leaseExpired(sub.wake, this.nowMs) ? this.txn.subscriptions.pendingLinks(sub.key, maxStreams) : [];
     const decision = decideWake(sub, pending, this.nowMs, newWakeId());
     if (!decision) return null;
-    this.txn.putSubscription(decision.subscription);
+    this.txn.subscriptions.putSubscription(decision.subscription);
     if (decision.event) this.appendWakeEvent(decision.subscription, decision.event);
     return { subscription: decision.subscription, woke: decision.woke };
   }
@@ -253,7 +253,7 @@ export class SubscriptionSteps {
     const views = new Map<string, LinkView>();
     for (const path of paths) {
       const name = `${scope}/${path}`;
-      const link = this.txn.getLink(key, name);
+      const link = this.txn.subscriptions.getLink(key, name);
       if (link) views.set(path, { link, tail: this.liveTail(name) });
     }
     return views;

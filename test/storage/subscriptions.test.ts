@@ -69,17 +69,17 @@ function subscriptionContract(engine: EngineUnderTest): void {
       const a = subscription('crud-a', { config: { ...subscription('x').config, pattern: 'crud/*', type: 'webhook', webhookUrl: 'https://h/x' } });
       const b = subscription('crud-b', { wake: wake({ holder: 'w', leaseExpiresAtMs: T0 + 5 }) });
       const other = subscription('crud-c', { config: { ...subscription('x').config, pattern: '**' } }, 'b/bucket1');
-      const before = await inTxn(store, (txn) => txn.countSubscriptions());
+      const before = await inTxn(store, (txn) => txn.subscriptions.countSubscriptions());
       await inTxn(store, (txn) => {
-        for (const s of [a, b, other]) txn.putSubscription(s);
-        txn.putLink(link(a, 'crud/1'));
-        txn.putLink(link(a, 'crud/2'));
+        for (const s of [a, b, other]) txn.subscriptions.putSubscription(s);
+        txn.subscriptions.putLink(link(a, 'crud/1'));
+        txn.subscriptions.putLink(link(a, 'crud/2'));
       });
       const [got, count, patterns, links] = await inBatch(store, [
-        (txn) => txn.getSubscription(a.key),
-        (txn) => txn.countSubscriptions(),
-        (txn) => txn.patternSubscriptions('v1').filter((s) => s.id.startsWith('crud')),
-        (txn) => txn.countLinks(a.key),
+        (txn) => txn.subscriptions.getSubscription(a.key),
+        (txn) => txn.subscriptions.countSubscriptions(),
+        (txn) => txn.subscriptions.patternSubscriptions('v1').filter((s) => s.id.startsWith('crud')),
+        (txn) => txn.subscriptions.countLinks(a.key),
       ]);
       expect(got).toEqual(a);
       expect(count).toBe(before + 3);
@@ -91,31 +91,31 @@ function subscriptionContract(engine: EngineUnderTest): void {
 
       const changed = { ...b, generation: 4, wake: null };
       await inTxn(store, (txn) => {
-        txn.putSubscription(changed);
-        txn.dropSubscription(a.key);
+        txn.subscriptions.putSubscription(changed);
+        txn.subscriptions.dropSubscription(a.key);
       });
       expect(await store.getSubscription(b.key)).toEqual(changed);
       const [gone, goneLink, countAfter] = await inBatch(store, [
-        (txn) => txn.getSubscription(a.key),
-        (txn) => txn.getLink(a.key, 'v1/crud/1'),
-        (txn) => txn.countLinks(a.key),
+        (txn) => txn.subscriptions.getSubscription(a.key),
+        (txn) => txn.subscriptions.getLink(a.key, 'v1/crud/1'),
+        (txn) => txn.subscriptions.countLinks(a.key),
       ]);
       expect([gone, goneLink, countAfter]).toEqual([undefined, undefined, 0]);
       expect(await store.subscriptionLinks(a.key, null, 10)).toEqual([]);
       // Recreated at the same key: a new subscription, without the old links.
-      await inTxn(store, (txn) => txn.putSubscription({ ...a, incarnation: 'again' }));
+      await inTxn(store, (txn) => txn.subscriptions.putSubscription({ ...a, incarnation: 'again' }));
       expect((await store.getSubscription(a.key))?.incarnation).toBe('again');
-      expect(await inTxn(store, (txn) => txn.countLinks(a.key))).toBe(0);
+      expect(await inTxn(store, (txn) => txn.subscriptions.countLinks(a.key))).toBe(0);
 
       // Dropped and recreated within one step, its stored links gone: the step sees only its new link.
       await stream(store, 'crud/new', 2);
-      await inTxn(store, (txn) => ['crud/1', 'crud/new'].forEach((path) => txn.putLink(link(a, path))));
+      await inTxn(store, (txn) => ['crud/1', 'crud/new'].forEach((path) => txn.subscriptions.putLink(link(a, path))));
       const [seen] = await inBatch(store, [
         (txn) => {
-          txn.dropSubscription(a.key);
-          txn.putSubscription(a);
-          txn.putLink(link(a, 'crud/new'));
-          return [txn.countLinks(a.key), shown(txn.links(a.key, null, 10)), shown(txn.pendingLinks(a.key, 10)), txn.getLink(a.key, 'v1/crud/1')];
+          txn.subscriptions.dropSubscription(a.key);
+          txn.subscriptions.putSubscription(a);
+          txn.subscriptions.putLink(link(a, 'crud/new'));
+          return [txn.subscriptions.countLinks(a.key), shown(txn.subscriptions.links(a.key, null, 10)), shown(txn.subscriptions.pendingLinks(a.key, 10)), txn.subscriptions.getLink(a.key, 'v1/crud/1')];
         },
       ]);
       expect(seen).toEqual([1, [['crud/new', 2]], [['crud/new', 2]], undefined]);
@@ -140,12 +140,12 @@ function subscriptionContract(engine: EngineUnderTest): void {
     it("answers the keys of a scope's subscriptions, the step's own changes included", async () => {
       const stored = subscription('kept', {}, 'b/scopekeys');
       const dropped = subscription('dropped', {}, 'b/scopekeys');
-      await inTxn(store, (txn) => [stored, dropped, subscription('elsewhere', {}, 'b/scopeother')].forEach((s) => txn.putSubscription(s)));
+      await inTxn(store, (txn) => [stored, dropped, subscription('elsewhere', {}, 'b/scopeother')].forEach((s) => txn.subscriptions.putSubscription(s)));
       const [keys] = await inBatch(store, [
         (txn) => {
-          txn.dropSubscription(dropped.key);
-          txn.putSubscription(subscription('added', {}, 'b/scopekeys'));
-          return txn.scopeSubscriptionKeys('b/scopekeys').sort();
+          txn.subscriptions.dropSubscription(dropped.key);
+          txn.subscriptions.putSubscription(subscription('added', {}, 'b/scopekeys'));
+          return txn.subscriptions.scopeSubscriptionKeys('b/scopekeys').sort();
         },
       ]);
       expect(keys).toEqual(['b/scopekeys/added', 'b/scopekeys/kept']);
@@ -153,7 +153,7 @@ function subscriptionContract(engine: EngineUnderTest): void {
 
     it('lists a scope in key order (bytes), page by page', async () => {
       const ids = ['list-b', 'list-B', 'list-a', 'list-é', 'list-z'];
-      await inTxn(store, (txn) => ids.forEach((id) => txn.putSubscription(subscription(id, {}, 'b/lister'))));
+      await inTxn(store, (txn) => ids.forEach((id) => txn.subscriptions.putSubscription(subscription(id, {}, 'b/lister'))));
       const expected = ['list-B', 'list-a', 'list-b', 'list-z', 'list-é'].map((id) => `b/lister/${id}`);
       const first = await store.listSubscriptions('b/lister', null, 2);
       const second = await store.listSubscriptions('b/lister', first[1]!.key, 2);
@@ -172,17 +172,17 @@ function subscriptionContract(engine: EngineUnderTest): void {
       await store.run('createStream', createRequest(v1StreamKey('paths/fork'), { fork: { sourceName: source, offset: null, subOffset: 0 } }));
       expect((await store.run('deleteStream', { name: source, incarnation: null })).kind).toBe('soft-deleted');
       await inTxn(store, (txn) => {
-        txn.putSubscription(sub);
-        for (const path of ['paths/é', 'paths/b', 'paths/missing', 'paths/B', 'paths/src']) txn.putLink(link(sub, path, 1));
+        txn.subscriptions.putSubscription(sub);
+        for (const path of ['paths/é', 'paths/b', 'paths/missing', 'paths/B', 'paths/src']) txn.subscriptions.putLink(link(sub, path, 1));
       });
       const expected = [['paths/B', 1], ['paths/b', 3], ['paths/missing', null], ['paths/src', null], ['paths/é', 2]];
-      const [all, page2] = await inBatch(store, [(txn) => txn.links(sub.key, null, 10), (txn) => txn.links(sub.key, 'paths/b', 2)]);
+      const [all, page2] = await inBatch(store, [(txn) => txn.subscriptions.links(sub.key, null, 10), (txn) => txn.subscriptions.links(sub.key, 'paths/b', 2)]);
       expect(shown(all as never)).toEqual(expected);
       expect(shown(page2 as never)).toEqual(expected.slice(2, 4));
       expect(shown(await store.subscriptionLinks(sub.key, null, 10))).toEqual(expected);
       expect(shown(await store.subscriptionLinks(sub.key, 'paths/missing', 10))).toEqual(expected.slice(3));
       expect((await store.subscriptionLinks(sub.key, null, 1))[0]!.link).toEqual(link(sub, 'paths/B', 1));
-      expect(await inTxn(store, (txn) => txn.getLink(sub.key, 'v1/paths/b'))).toEqual(link(sub, 'paths/b', 1));
+      expect(await inTxn(store, (txn) => txn.subscriptions.getLink(sub.key, 'v1/paths/b'))).toEqual(link(sub, 'paths/b', 1));
     });
 
     it('pending links: only undeleted streams beyond the cursor, in path order, at most `limit`, seeing the batch’s own appends and changes', async () => {
@@ -190,17 +190,17 @@ function subscriptionContract(engine: EngineUnderTest): void {
       for (const [path, bytes] of [['pend/a', 5], ['pend/b', 2], ['pend/c', 0], ['pend/d', 9]] as const) await stream(store, path, bytes);
       await store.run('deleteStream', { name: v1StreamKey('pend/d'), incarnation: null });
       await inTxn(store, (txn) => {
-        txn.putSubscription(sub);
-        txn.putLink(link(sub, 'pend/a', 2));
-        txn.putLink(link(sub, 'pend/b', 2));
-        txn.putLink(link(sub, 'pend/c', 0));
-        txn.putLink(link(sub, 'pend/d', 0));
+        txn.subscriptions.putSubscription(sub);
+        txn.subscriptions.putLink(link(sub, 'pend/a', 2));
+        txn.subscriptions.putLink(link(sub, 'pend/b', 2));
+        txn.subscriptions.putLink(link(sub, 'pend/c', 0));
+        txn.subscriptions.putLink(link(sub, 'pend/d', 0));
       });
-      expect(shown(await inTxn(store, (txn) => txn.pendingLinks(sub.key, 10)))).toEqual([['pend/a', 5]]);
-      expect(await inTxn(store, (txn) => txn.pendingLinks(sub.key, 0))).toEqual([]);
+      expect(shown(await inTxn(store, (txn) => txn.subscriptions.pendingLinks(sub.key, 10)))).toEqual([['pend/a', 5]]);
+      expect(await inTxn(store, (txn) => txn.subscriptions.pendingLinks(sub.key, 0))).toEqual([]);
 
       // Appends earlier in the same batch count (SQLite's rows lag their appends; PostgreSQL's batch holds them).
-      const [pending, first] = await inBatch(store, [(txn) => txn.pendingLinks(sub.key, 10), (txn) => txn.pendingLinks(sub.key, 1)], [
+      const [pending, first] = await inBatch(store, [(txn) => txn.subscriptions.pendingLinks(sub.key, 10), (txn) => txn.subscriptions.pendingLinks(sub.key, 1)], [
         append(store, 'pend/c', 'xyz'),
         append(store, 'pend/b', 'q'),
       ]);
@@ -210,20 +210,20 @@ function subscriptionContract(engine: EngineUnderTest): void {
       // The step's own changes count: an ack moves a cursor, a dropped link leaves.
       const [afterAck] = await inBatch(store, [
         (txn) => {
-          txn.putLink(link(sub, 'pend/a', 5));
-          txn.dropLink(sub.key, 'v1/pend/c');
-          return txn.pendingLinks(sub.key, 10);
+          txn.subscriptions.putLink(link(sub, 'pend/a', 5));
+          txn.subscriptions.dropLink(sub.key, 'v1/pend/c');
+          return txn.subscriptions.pendingLinks(sub.key, 10);
         },
       ]);
       expect(shown(afterAck as never)).toEqual([['pend/b', 3]]);
-      expect(shown(await inTxn(store, (txn) => txn.pendingLinks(sub.key, 10)))).toEqual([['pend/b', 3]]);
+      expect(shown(await inTxn(store, (txn) => txn.subscriptions.pendingLinks(sub.key, 10)))).toEqual([['pend/b', 3]]);
       // And a new link of the step, and an earlier step's, in one batch.
       await stream(store, 'pend/e', 4);
       const [, both] = await inBatch(store, [
-        (txn) => txn.putLink(link(sub, 'pend/e', 1)),
+        (txn) => txn.subscriptions.putLink(link(sub, 'pend/e', 1)),
         (txn) => {
-          txn.putLink(link(sub, 'pend/0', 0));
-          return [txn.pendingLinks(sub.key, 10), txn.countLinks(sub.key)];
+          txn.subscriptions.putLink(link(sub, 'pend/0', 0));
+          return [txn.subscriptions.pendingLinks(sub.key, 10), txn.subscriptions.countLinks(sub.key)];
         },
       ]);
       expect(shown((both as never)[0])).toEqual([['pend/b', 3], ['pend/e', 4]]);
@@ -233,10 +233,10 @@ function subscriptionContract(engine: EngineUnderTest): void {
     it('drops every link of a deleted stream, and indexes links by stream', async () => {
       const [s1, s2] = [subscription('idx-1'), subscription('idx-2')];
       await inTxn(store, (txn) => {
-        txn.putSubscription(s1);
-        txn.putSubscription(s2);
-        for (const path of ['idx/x', 'idx/y']) for (const s of [s1, s2]) txn.putLink(link(s, path));
-        txn.putLink(link(s2, 'idx/z'));
+        txn.subscriptions.putSubscription(s1);
+        txn.subscriptions.putSubscription(s2);
+        for (const path of ['idx/x', 'idx/y']) for (const s of [s1, s2]) txn.subscriptions.putLink(link(s, path));
+        txn.subscriptions.putLink(link(s2, 'idx/z'));
       });
       const index = async () => (await allLinkIndex(store)).filter((e) => e.subKey.startsWith('v1/idx-'));
       expect(await index()).toEqual([
@@ -248,8 +248,8 @@ function subscriptionContract(engine: EngineUnderTest): void {
       ]);
       const [counts] = await inBatch(store, [
         (txn) => {
-          txn.dropStreamLinks('v1/idx/x');
-          return [txn.countLinks(s1.key), txn.countLinks(s2.key), txn.getLink(s2.key, 'v1/idx/x')];
+          txn.subscriptions.dropStreamLinks('v1/idx/x');
+          return [txn.subscriptions.countLinks(s1.key), txn.subscriptions.countLinks(s2.key), txn.subscriptions.getLink(s2.key, 'v1/idx/x')];
         },
       ]);
       expect(counts).toEqual([1, 2, undefined]);
@@ -260,10 +260,10 @@ function subscriptionContract(engine: EngineUnderTest): void {
       ]);
       // Linked again after the drop, in the same step: the new link stays.
       await inTxn(store, (txn) => {
-        txn.dropStreamLinks('v1/idx/y');
-        txn.putLink(link(s1, 'idx/y', 7));
+        txn.subscriptions.dropStreamLinks('v1/idx/y');
+        txn.subscriptions.putLink(link(s1, 'idx/y', 7));
       });
-      expect(await inTxn(store, (txn) => [txn.getLink(s1.key, 'v1/idx/y'), txn.getLink(s2.key, 'v1/idx/y')])).toEqual([link(s1, 'idx/y', 7), undefined]);
+      expect(await inTxn(store, (txn) => [txn.subscriptions.getLink(s1.key, 'v1/idx/y'), txn.subscriptions.getLink(s2.key, 'v1/idx/y')])).toEqual([link(s1, 'idx/y', 7), undefined]);
     });
 
     it('finds undeleted streams by key prefix, in key order, at most `limit`', async () => {
@@ -273,9 +273,9 @@ function subscriptionContract(engine: EngineUnderTest): void {
       await store.run('deleteStream', { name: gone, incarnation: null });
       await store.run('deleteStream', { name: v1StreamKey('pre/c'), incarnation: null });
       const [all, two, nested] = await inBatch(store, [
-        (txn) => txn.streamsByPrefix('v1/pre/', 100),
-        (txn) => txn.streamsByPrefix('v1/pre/', 2),
-        (txn) => txn.streamsByPrefix('v1/pre/a/', 100),
+        (txn) => txn.subscriptions.streamsByPrefix('v1/pre/', 100),
+        (txn) => txn.subscriptions.streamsByPrefix('v1/pre/', 2),
+        (txn) => txn.subscriptions.streamsByPrefix('v1/pre/a/', 100),
       ]);
       const expected = [
         { name: 'v1/pre/a/1', tail: 7 },
@@ -286,7 +286,7 @@ function subscriptionContract(engine: EngineUnderTest): void {
       expect(two).toEqual(expected.slice(0, 2));
       expect(nested).toEqual(expected.slice(0, 2));
       // A stream created and appended to earlier in the same batch is found at its tail.
-      const [found] = await inBatch(store, [(txn) => txn.streamsByPrefix('v1/pre/', 100)], [
+      const [found] = await inBatch(store, [(txn) => txn.subscriptions.streamsByPrefix('v1/pre/', 100)], [
         () => store.run('createStream', createRequest(v1StreamKey('pre/new'), { data: Buffer.from('ab') })),
         append(store, 'pre/b', '!!'),
       ]);
@@ -304,8 +304,8 @@ function subscriptionContract(engine: EngineUnderTest): void {
       });
       await inTxn(store, (txn) => {
         for (const s of [idlePending, idleCaughtUp, awaitingClaim, leaseOver, retryLater]) {
-          txn.putSubscription(s);
-          txn.putLink(link(s, 'due/s', s === idleCaughtUp ? 4 : 0));
+          txn.subscriptions.putSubscription(s);
+          txn.subscriptions.putLink(link(s, 'due/s', s === idleCaughtUp ? 4 : 0));
         }
       });
       const due = async (nowMs: number) => (await store.dueSubscriptions(nowMs, 100)).filter((k) => k.startsWith('v1/due-'));
@@ -337,8 +337,8 @@ function subscriptionContract(engine: EngineUnderTest): void {
       const sub = subscription('kept', { generation: 3, wake: wake({ delivery: { attempts: 1, nextAttemptAtMs: T0 + 9, lastError: null } }) });
       await stream(store, 'kept/s', 6);
       await inTxn(store, (txn) => {
-        txn.putSubscription(sub);
-        txn.putLink(link(sub, 'kept/s', 2, { glob: true }));
+        txn.subscriptions.putSubscription(sub);
+        txn.subscriptions.putLink(link(sub, 'kept/s', 2, { glob: true }));
       });
       await store.compareAndSetMeta('test.kept', undefined, 'secret');
       store = await engine.reopen(store, clock);

@@ -12,7 +12,7 @@ import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type 
 import type { Txn } from '../executor.js';
 import { summarizeProducers } from '../producer-summary.js';
 import type { BucketInfo, BucketListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
-import { compareBytewise, subscriptionMethods } from '../subscription-columns.js';
+import { compareBytewise } from '../subscription-columns.js';
 import { MemorySubscriptions } from './subscriptions.js';
 
 interface StreamData {
@@ -141,7 +141,7 @@ export class MemoryStore extends BatchedStore {
 
   private createTxn(): Txn {
     return {
-      ...subscriptionMethods(this.subscriptions),
+      subscriptions: this.subscriptions,
       getStream: (name) => this.view(this.streams.get(name)),
       getStreamById: (id) => this.byIdView(id),
       getBucket: (id) => this.buckets.get(id),

@@ -5,7 +5,8 @@
 import type { LinkView, SubscriptionLink, SubscriptionState } from '../../core/subscription-types.js';
 import type { StreamState } from '../../core/types.js';
 import type { SubscriptionReads } from '../store.js';
-import { compareBytewise, dueAtMs, firstByPath, isPending, linkedTail, type SubscriptionTxn } from '../subscription-columns.js';
+import type { SubscriptionTxn } from '../executor.js';
+import { compareBytewise, dueAtMs, firstByPath, isPending, linkedTail } from '../subscription-columns.js';
 
 export class MemorySubscriptions implements SubscriptionTxn {
   private readonly subscriptions = new Map<string, SubscriptionState>();

@@ -17,7 +17,6 @@ import type { Txn } from '../executor.js';
 import { MissingState } from '../missing.js';
 import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../producer-columns.js';
 import { summarizeProducers } from '../producer-summary.js';
-import { forwardSubscriptionTxn, type SubscriptionTxn } from '../subscription-columns.js';
 import type { Command } from '../store.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { ChunkWindows, type Queryable } from './chunks.js';
@@ -39,7 +38,6 @@ function producerOf(row: Record<string, unknown>): ProducerRecord {
 }
 
 // Declares the subscription methods forwarded at the end of this file.
-export interface PgBatch extends SubscriptionTxn {}
 
 export class PgBatch implements Txn {
   private readonly byName = new Map<string, StreamState | null>();
@@ -464,5 +462,3 @@ export class PgBatch implements Txn {
   }
 }
 
-// The subscription methods are PgSubscriptions' (subscriptions.ts).
-forwardSubscriptionTxn(PgBatch, (batch) => batch.subscriptions);

@@ -26,8 +26,8 @@ import {
   linkFromRow,
   subscriptionFromRecord,
   type LinkRow,
-  type SubscriptionTxn,
 } from '../subscription-columns.js';
+import type { SubscriptionTxn } from '../executor.js';
 import type { Queryable } from './chunks.js';
 import { linkKey, type LinkWrite, type PendingWrites, type UndoLog } from './writes.js';
 

@@ -21,8 +21,8 @@ import {
   subscriptionRow,
   type LinkRow,
   type SubscriptionRow,
-  type SubscriptionTxn,
 } from '../subscription-columns.js';
+import type { SubscriptionTxn } from '../executor.js';
 import type { StreamRows } from './stream-rows.js';
 
 type RecordRow = { record: string };

@@ -12,7 +12,6 @@ import type { ProducerRecord, ProducerView, StreamState } from '../../core/types
 import { chunkFromChain, chunksFromChain, type ChunkSource } from '../chain.js';
 import type { Txn } from '../executor.js';
 import { producerFromValues } from '../producer-columns.js';
-import { forwardSubscriptionTxn, type SubscriptionTxn } from '../subscription-columns.js';
 import { rowFrom } from './chunk-rows.js';
 import type { HeldWrites } from './held-writes.js';
 import type { ProducerCache } from './producer-cache.js';
@@ -21,7 +20,6 @@ import type { StreamRows } from './stream-rows.js';
 import type { SqliteSubscriptions } from './subscriptions.js';
 
 // Declares the subscription methods forwarded below.
-export interface SqliteTxn extends SubscriptionTxn {}
 
 export class SqliteTxn implements Txn {
   private nextId: number;
@@ -194,5 +192,3 @@ export class SqliteTxn implements Txn {
   }
 }
 
-// The subscription methods are SqliteSubscriptions' (subscriptions.ts).
-forwardSubscriptionTxn(SqliteTxn, (txn) => txn.subscriptions);
