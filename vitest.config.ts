@@ -35,6 +35,7 @@ const USES_POSTGRES = [
   'test/storage/postgres-engine.test.ts',
   'test/storage/records.test.ts',
   'test/storage/subscriptions.test.ts',
+  'test/storage/subscription-queries.test.ts',
   'test/storage/transactions.test.ts',
 ];
 

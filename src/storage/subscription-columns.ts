@@ -1,11 +1,11 @@
 /**
  * The stored form of subscriptions and their links, shared by every engine: one row of
  * `subscriptions` (the whole state as JSON, plus the columns the engines query on) and
- * one row of `subscription_links`, and the few questions every engine answers the same
- * way over them (is a link pending, is a subscription due, path order).
+ * one row of `subscription_links`, and path order. Which links are pending and which
+ * subscriptions are due are rules of core/subscription-queries.ts.
  */
+import { dueAtMs } from '../core/subscription-queries.js';
 import type { LinkView, SubscriptionLink, SubscriptionState } from '../core/subscription-types.js';
-import type { StreamState } from '../core/types.js';
 
 /** A row of `subscriptions`. Booleans are 0 and 1, as in every other table. */
 export interface SubscriptionRow {
@@ -22,17 +22,6 @@ export interface SubscriptionRow {
 }
 
 export const SUBSCRIPTION_COLUMNS = ['key', 'scope', 'record', 'awake', 'due_ms', 'has_pattern'] as const;
-
-/**
- * When the subscription needs the server at the latest: its webhook delivery's next
- * attempt while one is pending, else its wake's lease expiry, else never.
- */
-export function dueAtMs(subscription: SubscriptionState): number | null {
-  const wake = subscription.wake;
-  if (wake === null) return null;
-  if (wake.delivery !== null) return wake.delivery.nextAttemptAtMs;
-  return wake.leaseExpiresAtMs;
-}
 
 export function subscriptionRow(subscription: SubscriptionState): SubscriptionRow {
   return {
@@ -75,16 +64,6 @@ export function linkRow(link: SubscriptionLink): LinkRow {
 
 export function linkFromRow(row: LinkRow): SubscriptionLink {
   return { subKey: row.sub_key, stream: row.stream, path: row.path, explicit: row.explicit === 1, glob: row.glob === 1, ackedOffset: row.acked };
-}
-
-/** A linked stream's tail as links report it: null when no such stream exists now (a deleted one kept for forks included). */
-export function linkedTail(stream: StreamState | null | undefined): number | null {
-  return stream && !stream.deleted ? stream.tail : null;
-}
-
-/** The link's stream holds data its subscription has not acknowledged. */
-export function isPending(view: LinkView): boolean {
-  return view.tail !== null && view.tail > view.link.ackedOffset;
 }
 
 /** Keys and paths sort as UTF-8 bytes, like SQLite's BINARY and PostgreSQL's "C" collation (not UTF-16 code units). */

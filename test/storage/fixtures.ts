@@ -83,6 +83,14 @@ export function sqliteEngine(tuning: SqliteTuning = {}): EngineUnderTest {
   };
 }
 
+/**
+ * Every engine, with SQLite twice: as configured by default, and with a tiny cache and
+ * indexing, so that stream states come from rows and recent appends, not the cache.
+ */
+export function everyEngine(): EngineUnderTest[] {
+  return [memoryEngine(), sqliteEngine(), sqliteEngine({ streamCacheEntries: 2, recentIndexing: { sealRows: 3, sealBytes: 40, stepRows: 2 } }), postgresEngine()];
+}
+
 export function memoryEngine(): EngineUnderTest {
   return {
     name: 'memory',

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_SUBSCRIPTION_LIMITS, type SubscriptionLink, type SubscriptionState, type WakeState } from '../../src/core/subscription-types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
 import type { Store } from '../../src/storage/store.js';
-import { appendRequest, createRequest, memoryEngine, mustGet, postgresEngine, sqliteEngine, TestClock, type EngineUnderTest } from './fixtures.js';
+import { appendRequest, createRequest, everyEngine, mustGet, TestClock, type EngineUnderTest } from './fixtures.js';
 import { inBatch, inTxn } from './txn-harness.js';
 
 const T0 = 1_700_000_000_000;
@@ -359,11 +359,4 @@ async function allLinkIndex(store: Store): Promise<Array<{ stream: string; subKe
   return out;
 }
 
-const engines: EngineUnderTest[] = [
-  memoryEngine(),
-  sqliteEngine(),
-  // Tiny cache and indexing: tails come from rows and recent appends, not the cache.
-  sqliteEngine({ streamCacheEntries: 2, recentIndexing: { sealRows: 3, sealBytes: 40, stepRows: 2 } }),
-  postgresEngine(),
-];
-for (const engine of engines) subscriptionContract(engine);
+for (const engine of everyEngine()) subscriptionContract(engine);

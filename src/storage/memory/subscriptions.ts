@@ -6,7 +6,8 @@ import type { LinkView, SubscriptionLink, SubscriptionState } from '../../core/s
 import type { StreamState } from '../../core/types.js';
 import type { SubscriptionReads } from '../store.js';
 import type { SubscriptionTxn } from '../executor.js';
-import { compareBytewise, dueAtMs, firstByPath, isPending, linkedTail } from '../subscription-columns.js';
+import { isDue, isPending, linkedTail } from '../../core/subscription-queries.js';
+import { compareBytewise, firstByPath } from '../subscription-columns.js';
 
 export class MemorySubscriptions implements SubscriptionTxn {
   private readonly subscriptions = new Map<string, SubscriptionState>();
@@ -119,12 +120,7 @@ export class MemorySubscriptions implements SubscriptionTxn {
   }
 
   private due(nowMs: number, limit: number): string[] {
-    const keys = [...this.subscriptions.values()]
-      .filter((s) => {
-        const dueMs = dueAtMs(s);
-        return (dueMs !== null && dueMs <= nowMs) || (s.wake === null && this.pendingLinks(s.key, 1).length > 0);
-      })
-      .map((s) => s.key);
+    const keys = [...this.subscriptions.values()].filter((s) => isDue(s, nowMs, this.pendingLinks(s.key, 1).length > 0)).map((s) => s.key);
     return keys.sort(compareBytewise).slice(0, limit);
   }
 

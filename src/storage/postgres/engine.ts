@@ -328,7 +328,10 @@ export class PostgresStore extends BatchedStore {
     return rows.map((row) => ({ stream: row.stream, subKey: row.sub_key }));
   }
 
-  /** Due by time (subscription-columns.ts: dueAtMs), or idle with some link's stream beyond its cursor. */
+  /**
+   * isDue (core/subscription-queries.ts): `due_ms` is dueAtMs; an idle one (`awake = 0`) is due
+   * when a link is pending (isPending of linkedTail: stream not deleted, tail beyond `acked`).
+   */
   async dueSubscriptions(nowMs: number, limit: number): Promise<string[]> {
     const { rows } = await this.query<{ key: string }>(
       `SELECT key FROM subscriptions WHERE due_ms <= $1

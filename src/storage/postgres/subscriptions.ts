@@ -21,13 +21,12 @@ import type { MissingState } from '../missing.js';
 import {
   compareBytewise,
   firstByPath,
-  isPending,
-  linkedTail,
   linkFromRow,
   subscriptionFromRecord,
   type LinkRow,
 } from '../subscription-columns.js';
 import type { SubscriptionTxn } from '../executor.js';
+import { isPending, linkedTail } from '../../core/subscription-queries.js';
 import type { Queryable } from './chunks.js';
 import { linkKey, type LinkWrite, type PendingWrites, type UndoLog } from './writes.js';
 
@@ -227,6 +226,7 @@ export class PgSubscriptions implements SubscriptionTxn {
     const allDropped = this.superseded(subKey);
     const { rows, tails } = this.ask(`pending ${subKey} ${limit}`, async () => {
       if (allDropped) return { rows: [] as TailRow[], tails: await this.storedTails(myStreams) };
+      // isPending of linkedTail (core/subscription-queries.ts), in SQL: not deleted, tail beyond `acked`.
       const untouched = this.batch.db.query<TailRow>(
         `SELECT l.*, s.tail, s.deleted FROM subscription_links l JOIN streams s ON s.name = l.stream
          WHERE l.sub_key = $1 AND s.deleted = 0 AND s.tail > l.acked AND NOT (l.stream = ANY($2::text[])) ORDER BY l.path LIMIT $3`,

@@ -13,7 +13,6 @@ import type { LinkView, SubscriptionLink, SubscriptionState } from '../../core/s
 import {
   compareBytewise,
   LINK_COLUMNS,
-  linkedTail,
   linkFromRow,
   linkRow,
   SUBSCRIPTION_COLUMNS,
@@ -23,6 +22,7 @@ import {
   type SubscriptionRow,
 } from '../subscription-columns.js';
 import type { SubscriptionTxn } from '../executor.js';
+import { linkedTail, pendingAt } from '../../core/subscription-queries.js';
 import type { StreamRows } from './stream-rows.js';
 
 type RecordRow = { record: string };
@@ -179,7 +179,7 @@ export class SqliteSubscriptions implements SubscriptionTxn {
     if (limit <= 0) return pending;
     for (const [stream, acked] of this.cursorsOf(subKey)) {
       const tail = linkedTail(this.streams.byName(stream));
-      if (tail === null || tail <= acked) continue;
+      if (!pendingAt(tail, acked)) continue;
       if (pending.push({ link: this.getLink(subKey, stream)!, tail }) === limit) break;
     }
     return pending;
@@ -212,6 +212,7 @@ export class SqliteSubscriptions implements SubscriptionTxn {
   }
 
   /** Those due by time, and those with no wake in flight whose some link is pending; in key order. */
+  /** isDue (core/subscription-queries.ts): `due_ms` is dueAtMs; an idle one is due with a pendingLinks answer. */
   dueSubscriptions(nowMs: number, limit: number): string[] {
     const due = this.sql.dueByTime.all(nowMs).map((row) => row.key);
     for (const { key } of this.sql.idle.all()) if (this.pendingLinks(key, 1).length > 0) due.push(key);
