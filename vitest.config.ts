@@ -36,6 +36,7 @@ const USES_POSTGRES = [
   'test/storage/records.test.ts',
   'test/storage/subscriptions.test.ts',
   'test/storage/subscription-queries.test.ts',
+  'test/storage/producer-queries.test.ts',
   'test/storage/transactions.test.ts',
 ];
 

@@ -142,6 +142,30 @@ export function compareEvictionOrder(a: { id: string; lastSeenMs: number }, b: {
   return Buffer.compare(Buffer.from(a.id, 'utf8'), Buffer.from(b.id, 'utf8'));
 }
 
+/**
+ * What a new producer's write needs to know of the stream's other producers (ProducerView's
+ * `others`): how many are live (seen after `cutoffMs`, `excludeId` aside), the highest
+ * epoch among the expired, and the live one to evict first (compareEvictionOrder). The
+ * memory engine computes it over its records, the SQL engines by query (their statements
+ * name this function); test/storage/producer-queries.test.ts holds them to it.
+ */
+export function summarizeProducers(records: Iterable<ProducerRecord>, cutoffMs: number, excludeId: string): NonNullable<ProducerView['others']> {
+  let liveCount = 0;
+  let expiredMaxEpoch: number | null = null;
+  let leastRecentLive: { id: string; epoch: number; lastSeenMs: number } | null = null;
+  for (const p of records) {
+    if (p.lastSeenMs <= cutoffMs) {
+      expiredMaxEpoch = Math.max(expiredMaxEpoch ?? p.epoch, p.epoch);
+    } else if (p.id !== excludeId) {
+      liveCount++;
+      if (!leastRecentLive || compareEvictionOrder(p, leastRecentLive) < 0) {
+        leastRecentLive = { id: p.id, epoch: p.epoch, lastSeenMs: p.lastSeenMs };
+      }
+    }
+  }
+  return { liveCount, expiredMaxEpoch, leastRecentLive };
+}
+
 export type LimitVerdict =
   | { kind: 'ok'; evict: { id: string; epoch: number } | null }
   | { kind: 'rejected'; error: ProtocolError };

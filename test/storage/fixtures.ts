@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import type { CreateOutcome, CreateRequest } from '../../src/core/create.js';
 import { DEFAULT_PRODUCER_SETTINGS, type AppendOutcome, type AppendRequest, type Receipt, type StreamState } from '../../src/core/types.js';
 import { MemoryStore } from '../../src/storage/memory/engine.js';
@@ -81,6 +81,22 @@ export function sqliteEngine(tuning: SqliteTuning = {}): EngineUnderTest {
       for (const dir of all.splice(0)) rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * One store of `engine` for the enclosing describe block: opened before its tests, closed
+ * (and its files removed) after them. Answers a getter, since the store opens later.
+ */
+export function storeForBlock(engine: EngineUnderTest, clock: TestClock): () => Store {
+  let store: Store | undefined;
+  beforeAll(async () => {
+    store = await engine.open(clock);
+  });
+  afterAll(async () => {
+    await store?.close();
+    engine.cleanup();
+  });
+  return () => store!;
 }
 
 /**

@@ -10,7 +10,7 @@
  *
  * Every state comes from the file's seed (test/helpers/seed.ts).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isDue, isPending, linkedTail } from '../../src/core/subscription-queries.js';
 import type { LinkView, SubscriptionLink, SubscriptionState, WakeState } from '../../src/core/subscription-types.js';
 import type { StreamState } from '../../src/core/types.js';
@@ -18,7 +18,7 @@ import { v1StreamKey } from '../../src/protocol/ids.js';
 import type { Store } from '../../src/storage/store.js';
 import { compareBytewise, firstByPath } from '../../src/storage/subscription-columns.js';
 import { seededRandom, testSeed, type Rng } from '../helpers/seed.js';
-import { createRequest, everyEngine, TestClock, type EngineUnderTest } from './fixtures.js';
+import { createRequest, everyEngine, storeForBlock, TestClock, type EngineUnderTest } from './fixtures.js';
 import { inTxn } from './txn-harness.js';
 
 const T0 = 1_700_000_000_000;
@@ -89,16 +89,10 @@ function viewsOf(state: DrawnState, streams: ReadonlyMap<string, StreamState | u
 function differentialTests(engine: EngineUnderTest): void {
   describe(`subscription query rules: ${engine.name}`, () => {
     const clock = new TestClock(T0);
-    let target: Store;
-    beforeAll(async () => {
-      target = await engine.open(clock);
-    });
-    afterAll(async () => {
-      await target.close();
-      engine.cleanup();
-    });
+    const targetOf = storeForBlock(engine, clock);
 
     it('dueSubscriptions is isDue, and pendingLinks is isPending in path order, for random states', async () => {
+      const target = targetOf();
       const rng = seededRandom(testSeed() + 35);
       for (let n = 0; n < STATES; n++) {
         const state = drawState(rng, n);

@@ -10,7 +10,7 @@ import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore } from '../batched.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
-import { summarizeProducers } from '../producer-summary.js';
+import { summarizeProducers } from '../../core/producer.js';
 import type { BucketInfo, BucketListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
 import { compareBytewise } from '../subscription-columns.js';
 import { MemorySubscriptions } from './subscriptions.js';

@@ -16,7 +16,7 @@ import { chunkFromChain, chunksFromChain, type ChunkSource, type StoredChunk } f
 import type { Txn } from '../executor.js';
 import { MissingState } from '../missing.js';
 import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../producer-columns.js';
-import { summarizeProducers } from '../producer-summary.js';
+import { summarizeProducers } from '../../core/producer.js';
 import type { Command } from '../store.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { ChunkWindows, type Queryable } from './chunks.js';
@@ -189,7 +189,8 @@ export class PgBatch implements Txn {
       return summarizeProducers(records, cutoffMs, excludeId);
     }
     return this.ask(`producers ${streamId} ${cutoffMs} ${excludeId}`, async () => {
-      // The order of compareEvictionOrder (core/producer.ts): "C" collation compares UTF-8 bytes.
+      // summarizeProducers (core/producer.ts) as one query; the order of compareEvictionOrder:
+      // "C" collation compares UTF-8 bytes.
       const { rows } = await this.query<{ live: number; expired_max: number | null; lru_id: string | null; lru_epoch: number | null; lru_seen: number | null }>(
         `SELECT (SELECT count(*)::bigint FROM producers WHERE stream_id = $1 AND last_seen_ms > $2 AND producer_id <> $3) AS live,
                 (SELECT max(epoch) FROM producers WHERE stream_id = $1 AND last_seen_ms <= $2) AS expired_max,

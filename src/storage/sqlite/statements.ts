@@ -141,6 +141,7 @@ export function prepareStatements(db: Database.Database): Statements {
     ),
     deleteProducer: db.prepare<[number, string]>(`DELETE FROM producers WHERE stream_id = ? AND producer_id = ?`),
     forgetProducers: db.prepare<[number, number], string>(`DELETE FROM producers WHERE stream_id = ? AND last_seen_ms <= ? RETURNING producer_id`).pluck(),
+    // summarizeProducers (core/producer.ts), as three queries.
     liveProducerCount: db.prepare<[number, number, string], { n: number }>(
       `SELECT count(*) AS n FROM producers WHERE stream_id = ? AND last_seen_ms > ? AND producer_id <> ?`,
     ),
