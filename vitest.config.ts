@@ -37,6 +37,7 @@ const USES_POSTGRES = [
   'test/storage/subscriptions.test.ts',
   'test/storage/subscription-queries.test.ts',
   'test/storage/producer-queries.test.ts',
+  'test/storage/fork-queries.test.ts',
   'test/storage/transactions.test.ts',
 ];
 

@@ -135,6 +135,29 @@ export function physicalTrimPosition(stream: StreamState, descendantsEarliest: n
   return descendantsEarliest === null ? stream.earliestOffset : Math.min(stream.earliestOffset, descendantsEarliest);
 }
 
+/**
+ * The lowest earliest offset among every stream forked, directly or not, from stream
+ * `streamId`, over the stored streams (deleted ones that forks still read included);
+ * null when none is. The memory engine calls it, the SQL engines render it as a
+ * recursive query (test/storage/fork-queries.test.ts holds them to it).
+ */
+export function descendantsEarliest(streams: Iterable<Pick<StreamState, 'id' | 'earliestOffset' | 'fork'>>, streamId: number): number | null {
+  const childrenOf = new Map<number, Array<Pick<StreamState, 'id' | 'earliestOffset'>>>();
+  for (const s of streams) {
+    if (s.fork === null) continue;
+    const siblings = childrenOf.get(s.fork.sourceId) ?? [];
+    siblings.push(s);
+    childrenOf.set(s.fork.sourceId, siblings);
+  }
+  let lowest: number | null = null;
+  const pending = [...(childrenOf.get(streamId) ?? [])];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    lowest = lowest === null ? next.earliestOffset : Math.min(lowest, next.earliestOffset);
+    pending.push(...(childrenOf.get(next.id) ?? []));
+  }
+  return lowest;
+}
+
 export type BootstrapPlan =
   | { ok: true; stream: StreamState; snapshotPoint: number }
   | { ok: false; error: ProtocolError };

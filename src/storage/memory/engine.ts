@@ -11,6 +11,7 @@ import { BatchedStore } from '../batched.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
 import { summarizeProducers } from '../../core/producer.js';
+import { descendantsEarliest } from '../../core/snapshot.js';
 import type { BucketInfo, BucketListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
 import { compareBytewise } from '../subscription-columns.js';
 import { MemorySubscriptions } from './subscriptions.js';
@@ -191,7 +192,7 @@ export class MemoryStore extends BatchedStore {
         this.record(() => (entry.snapshot = previous));
       },
       trimBefore: (stream, position) => this.trimBefore(stream, position),
-      descendantsEarliest: (streamId) => this.descendantsEarliest(streamId),
+      descendantsEarliest: (streamId) => descendantsEarliest(this.streams.values(), streamId),
       forgetProducers: (streamId, atOrBeforeMs) => {
         for (const p of [...(this.data.get(streamId)?.producers.values() ?? [])]) {
           if (p.lastSeenMs <= atOrBeforeMs) this.deleteProducer(streamId, p.id);
@@ -212,19 +213,6 @@ export class MemoryStore extends BatchedStore {
     }
     entry.chunks = kept;
     this.record(() => (entry.chunks = previous));
-  }
-
-  private descendantsEarliest(streamId: number): number | null {
-    let lowest: number | null = null;
-    const visit = (id: number) => {
-      for (const s of this.streams.values()) {
-        if (s.fork?.sourceId !== id) continue;
-        lowest = lowest === null ? s.earliestOffset : Math.min(lowest, s.earliestOffset);
-        visit(s.id);
-      }
-    };
-    visit(streamId);
-    return lowest;
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {

@@ -162,6 +162,7 @@ export class PgBatch implements Txn {
 
   descendantsEarliest(streamId: number): number | null {
     return this.ask(`descendants ${streamId}`, async () => {
+      // descendantsEarliest (core/snapshot.ts), as a recursive query.
       const { rows } = await this.query<{ e: number | null }>(
         `WITH RECURSIVE d(id, earliest) AS (
            SELECT id, earliest_offset FROM streams WHERE fork_source_id = $1

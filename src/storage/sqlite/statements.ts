@@ -84,6 +84,7 @@ export function prepareStatements(db: Database.Database): Statements {
       `SELECT id, start, data, bounds FROM chunks WHERE stream_id = ? AND start < ? ORDER BY start DESC LIMIT 1`,
     ),
     deleteChunk: db.prepare<[number]>(`DELETE FROM chunks WHERE id = ?`),
+    // descendantsEarliest (core/snapshot.ts), as a recursive query.
     descendantsEarliest: db.prepare<[number], { e: number | null }>(
       `WITH RECURSIVE d(id, earliest) AS (
          SELECT id, earliest_offset FROM streams WHERE fork_source_id = ?
