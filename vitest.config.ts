@@ -38,6 +38,7 @@ const USES_POSTGRES = [
   'test/storage/subscription-queries.test.ts',
   'test/storage/producer-queries.test.ts',
   'test/storage/fork-queries.test.ts',
+  'test/storage/stream-queries.test.ts',
   'test/storage/transactions.test.ts',
 ];
 

@@ -22,6 +22,20 @@ export function isExpired(state: StreamState, nowMs: number): boolean {
 }
 
 /**
+ * Listed at `nowMs` (bucket listings and their stream counts): not deleted, not past its
+ * expiry. Engines render it as a query over `deleted` and `expiry_ms` (expiryMs);
+ * test/storage/stream-queries.test.ts holds them to it.
+ */
+export function isListed(state: StreamState, nowMs: number): boolean {
+  return !state.deleted && !isExpired(state, nowMs);
+}
+
+/** For the expiry sweep at `nowMs`: past its expiry and not yet deleted (the other side of isListed). */
+export function isCollectable(state: StreamState, nowMs: number): boolean {
+  return !state.deleted && isExpired(state, nowMs);
+}
+
+/**
  * A deleted or expired stream that forks still read from is `gone` (410) and keeps its
  * name; one nothing depends on is `missing` (404) and may be collected.
  */

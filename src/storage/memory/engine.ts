@@ -4,7 +4,7 @@
  * trace. Nothing survives the process.
  */
 import type { BucketState } from '../../core/bucket.js';
-import { expiryMs } from '../../core/stream.js';
+import { isCollectable, isListed } from '../../core/stream.js';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore } from '../batched.js';
@@ -150,7 +150,7 @@ export class MemoryStore extends BatchedStore {
       expiredBucketStreams: (bucket, nowMs) =>
         [...this.streams.values()]
           .map((s) => this.view(s)!)
-          .filter((s) => s.bucket === bucket && !s.deleted && (expiryMs(s) ?? Infinity) <= nowMs),
+          .filter((s) => s.bucket === bucket && isCollectable(s, nowMs)),
       getProducer: (streamId, producerId) => this.data.get(streamId)?.producers.get(producerId),
       producerSummary: (streamId, cutoffMs, excludeId) => summarizeProducers(this.data.get(streamId)?.producers.values() ?? [], cutoffMs, excludeId),
       chunkAt: (stream, position) => chunkFromChain(this.chunkSource, stream, position),
@@ -159,7 +159,7 @@ export class MemoryStore extends BatchedStore {
       expiredStreams: (nowMs, limit) =>
         [...this.streams.values()]
           .map((s) => this.view(s)!)
-          .filter((s) => !s.deleted && (expiryMs(s) ?? Infinity) <= nowMs)
+          .filter((s) => isCollectable(s, nowMs))
           .slice(0, limit),
       putBucket: (bucket) => {
         this.buckets.set(bucket.id, bucket);
@@ -239,9 +239,7 @@ export class MemoryStore extends BatchedStore {
     const bucket = this.buckets.get(id);
     if (!bucket) return undefined;
     const now = this.now();
-    const streamCount = [...this.streams.values()].filter(
-      (s) => s.bucket === id && !s.deleted && (expiryMs(s) ?? Infinity) > now,
-    ).length;
+    const streamCount = [...this.streams.values()].filter((s) => s.bucket === id && isListed(s, now)).length;
     return { ...bucket, streamCount };
   }
 
@@ -249,7 +247,7 @@ export class MemoryStore extends BatchedStore {
     const now = this.now();
     const keyPrefix = `b/${bucket}/`;
     const ids = [...this.streams.values()]
-      .filter((s) => s.bucket === bucket && !s.deleted && (expiryMs(s) ?? Infinity) > now)
+      .filter((s) => s.bucket === bucket && isListed(s, now))
       .map((s) => s.name.slice(keyPrefix.length))
       .filter((id) => id.startsWith(prefix) && (after === null || compareBytewise(id, after) > 0))
       .sort(compareBytewise);

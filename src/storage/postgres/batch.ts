@@ -149,6 +149,7 @@ export class PgBatch implements Txn {
 
   expiredBucketStreams(bucket: string, nowMs: number): StreamState[] {
     return this.ask(`expired ${bucket} ${nowMs}`, () =>
+      // isCollectable (core/stream.ts) over `deleted` and `expiry_ms` (expiryMs).
       this.lockedStreams('SELECT * FROM streams WHERE bucket = $1 AND deleted = 0 AND expiry_ms <= $2 ORDER BY name FOR UPDATE', [bucket, nowMs]),
     );
   }
@@ -156,6 +157,7 @@ export class PgBatch implements Txn {
   expiredStreams(nowMs: number, limit: number): StreamState[] {
     // Every node sweeps: rows another node is collecting are left to it.
     return this.ask(`expired ${nowMs} ${limit}`, () =>
+      // isCollectable (core/stream.ts), the oldest first.
       this.lockedStreams('SELECT * FROM streams WHERE deleted = 0 AND expiry_ms <= $1 ORDER BY expiry_ms LIMIT $2 FOR UPDATE SKIP LOCKED', [nowMs, limit]),
     );
   }

@@ -237,6 +237,7 @@ export class PostgresStore extends BatchedStore {
     return rows[0]?.data ?? null;
   }
 
+  /** Counts the streams isListed (core/stream.ts) takes, as do listStreams and listBuckets below. */
   async getBucket(id: string): Promise<BucketInfo | undefined> {
     const { rows } = await this.query<{ id: string; created_at_ms: number; n: number }>(
       `SELECT id, created_at_ms, (SELECT count(*)::bigint FROM streams

@@ -91,6 +91,7 @@ export function prepareStatements(db: Database.Database): Statements {
          UNION ALL SELECT s.id, s.earliest_offset FROM streams s JOIN d ON s.fork_source_id = d.id)
        SELECT min(earliest) AS e FROM d`,
     ),
+    // isCollectable and isListed (core/stream.ts) over `deleted` and `expiry_ms` (expiryMs), here and below.
     bucketExpired: db.prepare<[string, number], StreamRow>(
       `SELECT * FROM streams WHERE bucket = ? AND deleted = 0 AND expiry_ms IS NOT NULL AND expiry_ms <= ?`,
     ),
