@@ -4,7 +4,6 @@
  */
 import type { ProducerSettings } from '../core/types.js';
 import { MemoryStore } from './memory/engine.js';
-import { PostgresStore } from './postgres/engine.js';
 import { SqliteStore } from './sqlite/engine.js';
 import type { Store } from './store.js';
 
@@ -48,6 +47,8 @@ export function openStoreNow(settings: StoreSettings, hooks: OpenHooks): Store {
 export async function openStore(settings: StoreSettings, hooks: OpenHooks): Promise<Store> {
   if (settings.store !== 'postgres') return openStoreNow(settings, hooks);
   if (!settings.postgresUrl) throw new Error('the postgres store needs --postgres-url (or RILL_POSTGRES_URL)');
+  // Loaded only here: a server on SQLite starts without pg and the PostgreSQL engine.
+  const { PostgresStore } = await import('./postgres/engine.js');
   return PostgresStore.open({
     producers: settings.producers,
     nowMs: hooks.nowMs,
