@@ -37,8 +37,9 @@ export function pendingAt(tail: number | null, ackedOffset: number): boolean {
 /**
  * The server must act on the subscription at `nowMs`: something is due by time (a
  * delivery, a lease's end), or no wake is in flight and some link is pending (isPending).
+ * `hasPendingLink` is asked only of an idle subscription: it costs a look at the links.
  */
-export function isDue(subscription: SubscriptionState, nowMs: number, hasPendingLink: boolean): boolean {
+export function isDue(subscription: SubscriptionState, nowMs: number, hasPendingLink: () => boolean): boolean {
   const dueMs = dueAtMs(subscription);
-  return (dueMs !== null && dueMs <= nowMs) || (subscription.wake === null && hasPendingLink);
+  return (dueMs !== null && dueMs <= nowMs) || (subscription.wake === null && hasPendingLink());
 }

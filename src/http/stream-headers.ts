@@ -38,8 +38,11 @@ export function presetAddressExtensions(res: ServerResponse, address: { affinity
  * refusals written before the handler (401, 403, a repeated header) carry them too.
  */
 export function presetTransactionExtensions(res: ServerResponse): void {
-  res.setHeader(H.streamExtensions, extensionsOf({ affinity: true }, false, true)[H.streamExtensions]!);
+  res.setHeader(H.streamExtensions, TRANSACTION_EXTENSIONS[H.streamExtensions]!);
 }
+
+/** The tokens of every answer of the transaction route: path affinity and group transactions. */
+export const TRANSACTION_EXTENSIONS: HeaderMap = extensionsOf({ affinity: true }, false, true);
 
 /** Headers of HEAD and create answers. */
 export function describeStream(stream: StreamState): HeaderMap {

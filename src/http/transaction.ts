@@ -18,17 +18,15 @@ import { MAX_TRANSACTION_BYTES, parseTransactionBody, type TransactionOperation 
 import { writableOrMissing } from './access.js';
 import type { HandlerContext } from './context.js';
 import { frameJson, header, readBody } from './request.js';
-import { sendBodyRefusal, sendError, sendJson, type HeaderMap } from './response.js';
+import { sendBodyRefusal, sendError, sendJson } from './response.js';
 import { route, type StreamAddress } from './router.js';
-import { extensionsOf } from './stream-headers.js';
+import { TRANSACTION_EXTENSIONS } from './stream-headers.js';
 
 export interface TransactionTarget {
   bucket: string;
   affinityKey: string;
 }
 
-/** Every answer of the endpoint advertises both extensions, refusals included. */
-const TRANSACTION_EXTENSIONS: HeaderMap = extensionsOf({ affinity: true }, false, true);
 
 /** A refusal of operation `index` (null: of the request as a whole). */
 interface OperationRefusal {

@@ -8,7 +8,6 @@ import { touched } from '../core/stream.js';
 import type { LinkView, SubscriptionState } from '../core/subscription-types.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings, type StreamState } from '../core/types.js';
 import { isJsonContentType } from '../protocol/content-type.js';
-import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { countJsonMessages } from '../protocol/json.js';
 import type { DiskSpace } from './disk-space.js';
 import {

@@ -12,7 +12,6 @@
  * stream's pages are reused by later writes before the file grows, so writes resume as
  * soon as a delete frees enough, although the filesystem shows no more free space.
  */
-import { protocolError } from '../protocol/errors.js';
 import type { CommandName, StoreCommands } from './store.js';
 import { InsufficientStorageError } from './errors.js';
 import { filesystemFreeBytes, type SpaceReserve } from './space-reserve.js';

@@ -263,8 +263,7 @@ export class SubscriptionService {
    * is taken for twice the delivery timeout, so those due within that horizon are all of them.
    */
   private async resumeCutOffDeliveries(nodeName: string): Promise<void> {
-    const { deliveryTimeoutMs } = this.options;
-    const horizonMs = this.options.nowMs() + 2 * deliveryTimeoutMs;
+    const horizonMs = this.options.nowMs() + this.attemptHoldMs;
     for (const key of await this.store.dueSubscriptions(horizonMs, MAX_RESUMED_DELIVERIES)) {
       const sub = await this.store.getSubscription(key);
       const wake = sub?.wake;
@@ -288,6 +287,11 @@ export class SubscriptionService {
     }
   }
 
+  /** How long a node holds an attempt it took: no other node sends it meanwhile (twice the delivery timeout). */
+  private get attemptHoldMs(): number {
+    return 2 * this.options.deliveryTimeoutMs;
+  }
+
   /** One delivery attempt; true when it ended the wake and a new one is due at once. */
   private async attempt(key: string): Promise<boolean> {
     const { limits, deliveryTimeoutMs } = this.options;
@@ -298,7 +302,7 @@ export class SubscriptionService {
     const record = (result: DeliveryResult) =>
       this.store.run('recordDelivery', { key, reference, result, random: Math.random(), maxStreams: limits.maxStreamsPerWake });
     // Taking the attempt first: no other node sends it meanwhile, and a crash mid-send retries after the timeout.
-    const taken = await record({ kind: 'started', timeoutMs: deliveryTimeoutMs * 2, sender: this.nodeName! });
+    const taken = await record({ kind: 'started', timeoutMs: this.attemptHoldMs, sender: this.nodeName! });
     if (taken.kind === 'stale') return false;
     const rawBody = this.notification(sub);
     const sent = await sendWebhook({

@@ -109,7 +109,7 @@ function acceptTransactionAnswer(attempt: Attempt, reply: Reply, expectDuplicate
     part.start = acks[i]!.stream_record_start;
     part.next = acks[i]!.stream_record_next;
   });
-  attempt.outcome = 'acked';
+  markAcked(attempt);
 }
 
 async function runTxClient(url: string, client: TxClient, attempts: Attempt[]): Promise<void> {
@@ -150,23 +150,36 @@ async function runRecordClient(url: string, client: number, round: number, attem
       attempt.outcome = 'refused';
       continue;
     }
-    attempt.outcome = 'acked';
+    markAcked(attempt);
     Object.assign(attempt.parts[0]!, { start: Number(reply.headers['stream-record-start']), next: seen[stream] });
   }
 }
 
-async function pollUntil(condition: () => boolean): Promise<void> {
-  for (let i = 0; i < 2000 && !condition(); i++) await new Promise((r) => setTimeout(r, 5)); // poll interval
+/** Told of every acknowledgement while a round's load runs (loadAndKill waits on it). */
+let ackListener: (() => void) | null = null;
+
+function markAcked(attempt: Attempt): void {
+  attempt.outcome = 'acked';
+  ackListener?.();
+}
+
+/** Resolves once `count` more attempts are acknowledged, or every client has ended (the server is gone). */
+function acksOrEnd(count: number, clients: Promise<unknown>): Promise<unknown> {
+  let seen = 0;
+  const reached = new Promise<void>((resolve) => {
+    ackListener = () => {
+      if (++seen >= count) resolve();
+    };
+  });
+  return Promise.race([reached, clients]).finally(() => (ackListener = null));
 }
 
 async function loadAndKill(srv: ServerProcess, txClients: TxClient[], round: number, attempts: Attempt[]): Promise<number> {
-  const acked = () => attempts.filter((a) => a.outcome === 'acked').length;
-  const before = acked();
   const clients = [
     ...txClients.map((c) => runTxClient(srv.url, c, attempts)),
     ...Array.from({ length: RECORD_CLIENTS }, (_, c) => runRecordClient(srv.url, c, round, attempts)),
   ];
-  await pollUntil(() => acked() - before >= ACKS_BEFORE_KILL);
+  await acksOrEnd(ACKS_BEFORE_KILL, Promise.all(clients));
   const killAfterMs = rng.int(0, 199);
   // The crash moment under load: the pause is the behaviour under test, not a wait for an outcome.
   await new Promise((r) => setTimeout(r, killAfterMs));

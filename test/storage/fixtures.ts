@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, expect } from 'vitest';
 import type { CreateOutcome, CreateRequest } from '../../src/core/create.js';
+import type { SubscriptionState } from '../../src/core/subscription-types.js';
 import { DEFAULT_PRODUCER_SETTINGS, type AppendOutcome, type AppendRequest, type Receipt, type StreamState } from '../../src/core/types.js';
 import { MemoryStore } from '../../src/storage/memory/engine.js';
 import { SqliteStore, type RecentIndexing } from '../../src/storage/sqlite/engine.js';
@@ -150,6 +151,25 @@ export async function emptyDatabase(url: string): Promise<void> {
   } finally {
     await client.end();
   }
+}
+
+/**
+ * A pull-wake subscription `id` of `scope` as stored, created at `createdAtMs`, idle
+ * unless `overrides` say otherwise.
+ */
+export function subscriptionState(id: string, createdAtMs: number, overrides: Partial<SubscriptionState> = {}, scope = 'v1'): SubscriptionState {
+  return {
+    key: `${scope}/${id}`,
+    scope,
+    id,
+    incarnation: `inc-${id}`,
+    config: { type: 'pull-wake', pattern: null, streams: [], webhookUrl: null, wakeStream: 'wakes', leaseTtlMs: 30_000, description: null },
+    configHash: 'ab'.repeat(32),
+    createdAtMs,
+    generation: 0,
+    wake: null,
+    ...overrides,
+  };
 }
 
 export const OCTET = 'application/octet-stream';

@@ -7,24 +7,13 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DEFAULT_SUBSCRIPTION_LIMITS, type SubscriptionLink, type SubscriptionState, type WakeState } from '../../src/core/subscription-types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
 import type { Store } from '../../src/storage/store.js';
-import { appendRequest, createRequest, everyEngine, mustGet, TestClock, type EngineUnderTest } from './fixtures.js';
+import { appendRequest, createRequest, everyEngine, mustGet, subscriptionState, TestClock, type EngineUnderTest } from './fixtures.js';
 import { inBatch, inTxn } from './txn-harness.js';
 
 const T0 = 1_700_000_000_000;
 
 function subscription(id: string, overrides: Partial<SubscriptionState> = {}, scope = 'v1'): SubscriptionState {
-  return {
-    key: `${scope}/${id}`,
-    scope,
-    id,
-    incarnation: `inc-${id}`,
-    config: { type: 'pull-wake', pattern: null, streams: [], webhookUrl: null, wakeStream: 'wakes', leaseTtlMs: 30_000, description: null },
-    configHash: 'ab'.repeat(32),
-    createdAtMs: T0,
-    generation: 0,
-    wake: null,
-    ...overrides,
-  };
+  return subscriptionState(id, T0, overrides, scope);
 }
 
 function link(sub: SubscriptionState, path: string, ackedOffset = 0, flags: Partial<SubscriptionLink> = {}): SubscriptionLink {

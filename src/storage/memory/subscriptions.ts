@@ -120,7 +120,7 @@ export class MemorySubscriptions implements SubscriptionTxn {
   }
 
   private due(nowMs: number, limit: number): string[] {
-    const keys = [...this.subscriptions.values()].filter((s) => isDue(s, nowMs, this.pendingLinks(s.key, 1).length > 0)).map((s) => s.key);
+    const keys = [...this.subscriptions.values()].filter((s) => isDue(s, nowMs, () => this.pendingLinks(s.key, 1).length > 0)).map((s) => s.key);
     return keys.sort(compareBytewise).slice(0, limit);
   }
 

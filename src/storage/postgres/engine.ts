@@ -23,7 +23,6 @@ import { hintPayloads, HintListener } from './notify.js';
 import { migrate } from './schema.js';
 import { POSTGRES_DEFAULTS, redactedUrl } from './settings.js';
 
-export { POSTGRES_DEFAULTS, redactedUrl };
 
 export interface PostgresStoreOptions extends StoreOptions {
   url: string;

@@ -27,7 +27,6 @@ import { appendAt, appendsOfRow } from './chunk-rows.js';
 import { lockDataDir } from './dir-lock.js';
 import { DEFAULT_STREAM_CACHE_ENTRIES } from './defaults.js';
 
-export { DEFAULT_STREAM_CACHE_ENTRIES };
 import { filesystemFreeBytes, reserveBytesFor, SpaceReserve } from '../space-reserve.js';
 import { WalDurability, type Fdatasync } from './durability.js';
 import { DEFAULT_RECENT_INDEXING, HeldWrites, type RecentIndexing } from './held-writes.js';
