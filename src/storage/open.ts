@@ -6,6 +6,7 @@ import type { ProducerSettings } from '../core/types.js';
 import { MemoryStore } from './memory/engine.js';
 import { SqliteStore } from './sqlite/engine.js';
 import type { Store } from './store.js';
+import { ThreadStore } from './thread/host.js';
 
 /** What opening an engine takes (the server's settings hold all of it). */
 export interface StoreSettings {
@@ -43,8 +44,22 @@ export function openStoreNow(settings: StoreSettings, hooks: OpenHooks): Store {
   });
 }
 
-/** Opens any engine; PostgreSQL connects, migrates its schema and listens for other nodes' commits. */
+/**
+ * Opens any engine as a server runs it. SQLite runs on a thread of its own (thread/host.ts),
+ * so that no write or read of it holds the event loop; PostgreSQL connects, migrates its
+ * schema and listens for other nodes' commits.
+ */
 export async function openStore(settings: StoreSettings, hooks: OpenHooks): Promise<Store> {
+  if (settings.store === 'sqlite') {
+    return ThreadStore.open({
+      producers: settings.producers,
+      nowMs: hooks.nowMs,
+      dataDir: settings.dataDir,
+      streamCacheEntries: settings.streamCacheEntries,
+      minFreeDiskBytes: settings.minFreeDiskBytes,
+      ...(hooks.onDiskSpace === undefined ? {} : { onDiskSpace: hooks.onDiskSpace }),
+    });
+  }
   if (settings.store !== 'postgres') return openStoreNow(settings, hooks);
   if (!settings.postgresUrl) throw new Error('the postgres store needs --postgres-url (or RILL_POSTGRES_URL)');
   // Loaded only here: a server on SQLite starts without pg and the PostgreSQL engine.

@@ -709,6 +709,7 @@ function bucketTests(ctx: Ctx): void {
 
 const engines = [
   sqliteEngine(),
+  sqliteEngine({ thread: true }),
   sqliteEngine({ recentIndexing: { sealRows: 3, sealBytes: 40, stepRows: 2 } }),
   sqliteEngine({ streamCacheEntries: 3 }),
   memoryEngine(),

@@ -15,6 +15,7 @@ import { DEFAULT_PRODUCER_SETTINGS, type AppendOutcome, type AppendRequest, type
 import { MemoryStore } from '../../src/storage/memory/engine.js';
 import { SqliteStore, type RecentIndexing } from '../../src/storage/sqlite/engine.js';
 import type { Store } from '../../src/storage/store.js';
+import { ThreadStore } from '../../src/storage/thread/host.js';
 import { PostgresStore, type PostgresStoreOptions } from '../../src/storage/postgres/engine.js';
 import { sharedDatabase } from '../helpers/postgres.js';
 import { seededRandom as seededRng, testSeed } from '../helpers/seed.js';
@@ -48,26 +49,30 @@ export interface SqliteTuning {
   recentIndexing?: RecentIndexing;
   /** A stream cache of a few entries: states are evicted and reloaded all the time. */
   streamCacheEntries?: number;
+  /** On a thread of its own, as a server runs it (src/storage/thread/host.ts). */
+  thread?: boolean;
 }
 
-function tuningName({ recentIndexing, streamCacheEntries }: SqliteTuning): string {
+function tuningName({ recentIndexing, streamCacheEntries, thread }: SqliteTuning): string {
   const parts: string[] = [];
+  if (thread) parts.push('on its own thread');
   if (recentIndexing) parts.push(`appends indexed every ${recentIndexing.sealRows} rows or ${recentIndexing.sealBytes} bytes, ${recentIndexing.stepRows} at a time`);
   if (streamCacheEntries !== undefined) parts.push(`${streamCacheEntries} cached streams`);
   return parts.length === 0 ? 'sqlite' : `sqlite, ${parts.join(', ')}`;
 }
 
 /** SQLite as configured by default, or with some of its settings made tiny. */
-export function sqliteEngine(tuning: SqliteTuning = {}): EngineUnderTest {
+export function sqliteEngine({ thread, ...tuning }: SqliteTuning = {}): EngineUnderTest {
   const dirs = new Map<Store, string>();
   const all: string[] = [];
-  const openAt = (dir: string, clock: TestClock): Store => {
-    const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read, ...tuning });
+  const openAt = async (dir: string, clock: TestClock): Promise<Store> => {
+    const options = { dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read, ...tuning };
+    const store = thread ? await ThreadStore.open(options) : new SqliteStore(options);
     dirs.set(store, dir);
     return store;
   };
   return {
-    name: tuningName(tuning),
+    name: tuningName({ thread, ...tuning }),
     open(clock) {
       const dir = mkdtempSync(join(tmpdir(), 'rill-contract-'));
       all.push(dir);
