@@ -12,6 +12,7 @@ import { runCrossNode } from './workloads/crossnode.js';
 import { runDrain } from './workloads/drain.js';
 import { acceptedFlood, framingInSlices, refusedFlood, stalledReader, type StartRill } from './workloads/floods.js';
 import { runSubscriptions } from './workloads/subscriptions.js';
+import { runStalls } from './workloads/stalls.js';
 
 /** What run.ts lends these workloads: its progress line and its start and stop of servers. */
 export interface BoundsContext {
@@ -146,5 +147,30 @@ export async function crossNodeWorkload(s: BenchSettings, rows: Row[], ctx: Boun
     }
   } finally {
     await ctx.stopAll(running);
+  }
+}
+
+/**
+ * The longest /healthz wait while a server stores large appends, and while it serves a large
+ * catch-up read (issue 40): rill on SQLite, on PostgreSQL and in memory beside the
+ * reference in file and memory modes, each on a fresh server per round.
+ */
+export async function stallsWorkload(s: BenchSettings, rows: Row[], ctx: BoundsContext): Promise<void> {
+  const mib = (s.stalls.bytes / 1024 / 1024).toFixed(0);
+  const append = row('stall-append', `longest /healthz wait during ${s.stalls.appends} appends of ${mib} MiB`, 'ms');
+  const read = row('stall-read', `longest /healthz wait during a ${mib} MiB catch-up read`, 'ms');
+  rows.push(append, read);
+  for (let round = 0; round < s.rounds; round++) {
+    const running = await ctx.startAll(ctx.selected(['rill', 'rill-pg', 'rill-memory', 'ref-memory', 'ref-file']), `stalls-${round}`);
+    try {
+      for (const t of round % 2 === 0 ? running : [...running].reverse()) {
+        const r = await runStalls(t.url, `stall-${round}`, s.stalls);
+        ctx.progress(`stalls: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: longest /healthz ${r.appendWaitMs.toFixed(0)} ms during appends, ${r.readWaitMs.toFixed(0)} ms during the read`);
+        (append.rounds[t.name] ??= []).push(r.appendWaitMs);
+        (read.rounds[t.name] ??= []).push(r.readWaitMs);
+      }
+    } finally {
+      await ctx.stopAll(running);
+    }
   }
 }

@@ -8,7 +8,7 @@
  * crossnode: bench/bounds.ts) measure what the tests no longer bound; the last two (records,
  * transactions: bench/extensions.ts) compare two forms of a request on rill alone.
  *
- *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams,limits,drain,subscriptions,crossnode,records,transactions]
+ *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams,limits,drain,subscriptions,crossnode,records,transactions,stalls]
  *                            [--targets rill,rill-auth,rill-no-metrics,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
  *                            [--rill path/to/dist/cli/main.js] [--cpu-prof]
@@ -20,7 +20,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { crossNodeWorkload, drainWorkload, limitsWorkload, subscriptionsWorkload, type BoundsContext } from './bounds.js';
+import { crossNodeWorkload, drainWorkload, limitsWorkload, stallsWorkload, subscriptionsWorkload, type BoundsContext } from './bounds.js';
 import { recordsWorkload, transactionsWorkload } from './extensions.js';
 import { checkPostgresTargets, checkTargets, median, renderChecks, renderTable, type Row } from './report.js';
 import { FULL, QUICK, WORKLOADS, type BenchSettings, type WorkloadName } from './settings.js';
@@ -473,6 +473,7 @@ async function main(): Promise<void> {
     ['crossnode', () => crossNodeWorkload(s, rows, boundsContext())],
     ['records', () => recordsWorkload(s, rows, boundsContext())],
     ['transactions', () => transactionsWorkload(s, rows, boundsContext())],
+    ['stalls', () => stallsWorkload(s, rows, boundsContext())],
   ];
   // A workload that fails is reported and the others still run, so that one server's
   // failure late in a long run does not lose what was measured before it.

@@ -3,6 +3,7 @@ import type { FloodSpec } from './workloads/floods.js';
 import type { RecordsSpec } from './workloads/records.js';
 import type { SubscriptionSpec } from './workloads/subscriptions.js';
 import type { TransactionsSpec } from './workloads/transactions.js';
+import type { StallSpec } from './workloads/stalls.js';
 
 export interface BenchSettings {
   /** Rounds of the SSE and catch-up workloads. */
@@ -49,6 +50,8 @@ export interface BenchSettings {
   records: RecordsSpec;
   /** Group transactions against the same appends one by one (bench/workloads/transactions.ts). */
   transactions: TransactionsSpec;
+  /** The longest unrelated wait during large appends and a large read (bench/workloads/stalls.ts). */
+  stalls: StallSpec;
 }
 
 export const FULL: BenchSettings = {
@@ -76,6 +79,7 @@ export const FULL: BenchSettings = {
   crossNodeDeliveries: 40,
   records: { streams: 500, messagesPerStream: 400, concurrency: 50, randomReads: 5000 },
   transactions: { clients: 50, sizes: [2, 8], batchesPerClient: 60 },
+  stalls: { bytes: 32 * 1024 * 1024, appends: 3 },
 };
 
 export const QUICK: BenchSettings = {
@@ -103,7 +107,8 @@ export const QUICK: BenchSettings = {
   crossNodeDeliveries: 5,
   records: { streams: 20, messagesPerStream: 120, concurrency: 5, randomReads: 100 },
   transactions: { clients: 4, sizes: [2, 8], batchesPerClient: 5 },
+  stalls: { bytes: 1024 * 1024, appends: 1 },
 };
 
-export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams', 'limits', 'drain', 'subscriptions', 'crossnode', 'records', 'transactions'] as const;
+export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams', 'limits', 'drain', 'subscriptions', 'crossnode', 'records', 'transactions', 'stalls'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { StreamState } from '../../core/types.js';
 import { StorageUnavailableError } from '../errors.js';
+import type { Packet } from './codec.js';
 import type {
   BucketInfo,
   BucketListing,
@@ -22,7 +23,7 @@ import type {
   StoreTotals,
   StreamListing,
 } from '../store.js';
-import { asBuffers, fromWire, Outbox, type FromStore, type ReadName, type ThreadSettings, type ToStore } from './wire.js';
+import { fromWire, Outbox, unpack, type FromStore, type ReadName, type ThreadSettings, type ToStore } from './wire.js';
 
 export interface ThreadStoreOptions extends ThreadSettings {
   /** The clock the store judges time by; every call carries its reading. */
@@ -57,8 +58,8 @@ class StorageThread {
   private readonly outbox: Outbox<ToStore>;
 
   private constructor(readonly worker: Worker) {
-    this.outbox = new Outbox((messages) => worker.postMessage(messages));
-    worker.on('message', (messages: FromStore[]) => messages.forEach((message) => this.heard(message)));
+    this.outbox = new Outbox((packet, transfer) => worker.postMessage(packet, transfer));
+    worker.on('message', (packet: Packet) => unpack<FromStore>(packet).forEach((message) => this.heard(message)));
     worker.on('error', (error) => this.lost(error));
     worker.on('exit', (code) => this.lost(new Error(`the storage thread exited with code ${code}`)));
     worker.unref();
@@ -149,14 +150,12 @@ export class ThreadStore implements Store {
     switch (message.kind) {
       case 'answer':
         this.cache = { hits: message.cache[0], misses: message.cache[1] };
-        return this.settle(message.id)?.resolve(asBuffers(message.value));
+        return this.settle(message.id)?.resolve(message.value);
       case 'failed':
         return this.settle(message.id)?.reject(fromWire(message.error));
-      case 'commit': {
-        const events = asBuffers(message.events) as CommitEvent[];
-        for (const listener of this.commitListeners) listener(events);
+      case 'commit':
+        for (const listener of this.commitListeners) listener(message.events as CommitEvent[]);
         return;
-      }
       case 'observed':
         return this.observed(message.observed);
       case 'diskSpace':

@@ -5,6 +5,7 @@
  * (`storageRefusal`) and every `instanceof` check work as if the store were local.
  */
 import type { StorageObserver, Store, StoreCommands } from '../store.js';
+import { decode, encode, type Packet } from './codec.js';
 import type { StreamState } from '../../core/types.js';
 import type { RecentIndexing } from '../sqlite/held-writes.js';
 import type { ProducerSettings } from '../../core/types.js';
@@ -115,43 +116,28 @@ export function fromWire(wire: WireError): Error {
 }
 
 /**
- * A value as it arrived, with every byte array made a Buffer again: structured clone
- * delivers a Buffer as a plain Uint8Array, whose `toString` and `equals` differ.
- */
-export function asBuffers(value: unknown): unknown {
-  if (value instanceof Uint8Array) return Buffer.isBuffer(value) ? value : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) value[i] = asBuffers(value[i]);
-    return value;
-  }
-  if (value instanceof Map) {
-    for (const [key, entry] of value) value.set(key, asBuffers(entry));
-    return value;
-  }
-  if (value !== null && typeof value === 'object') {
-    const record = value as Record<string, unknown>;
-    for (const key of Object.keys(record)) record[key] = asBuffers(record[key]);
-  }
-  return value;
-}
-
-/**
- * Messages posted during one turn, sent together as one at its end: a burst of calls (a
- * group commit's worth) reaches the other thread at once, so it lands in one batch there,
- * and a batch's answers come back in one message.
+ * Messages posted during one turn, sent together as one packet (codec.ts) at its end: a
+ * burst of calls (a group commit's worth) reaches the other thread at once, so it lands in
+ * one batch there, and a batch's answers come back in one packet.
  */
 export class Outbox<T> {
   private pending: T[] = [];
-  constructor(private readonly deliver: (messages: T[]) => void) {}
+  constructor(private readonly deliver: (packet: Packet, transfer: ArrayBuffer[]) => void) {}
 
   post(message: T): void {
-    if (this.pending.length === 0) queueMicrotask(() => this.flush());
+    if (this.pending.length === 0) setImmediate(() => this.flush());
     this.pending.push(message);
   }
 
   private flush(): void {
     const messages = this.pending;
     this.pending = [];
-    this.deliver(messages);
+    const { transfer, ...packet } = encode(messages);
+    this.deliver({ ...packet, transfer: [] }, transfer);
   }
+}
+
+/** The messages of a packet another thread's Outbox sent. */
+export function unpack<T>(packet: Packet): T[] {
+  return decode(packet) as T[];
 }

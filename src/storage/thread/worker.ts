@@ -7,10 +7,11 @@
 import { parentPort } from 'node:worker_threads';
 import { SqliteStore } from '../sqlite/engine.js';
 import type { Store } from '../store.js';
-import { asBuffers, Outbox, toWire, type FromStore, type ObserverEvent, type ThreadSettings, type ToStore } from './wire.js';
+import type { Packet } from './codec.js';
+import { Outbox, toWire, unpack, type FromStore, type ObserverEvent, type ThreadSettings, type ToStore } from './wire.js';
 
 const port = parentPort!;
-const outbox = new Outbox<FromStore>((messages) => port.postMessage(messages));
+const outbox = new Outbox<FromStore>((packet, transfer) => port.postMessage(packet, transfer));
 
 /** One open store, with the host's clock as of its latest message: the store judges time by it, as it would by the host's own. */
 interface Held {
@@ -79,10 +80,10 @@ function serve(message: ToStore): void {
   held.clock.nowMs = message.nowMs;
   switch (message.kind) {
     case 'run':
-      return answer(message.store, held, message.id, held.store.run(message.command, asBuffers(message.input) as never));
+      return answer(message.store, held, message.id, held.store.run(message.command, message.input as never));
     case 'read': {
       const read = held.store[message.read] as (...args: unknown[]) => Promise<unknown>;
-      return answer(message.store, held, message.id, read.apply(held.store, asBuffers(message.args) as unknown[]));
+      return answer(message.store, held, message.id, read.apply(held.store, message.args));
     }
     case 'touch':
       return held.store.touch(message.stream, message.atMs);
@@ -93,6 +94,6 @@ function serve(message: ToStore): void {
   }
 }
 
-port.on('message', (messages: ToStore[]) => messages.forEach(serve));
+port.on('message', (packet: Packet) => unpack<ToStore>(packet).forEach(serve));
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
