@@ -17,8 +17,8 @@ import { isIP } from 'node:net';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 
 const CORS_ORIGIN = Symbol('rill.corsOrigin');
-/** Methods that change nothing (RFC 9110's safe methods): any origin may send them. */
-const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE']);
+/** Methods that change nothing here (RFC 9110's safe methods rill serves): any origin may send them. */
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 type Tagged = IncomingMessage & { [CORS_ORIGIN]?: string | null };
 
 /** Host names (without port) that are loopback: localhost, *.localhost, 127.0.0.0/8, ::1. */

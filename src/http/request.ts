@@ -131,7 +131,7 @@ export function mayHoldParam(search: string, name: string): boolean {
 export function asksParam(search: string, name: string): boolean {
   if (!mayHoldParam(search, name)) return false;
   const query = parseQuery(search);
-  // A query the handlers refuse (a repeated parameter) is never served; a lone mention is enough here.
+  // A query the handler will refuse (a repeated parameter) still counts until its answer closes.
   return query.ok ? query.params.has(name) : new URLSearchParams(search).has(name);
 }
 
