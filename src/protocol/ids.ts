@@ -1,6 +1,7 @@
 /**
  * Names in URLs. Bucket ids match `[a-z0-9_-]{4,64}`. A stream id in a bucket is one
- * segment of 1..122 bytes without `/`, NUL, other control characters or `..`; `streams`
+ * segment of 1..122 bytes without `/`, `..`, NUL or other C0 and C1 controls, zero-width
+ * or bidi-control characters; `streams`
  * (the bucket's listing) and `__ds` (its control routes) are reserved. A name in the
  * bucket-less `/v1/stream/{name}` family is 1..122 bytes of such segments joined by single
  * `/` (`events/sync-1`); its first segment is not `__ds`, and no later segment is a stream
@@ -57,18 +58,44 @@ export function isStreamExtension(segment: string): segment is StreamExtension {
   return EXTENSION_SET.has(segment);
 }
 
-function hasControlCharacter(value: string): boolean {
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if (code < 0x20 || code === 0x7f) return true;
-  }
-  return false;
+/**
+ * Characters no name may hold: C0 and C1 controls and DEL; zero-width characters (U+200B-
+ * U+200D, U+2060, U+FEFF), which make two names that look the same; and bidi controls
+ * (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069), which make a name read in an
+ * order other than its own in a listing, a log or a terminal.
+ */
+function isHiddenCharacter(code: number): boolean {
+  if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return true;
+  if (code < 0x61c) return false;
+  if (code === 0x61c || (code >= 0x200b && code <= 0x200f) || (code >= 0x202a && code <= 0x202e)) return true;
+  return code === 0x2060 || (code >= 0x2066 && code <= 0x2069) || code === 0xfeff;
 }
 
-/** One path segment: non-empty, not `.`, no `..`, `/` or control character. */
+/** The first character of `value` that no name may hold (see isHiddenCharacter), or null. */
+function hiddenCharacterOf(value: string): number | null {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (isHiddenCharacter(code)) return code;
+  }
+  return null;
+}
+
+/** The refusal of a name holding a hidden character, naming it: `U+200B`. */
+function hiddenCharacterProblem(code: number): string {
+  const point = `U+${code.toString(16).toUpperCase().padStart(4, '0')}`;
+  return `names may not hold control, zero-width or bidi-control characters (this one holds ${point})`;
+}
+
+/** One path segment: non-empty, not `.`, no `..` or `/` (hidden characters: segmentProblem). */
 function isValidSegment(segment: string): boolean {
-  if (segment.length === 0 || segment === '.' || segment.includes('..') || segment.includes('/')) return false;
-  return !hasControlCharacter(segment);
+  return !(segment.length === 0 || segment === '.' || segment.includes('..') || segment.includes('/'));
+}
+
+/** Why one segment cannot be part of a name (`rule` for its shape), or null when it can. */
+function segmentProblem(segment: string, rule: string): string | null {
+  if (!isValidSegment(segment)) return rule;
+  const hidden = hiddenCharacterOf(segment);
+  return hidden === null ? null : hiddenCharacterProblem(hidden);
 }
 
 function withinLength(name: string): boolean {
@@ -80,7 +107,8 @@ const V1_NAME_RULE = `stream names are 1 to ${MAX_STREAM_ID_BYTES} bytes of non-
 
 /** Why `id` cannot name a stream in a bucket, or null when it can. */
 export function streamIdProblem(id: string): string | null {
-  if (!withinLength(id) || !isValidSegment(id)) return STREAM_ID_RULE;
+  const problem = withinLength(id) ? segmentProblem(id, STREAM_ID_RULE) : STREAM_ID_RULE;
+  if (problem !== null) return problem;
   return RESERVED_STREAM_IDS.has(id) ? `"${id}" is reserved and cannot name a stream in a bucket` : null;
 }
 
@@ -131,7 +159,8 @@ export function v1SegmentsProblem(segments: readonly string[], name: string): st
   for (let i = 0; i < segments.length; i++) {
     const segment = segments[i]!;
     if (segment.includes('/')) return 'a stream name holds "/" as a path separator, never encoded as %2F';
-    if (!isValidSegment(segment)) return V1_NAME_RULE;
+    const problem = segmentProblem(segment, V1_NAME_RULE);
+    if (problem !== null) return problem;
     if (i > 0 && isStreamExtension(segment)) return extensionInNameProblem(segment);
   }
   return segments[0] === CONTROL_SEGMENT ? `a stream name cannot start with "${CONTROL_SEGMENT}", which is reserved for control routes` : null;

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { formatBytes, formatDurationMs, parseBytes, parseDurationMs } from '../../src/cli/units.js';
-import { CLI, removeDir, startServer } from '../helpers/server.js';
+import { CLI, freePort, removeDir, startServer } from '../helpers/server.js';
 
 describe('rill serve', () => {
   it('--help shows defaults in the forms the flags accept, and names RILL_LOG_LEVEL', () => {
@@ -25,6 +25,19 @@ describe('rill serve', () => {
     const run = spawnSync(process.execPath, [CLI, 'serve', '--store', 'memory', '--port', '0'], { encoding: 'utf8', env: { ...process.env, RILL_LOG_LEVEL: 'loud' } });
     expect(run.status).toBe(2);
     expect(run.stderr).toBe('rill: USAGE: environment variable RILL_LOG_LEVEL: "loud" is not one of fatal, error, warn, info, debug, trace, silent\n');
+  });
+
+  it('never logs the password of --postgres-url, in its user info or as ?password=, even when PostgreSQL cannot be reached', async () => {
+    const port = await freePort();
+    for (const url of [`postgres://rill:s3cret-a@127.0.0.1:${port}/db`, `postgres://rill@127.0.0.1:${port}/db?sslmode=disable&password=s3cret-b&sslpassword=s3cret-c`]) {
+      const run = spawnSync(process.execPath, [CLI, 'serve', '--port', '0', '--store', 'postgres', '--postgres-url', url], { encoding: 'utf8', env: { ...process.env, RILL_LOG_LEVEL: 'info' } });
+      const output = run.stdout + run.stderr;
+      expect(run.status, output).not.toBe(0);
+      // The configuration line, and the refusal naming the database.
+      expect(output).toMatch(/"postgres-url":"postgres:\/\/rill[^"]*\*\*\*/);
+      expect(output).toMatch(/cannot open the PostgreSQL store at postgres:\/\/rill.*\*\*\*/);
+      expect(output).not.toContain('s3cret');
+    }
   });
 
   it('takes sizes with units and logs "stopped" after SIGTERM', async () => {
