@@ -7,6 +7,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { call, type Reply } from '../http/client.js';
 import { bearer, useAuthServer } from './setup.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 const env = useAuthServer();
 const TEXT = { 'content-type': 'text/plain' };
@@ -65,7 +66,7 @@ beforeAll(async () => {
   for (const path of ['/cvis/secret', '/chid/secret', '/v1/stream/secret', '/cvis/pub-a']) {
     expect((await as(admin, 'PUT', path, { headers: TEXT, body: 'abc' })).status).toBe(201);
     expect((await as(admin, 'POST', path, { headers: TEXT, body: 'def' })).status).toBe(204);
-    expect((await as(admin, 'PUT', `${path}/snapshot/00000000000000000003`, { headers: JSON_TYPE, body: '{}' })).status).toBe(204);
+    expect((await as(admin, 'PUT', extensionUrl(path, 'snapshot/00000000000000000003'), { headers: JSON_TYPE, body: '{}' })).status).toBe(204);
   }
 });
 
