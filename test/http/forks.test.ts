@@ -103,8 +103,8 @@ describe('restart', () => {
       expect(meta.headers.get('stream-snapshot-digest')).toBe(snap.headers.get('stream-snapshot-digest'));
       expect((await get(`${b}/doc?offset=-1`)).status).toBe(410);
       expect((await readAll(`${b}/doc`, offset(8))).body.toString()).toBe('three,');
-      expect((await get(`${b}/doc/snapshot/${offset(8)}`)).text).toBe('one,two');
-      expect((await get(`${b}/doc/attrs`)).json).toEqual({ title: 'kept' });
+      expect((await get(extensionUrl(`${b}/doc`, `snapshot/${offset(8)}`))).text).toBe('one,two');
+      expect((await get(extensionUrl(`${b}/doc`, 'attrs'))).json).toEqual({ title: 'kept' });
       expect((await get(`${b}/fork`)).text).toBe('history+fork');
       expect((await head(`${b}/src`)).status).toBe(410);
       expect((await del(`${b}/fork`)).status).toBe(204);

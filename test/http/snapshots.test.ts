@@ -154,9 +154,9 @@ describe.each(['v1', 'bucket'])('snapshots (%s family)', (family) => {
     const big = await put(extensionUrl(url, `snapshot/${offset(4)}`), Buffer.alloc(MAX_SNAPSHOT_BYTES + 1, 1));
     expect(big.status).toBe(413);
     expect(errorCode(big)).toBe('PAYLOAD_TOO_LARGE');
-    const missing = await put(`${url}-missing/snapshot/${offset(0)}`, 'x');
+    const missing = await put(extensionUrl(`${url}-missing`, `snapshot/${offset(0)}`), 'x');
     expect(missing.status).toBe(404);
-    expect((await get(`${url}-missing/snapshot`)).status).toBe(404);
+    expect((await get(extensionUrl(`${url}-missing`, 'snapshot'))).status).toBe(404);
   });
 
   test('a closed stream still takes snapshots', async () => {
