@@ -1,7 +1,8 @@
 /**
  * URL routing. `/v1/stream/{name}` is the bucket-less Durable Streams family (names may
- * hold `/`; its extensions are `{name}?ext=...`); `/{bucket}`, `/{bucket}/streams`, `/{bucket}/{stream}` and the path-affinity
- * form `/{bucket}/{affinity_key}/{stream}` are rill's own. The control routes
+ * hold `/`; its extensions are `{name}?ext=...`); `/{bucket}`, `/{bucket}/streams`,
+ * `/{bucket}/{stream}` and the path-affinity form `/{bucket}/{affinity_key}/{stream}`
+ * are rill's own. The control routes
  * `/v1/stream/__ds/...` and `/{bucket}/__ds/...` (subscriptions and their signing keys)
  * are routed before streams.
  */
@@ -18,9 +19,9 @@ import {
   isValidBucketId,
   isValidSubscriptionId,
   KEYED_STATE_SEGMENT,
-  STREAM_EXTENSIONS,
   MAX_SUBSCRIPTION_ID_BYTES,
   scopedPathProblem,
+  STREAM_EXTENSIONS,
   streamIdProblem,
   TRANSACTION_SEGMENT,
   V1_SCOPE,
