@@ -125,7 +125,7 @@ function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext
   const q = rawUrl.indexOf('?');
   const pathname = q < 0 ? rawUrl : rawUrl.slice(0, q);
   const search = q < 0 ? '' : rawUrl.slice(q + 1);
-  const target = route(pathname);
+  const target = route(pathname, search);
   setRouteTemplate(res, routeTemplate(target));
   if (req.method === 'OPTIONS') return preflight(req, res);
   if (target.kind === 'stream' || target.kind === 'stream-ext') presetAddressExtensions(res, target.stream);

@@ -1,11 +1,12 @@
 /**
  * `rill serve` as an operator meets it: `--help` shows durations and sizes the way the
- * flags take them, those forms are accepted, an unknown RILL_LOG_LEVEL is a clear
- * startup error, and SIGTERM logs once the server has stopped.
+ * flags take them, those forms are accepted, an unknown RILL_LOG_LEVEL and an SSE lifetime
+ * under 1 s are clear startup errors, and SIGTERM logs once the server has stopped.
  */
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
+import { serveSettingsOf } from '../../src/cli/serve-options.js';
 import { formatBytes, formatDurationMs, parseBytes, parseDurationMs } from '../../src/cli/units.js';
 import { CLI, freePort, removeDir, startServer } from '../helpers/server.js';
 
@@ -38,6 +39,16 @@ describe('rill serve', () => {
       expect(output).toMatch(/cannot open the PostgreSQL store at postgres:\/\/rill.*\*\*\*/);
       expect(output).not.toContain('s3cret');
     }
+  });
+
+  it('refuses an --sse-lifetime under 1s at startup (exit 2), saying why, from a flag or a variable', async () => {
+    const REASON = 'expected at least 1s: with shorter SSE connections the official Durable Streams client gives up SSE after three of them and ends its read silently';
+    const run = spawnSync(process.execPath, [CLI, 'serve', '--store', 'memory', '--port', '0', '--sse-lifetime', '999ms'], { encoding: 'utf8' });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain(`error: option '--sse-lifetime <duration>' argument '999ms' is invalid. ${REASON}`);
+    await expect(serveSettingsOf(['--sse-lifetime', '500ms'], {})).rejects.toThrow(REASON);
+    await expect(serveSettingsOf([], { RILL_SSE_LIFETIME: '0' })).rejects.toThrow(`environment variable RILL_SSE_LIFETIME: "0": ${REASON}`);
+    expect((await serveSettingsOf(['--sse-lifetime', '1s'], {})).settings.sseLifetimeMs).toBe(1000);
   });
 
   it('takes sizes with units and logs "stopped" after SIGTERM', async () => {

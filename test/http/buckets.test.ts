@@ -186,9 +186,12 @@ describe('ids', () => {
         expect(reply.status, `${method} ${path}`).toBe(400);
         if (method !== 'HEAD') expectRefusal(reply, 'INVALID_ID');
       }
+      // A /v1/stream name may be longer (1024 bytes): the two over-long ids are names there.
+      if (path.length > 100) continue;
       const v1 = await http('PUT', `/v1/stream/${path}`, { headers: { 'content-type': 'text/plain' } });
       expectRefusal(v1, 'INVALID_ID');
     }
+    expectRefusal(await http('PUT', `/v1/stream/${'x'.repeat(1025)}`, { headers: { 'content-type': 'text/plain' } }), 'INVALID_ID');
     expect((await list(bucket, '')).streams.every((s) => Buffer.byteLength(s) <= 122 && !s.includes('/'))).toBe(true);
   });
 
