@@ -10,7 +10,7 @@
  * read in part.
  */
 import { ANY_BUCKET, highestPermission, isPermission, V1_BUCKET, type Grant, type Permission } from '../core/access.js';
-import { isValidBucketId, MAX_STREAM_ID_BYTES } from '../protocol/ids.js';
+import { isValidBucketId, MAX_STREAM_ID_BYTES, MAX_V1_NAME_BYTES } from '../protocol/ids.js';
 
 export const RILL_CLAIM = 'rill';
 /** Grants one token may carry: each request scans them. */
@@ -40,8 +40,10 @@ function grantOf(raw: unknown, at: number): Grant | string {
   if (!Array.isArray(can) || !can.every(isPermission)) return `grant ${at}: can must list read, write, manage or admin`;
   const level = highestPermission(can as Permission[]);
   if (level === null) return `grant ${at}: can is empty`;
-  if (prefix !== undefined && (typeof prefix !== 'string' || Buffer.byteLength(prefix) > MAX_STREAM_ID_BYTES)) {
-    return `grant ${at}: prefix must be a string of at most ${MAX_STREAM_ID_BYTES} bytes`;
+  // A prefix may be as long as the longest name it can match: /v1/stream names are longer than bucket ids.
+  const maxPrefixBytes = bucket === V1_BUCKET || bucket === ANY_BUCKET ? MAX_V1_NAME_BYTES : MAX_STREAM_ID_BYTES;
+  if (prefix !== undefined && (typeof prefix !== 'string' || Buffer.byteLength(prefix) > maxPrefixBytes)) {
+    return `grant ${at}: prefix must be a string of at most ${maxPrefixBytes} bytes`;
   }
   return { bucket, prefix: (prefix as string | undefined) ?? '', level };
 }

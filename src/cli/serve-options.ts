@@ -25,6 +25,16 @@ function parsePort(value: string): number {
   return n;
 }
 
+/**
+ * The official Durable Streams client treats SSE connections that end this soon as
+ * failures and, after three in a row, stops reading without an error (seen in issue 36):
+ * a shorter lifetime would silently end every reader using that client.
+ */
+const SSE_LIFETIME_FLOOR = {
+  minMs: 1000,
+  reason: 'with shorter SSE connections the official Durable Streams client gives up SSE after three of them and ends its read silently',
+};
+
 export interface ServeFlags {
   host: string;
   port: number;
@@ -170,7 +180,7 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--stream-cache <n>', 'stream states the sqlite store keeps in memory (about 1.2 KB each)', parsePositiveInteger, d.streamCacheEntries)
     .addOption(durationOption('--long-poll-timeout <duration>', 'how long a long-poll waits for data', d.longPollTimeoutMs))
     .addOption(durationOption('--max-long-poll-timeout <duration>', 'longest long-poll wait a client may ask for (timeout_ms)', d.maxLongPollTimeoutMs))
-    .addOption(durationOption('--sse-lifetime <duration>', 'how long an SSE connection stays open', d.sseLifetimeMs))
+    .addOption(durationOption('--sse-lifetime <duration>', 'how long an SSE connection stays open (at least 1s)', d.sseLifetimeMs, SSE_LIFETIME_FLOOR))
     .addOption(durationOption('--sse-heartbeat <duration>', 'SSE keep-alive interval; a reader taking nothing for this long is dropped', d.sseHeartbeatMs))
     .addOption(bytesOption('--sse-max-buffered <size>', 'most SSE output held unsent for one reader', d.sseMaxBufferedBytes))
     .addOption(bytesOption('--max-body <size>', 'largest append or create body', d.maxBodyBytes))

@@ -56,9 +56,23 @@ export function formatBytes(bytes: number): string {
   return String(bytes);
 }
 
+/** A floor under a duration flag, and why it is there (the refusal says it). */
+export interface DurationFloor {
+  minMs: number;
+  reason: string;
+}
+
+/** A duration of at least `floor.minMs`; a shorter one is refused with the floor's reason. */
+export function parseDurationAtLeastMs(value: string, floor: DurationFloor): number {
+  const ms = parseDurationMs(value);
+  if (ms < floor.minMs) throw new InvalidArgumentError(`expected at least ${formatDurationMs(floor.minMs)}: ${floor.reason}`);
+  return ms;
+}
+
 /** A `--flag <duration>` option whose default `--help` shows as the flag would take it. */
-export function durationOption(flags: string, description: string, defaultMs: number): Option {
-  return new Option(flags, description).argParser(parseDurationMs).default(defaultMs, formatDurationMs(defaultMs));
+export function durationOption(flags: string, description: string, defaultMs: number, floor?: DurationFloor): Option {
+  const parse = floor === undefined ? parseDurationMs : (value: string) => parseDurationAtLeastMs(value, floor);
+  return new Option(flags, description).argParser(parse).default(defaultMs, formatDurationMs(defaultMs));
 }
 
 /** A `--flag <size>` option whose default `--help` shows as the flag would take it. */

@@ -2,6 +2,7 @@
  * The entry point: a server URL plus transport settings, handing out stream and bucket
  * handles. Paths name streams as `bucket/stream` or `v1/stream/name`.
  */
+import { extensionUrl } from '../protocol/extensions.js';
 import { errorFromResponse, RillError } from './errors.js';
 import { Transport, type TransportOptions } from './http.js';
 import { StreamHandle, type StreamHandleOptions } from './stream.js';
@@ -131,7 +132,7 @@ export class RillClient {
 
   /** One stream's figures (`GET {stream}/stats`). */
   streamStats(path: string, options: { signal?: AbortSignal } = {}): Promise<StreamStats> {
-    return this.getJson<StreamStats>(`${this.urlOf(path)}/stats`, options.signal);
+    return this.getJson<StreamStats>(extensionUrl(this.urlOf(path), 'stats'), options.signal);
   }
 
   private async getJson<T>(url: string, signal?: AbortSignal): Promise<T> {

@@ -4,6 +4,7 @@
  * so that the handle's incarnation is sent and learned like on every other request;
  * `StreamHandle` exposes them as methods.
  */
+import { extensionUrl } from '../protocol/extensions.js';
 import { H } from '../protocol/headers.js';
 import { errorFromResponse, RillError } from './errors.js';
 import { hasRecordsToken, recordTailOf, requireRecords, type RecordRange } from './headers.js';
@@ -74,8 +75,10 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const toBytes = (body: Uint8Array | string) => (typeof body === 'string' ? encoder.encode(body) : body);
 
-async function call(handle: StreamHandle, path: string, method: string, options: ExtrasOptions & { headers?: Record<string, string>; body?: Uint8Array }, ok: number[]) {
-  const url = `${handle.url}/${path}`;
+/** A request to an extension of the stream: `extension` as in `snapshot/{offset}`, `query` its own parameters. */
+async function call(handle: StreamHandle, extension: string | ExtensionPoint, method: string, options: ExtrasOptions & { headers?: Record<string, string>; body?: Uint8Array }, ok: number[]) {
+  const point = typeof extension === 'string' ? { extension, query: '' } : extension;
+  const url = extensionUrl(handle.url, point.extension, point.query);
   const init = { method, headers: { ...handle.requestHeaders(), ...options.headers }, signal: options.signal, ...(options.body ? { body: options.body } : {}) };
   const res = await handle.transport.request(url, init);
   if (!ok.includes(res.status)) throw await errorFromResponse(res.response, url);
@@ -89,14 +92,19 @@ function required(headers: Headers, name: string): string {
   return value;
 }
 
+interface ExtensionPoint {
+  extension: string;
+  query: string;
+}
+
 /**
- * The path of a snapshot or retention at `at`: `{name}/{offset}`, or `{name}?record=n`.
+ * A snapshot or retention at `at`: `{name}/{offset}`, or `{name}` with `record=n`.
  * A record is checked here, since the server's answer is what says the record exists.
  */
-function pointPath(name: string, at: StreamPoint): string {
-  if (typeof at === 'string') return `${name}/${at}`;
+function pointPath(name: string, at: StreamPoint): ExtensionPoint {
+  if (typeof at === 'string') return { extension: `${name}/${at}`, query: '' };
   if (!Number.isSafeInteger(at.record) || at.record < 0) throw new RangeError(`a record is a non-negative integer, got ${at.record}`);
-  return `${name}?record=${at.record}`;
+  return { extension: name, query: `record=${at.record}` };
 }
 
 /** A position named by record is one only the extension gives meaning to: its answer must advertise it. */

@@ -7,6 +7,7 @@
  * A producer's retry is answered as a duplicate before Stream-Record-Match is judged:
  * the tail it expected has moved by its own first attempt.
  */
+import { contentTypesMatch } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { hasRecords, recordMatchError, recordsOfWrite } from './records.js';
 import { absenceError, accessAfter, copyState, incarnationError, touched } from './stream.js';
@@ -60,7 +61,8 @@ export function streamSeqError(stream: StreamState, seq: string | null): Protoco
 }
 
 function contentTypeError(stream: StreamState, request: AppendRequest): ProtocolError | null {
-  if (request.data.length === 0 || request.contentType === stream.config.contentType) return null;
+  if (request.data.length === 0) return null;
+  if (request.contentType !== null && contentTypesMatch(request.contentType, stream.config.contentType)) return null;
   return protocolError(
     'CONTENT_TYPE_MISMATCH',
     `Content-Type ${request.contentType ?? '(none)'} does not match the stream's ${stream.config.contentType}`,
@@ -78,7 +80,7 @@ export function batchRequestError(stream: StreamState | undefined, contentType: 
   if (absent) return absent;
   const stale = incarnationError(stream!, incarnation);
   if (stale) return stale;
-  if (contentType === stream!.config.contentType) return null;
+  if (contentTypesMatch(contentType, stream!.config.contentType)) return null;
   return protocolError(
     'CONTENT_TYPE_MISMATCH',
     `an append batch is sent with the stream's Content-Type (${stream!.config.contentType}), the type of every frame; it came with ${contentType}`,

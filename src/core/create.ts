@@ -2,7 +2,7 @@
  * Stream creation (PUT): idempotent on an equal configuration, 409 on a different one,
  * with optional initial bytes, closure, Stream-Seq and a fork of another stream.
  */
-import { isJsonContentType, DEFAULT_CONTENT_TYPE } from '../protocol/content-type.js';
+import { contentTypesMatch, isJsonContentType, DEFAULT_CONTENT_TYPE } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { isMessageBoundary } from './boundary.js';
 import { countRecords } from './records.js';
@@ -121,7 +121,7 @@ function decideExisting(existing: StreamState, input: CreateInput): CreateDecisi
 function configConflict(existing: StreamState, input: CreateInput): string | null {
   const { request } = input;
   const wanted = requestedConfig(request, input.forkSource);
-  if (wanted.contentType !== existing.config.contentType) return `another content type (${existing.config.contentType})`;
+  if (!contentTypesMatch(wanted.contentType, existing.config.contentType)) return `another content type (${existing.config.contentType})`;
   if (wanted.ttlSeconds !== existing.config.ttlSeconds) return 'another TTL';
   if (wanted.expiresAtMs !== existing.config.expiresAtMs) return 'another expiry time';
   if (request.close && !existing.closed) return 'no closure: it is open';
@@ -225,7 +225,7 @@ function planFork(input: CreateInput): { link: ForkLink; prefix: Buffer | null }
       : { error: protocolError('STREAM_NOT_FOUND', 'the fork source does not exist') };
   }
   const src = source!;
-  if (input.request.contentType !== null && input.request.contentType !== src.config.contentType) {
+  if (input.request.contentType !== null && !contentTypesMatch(input.request.contentType, src.config.contentType)) {
     return { error: protocolError('CONTENT_TYPE_MISMATCH', `a fork keeps its source's content type ${src.config.contentType}`) };
   }
   const offset = fork.offset ?? src.tail;

@@ -18,6 +18,7 @@ import { TokenVerifier, timeRefusal, unauthorized } from '../auth/verifier.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { bucketOfScope } from '../protocol/ids.js';
 import type { HeaderMap } from './response.js';
+import { asksParam, mayHoldParam } from './request.js';
 import type { Route, StreamAddress } from './router.js';
 import { isAuthOn, type AuthSettings } from './settings.js';
 
@@ -162,7 +163,7 @@ function bearerOf(header: string | undefined): string | null {
 /** The token of a request: the Authorization header, or on GET the `token` query parameter (taken out of the query). */
 function tokenOf(req: IncomingMessage, search: string): { token: string | null; search: string } | ProtocolError {
   const fromHeader = bearerOf(req.headers.authorization);
-  if (!search.includes('token=')) return { token: fromHeader, search };
+  if (!mayHoldParam(search, 'token')) return { token: fromHeader, search };
   const params = new URLSearchParams(search);
   const fromQuery = params.get('token');
   if (fromQuery === null) return { token: fromHeader, search };
@@ -197,7 +198,7 @@ export class AccessControl {
     const header = req.headers.authorization;
     const socket = req.socket as RememberingSocket;
     const seen = socket[SEEN];
-    if (seen !== undefined && seen.header === header && seen.keys === keys && !search.includes('token=')) {
+    if (seen !== undefined && seen.header === header && seen.keys === keys && !mayHoldParam(search, 'token')) {
       return this.authorize(req, res, route, search, timeRefusal(seen.principal, nowMs) ?? seen.principal, nowMs);
     }
     const found = tokenOf(req, search);
@@ -242,7 +243,8 @@ export class AccessControl {
       }
       return this.quotas.takeWrite(subject, method === 'POST' ? 1 : 0, Number(declared ?? 0) || 0, nowMs);
     }
-    if (method === 'GET' && route.kind === 'stream' && /(^|&)live=/.test(search)) {
+    // The read handler's own reading of the query: `%6Cive=sse` is a live read too.
+    if (method === 'GET' && route.kind === 'stream' && asksParam(search, 'live')) {
       const refused = this.quotas.takeLive(subject, nowMs);
       if (refused) return refused;
       res.once('close', () => this.quotas.releaseLive(subject));

@@ -6,12 +6,19 @@
  * Defaults: with auth off, only pages served from loopback names (a developer's own
  * app); with auth on, any origin, since every request must carry a bearer token that a
  * foreign page does not have (rill uses no cookies). `--cors-origin` replaces either.
+ *
+ * CORS only stops a page from reading answers: a "simple" cross-site POST (a text/plain
+ * form or fetch) still arrives and would write. So an unsafe request whose Origin is
+ * neither allowed nor the server's own is refused before anything is served. A request
+ * without Origin (curl, servers) is not a browser's cross-site request and is unaffected.
  */
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 
 const CORS_ORIGIN = Symbol('rill.corsOrigin');
+/** Methods that change nothing here (RFC 9110's safe methods rill serves): any origin may send them. */
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 type Tagged = IncomingMessage & { [CORS_ORIGIN]?: string | null };
 
 /** Host names (without port) that are loopback: localhost, *.localhost, 127.0.0.0/8, ::1. */
@@ -44,8 +51,13 @@ export class BrowserPolicy {
   private readonly anyOrigin: boolean;
   private readonly hosts: Set<string> | null;
 
-  constructor(options: { corsOrigins: string[] | null; authOn: boolean; listenHost: string; allowedHosts: string[] }) {
+  private readonly scheme: 'http' | 'https';
+  private readonly publicOrigin: string | null;
+
+  constructor(options: { corsOrigins: string[] | null; authOn: boolean; listenHost: string; allowedHosts: string[]; tls: boolean; publicUrl: string | null }) {
     const configured = options.corsOrigins;
+    this.scheme = options.tls ? 'https' : 'http';
+    this.publicOrigin = options.publicUrl === null ? null : originOfUrl(options.publicUrl);
     this.anyOrigin = configured === null ? options.authOn : configured.includes('*');
     this.origins = configured === null ? null : new Set(configured.map((o) => o.replace(/\/+$/, '').toLowerCase()));
     this.hosts = isLoopbackName(options.listenHost) ? new Set(options.allowedHosts.map((h) => h.toLowerCase())) : null;
@@ -68,10 +80,40 @@ export class BrowserPolicy {
     (req as Tagged)[CORS_ORIGIN] = typeof origin === 'string' && this.allows(origin) ? origin : null;
   }
 
+  /**
+   * The refusal of an unsafe request (not GET, HEAD, OPTIONS) sent by a page of an origin
+   * that is not allowed and is not this server's own (the console's): a cross-site write.
+   * Call after tagOrigin.
+   */
+  originRefusal(req: IncomingMessage): ProtocolError | null {
+    const origin = req.headers.origin;
+    if (typeof origin !== 'string' || SAFE_METHODS.has(req.method ?? 'GET')) return null;
+    if ((req as Tagged)[CORS_ORIGIN] || this.isOwnOrigin(origin, req.headers.host)) return null;
+    return protocolError('ORIGIN_NOT_ALLOWED', `pages of origin "${origin.slice(0, 200)}" may not change anything here; add it with --cors-origin`);
+  }
+
+  /** The served scheme and Host of the request itself, or the origin of --public-url (behind a proxy). */
+  private isOwnOrigin(origin: string, host: string | undefined): boolean {
+    const sent = originOfUrl(origin);
+    if (sent === null) return false;
+    if (sent === this.publicOrigin) return true;
+    return host !== undefined && sent === originOfUrl(`${this.scheme}://${host}`);
+  }
+
   private allows(origin: string): boolean {
     if (this.anyOrigin) return true;
     if (this.origins === null) return loopbackOrigin(origin);
     return this.origins.has(origin.toLowerCase());
+  }
+}
+
+/** The serialised origin of a URL (`https://a.example:8443`, default port left out); null when unparsable or opaque. */
+function originOfUrl(url: string): string | null {
+  try {
+    const parsed = new URL(url);
+    return parsed.origin === 'null' ? null : parsed.origin;
+  } catch {
+    return null;
   }
 }
 

@@ -118,6 +118,23 @@ async function frameJsonInSlices(framer: JsonFramer): Promise<JsonFrameResult> {
 
 export type QueryResult = { ok: true; params: Map<string, string> } | { ok: false; error: ProtocolError };
 
+/**
+ * Whether the decoded query may hold parameter `name`: false only when it cannot, so a
+ * caller may skip parsing. A name may arrive percent-encoded (`%6Cive` is `live`), and
+ * handlers decode it, so any `%` means it may.
+ */
+export function mayHoldParam(search: string, name: string): boolean {
+  return search.includes(name) || search.includes('%');
+}
+
+/** Whether the query asks for parameter `name`, decoded as the handlers decode it (parseQuery). */
+export function asksParam(search: string, name: string): boolean {
+  if (!mayHoldParam(search, name)) return false;
+  const query = parseQuery(search);
+  // A query the handler will refuse (a repeated parameter) still counts until its answer closes.
+  return query.ok ? query.params.has(name) : new URLSearchParams(search).has(name);
+}
+
 /** Query parameters; a parameter given twice is refused, since its meaning would be ambiguous. */
 export function parseQuery(search: string): QueryResult {
   const params = new Map<string, string>();

@@ -1,11 +1,13 @@
 /**
  * URL routing. `/v1/stream/{name}` is the bucket-less Durable Streams family (names may
- * hold `/`); `/{bucket}`, `/{bucket}/streams`, `/{bucket}/{stream}` and the path-affinity
- * form `/{bucket}/{affinity_key}/{stream}` are rill's own. The control routes
+ * hold `/`; its extensions are `{name}?ext=...`); `/{bucket}`, `/{bucket}/streams`,
+ * `/{bucket}/{stream}` and the path-affinity form `/{bucket}/{affinity_key}/{stream}`
+ * are rill's own. The control routes
  * `/v1/stream/__ds/...` and `/{bucket}/__ds/...` (subscriptions and their signing keys)
  * are routed before streams.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { EXTENSION_PARAM } from '../protocol/extensions.js';
 import {
   affinityKeyProblem,
   affinityStreamId,
@@ -13,13 +15,13 @@ import {
   bucketScope,
   bucketStreamKey,
   CONTROL_SEGMENT,
-  extensionInNameProblem,
   isStreamExtension,
   isValidBucketId,
   isValidSubscriptionId,
   KEYED_STATE_SEGMENT,
   MAX_SUBSCRIPTION_ID_BYTES,
   scopedPathProblem,
+  STREAM_EXTENSIONS,
   streamIdProblem,
   TRANSACTION_SEGMENT,
   V1_SCOPE,
@@ -97,13 +99,14 @@ function decodeSegments(pathname: string): string[] | undefined {
   }
 }
 
-export function route(pathname: string): Route {
+/** The route of a request: `search` (the query, without `?`) only matters in the `/v1/stream` family. */
+export function route(pathname: string, search = ''): Route {
   const segments = decodeSegments(pathname);
   if (segments === undefined) return invalid('the path is not valid percent-encoding');
   if (segments.length === 1 && segments[0] === 'healthz') return { kind: 'health' };
   const admin = segments.length === 1 ? ADMIN_ROUTES.get(segments[0]!) : undefined;
   if (admin) return { kind: 'admin', name: admin };
-  if (segments[0] === 'v1') return routeV1(segments);
+  if (segments[0] === 'v1') return routeV1(segments, search);
   if (segments.length === 0 || segments[0] === '') return notFound();
   const bucket = segments[0]!;
   if (RESERVED_TOP_LEVEL.has(bucket)) return notFound();
@@ -179,8 +182,10 @@ export function routeTemplate(target: Route): string {
       return '/{bucket}/streams';
     case 'stream':
       return streamTemplate(target.stream);
-    case 'stream-ext':
-      return `${streamTemplate(target.stream)}/${target.ext}${target.arg === null ? '' : '/{offset}'}`;
+    case 'stream-ext': {
+      const extension = `${target.ext}${target.arg === null ? '' : '/{offset}'}`;
+      return target.stream.bucket === null ? `${streamTemplate(target.stream)}?${EXTENSION_PARAM}=${extension}` : `${streamTemplate(target.stream)}/${extension}`;
+    }
     case 'transaction':
       return `/{bucket}/{affinity_key}/${TRANSACTION_SEGMENT}`;
     case 'subscriptions':
@@ -205,26 +210,40 @@ function withExtension(stream: StreamAddress, rest: string[]): Route | undefined
 }
 
 /**
- * `/v1/stream/{name}[/{ext}[/{arg}]]`: the name runs up to the first segment after its
- * first that is an extension keyword, so `a/snapshot` is the snapshot of `a`, as before
- * names could hold `/`. A name is spelled one way: `/` inside a segment (`%2F`) is refused.
+ * `/v1/stream/{name}[?ext={ext}[/{arg}]]`: every segment is the name's, whatever it is
+ * spelled like (`a/snapshot` is a stream), and the `ext` query parameter addresses an
+ * extension. A name is spelled one way: `/` inside a segment (`%2F`) is refused.
  */
-function routeV1(segments: string[]): Route {
+function routeV1(segments: string[], search: string): Route {
   if (segments[1] !== 'stream' || segments.length < 3) return notFound();
   if (segments[2] === CONTROL_SEGMENT) return routeControl(V1_SCOPE, V1_ROOT, segments.slice(3));
-  let end = 3;
-  while (end < segments.length && !isStreamExtension(segments[end]!)) end++;
   // The common one-segment name skips slice, join and map: they doubled the cost of routing an append.
-  const single = end === 3;
-  const nameSegments = single ? [segments[2]!] : segments.slice(2, end);
+  const single = segments.length === 3;
+  const nameSegments = single ? [segments[2]!] : segments.slice(2);
   const name = single ? segments[2]! : nameSegments.join('/');
   const problem = v1SegmentsProblem(nameSegments, name);
   if (problem !== null) return invalid(problem);
   const encoded = single ? encodeURIComponent(name) : nameSegments.map(encodeURIComponent).join('/');
   const stream = { key: v1StreamKey(name), bucket: null, id: name, path: `${V1_ROOT}/${encoded}`, affinity: false };
-  const extension = segments.slice(end);
-  // Only the extension's argument count can be wrong here: the request most likely meant a name holding the keyword.
-  return withExtension(stream, extension) ?? invalid(extensionInNameProblem(extension[0]!));
+  const extension = extensionParam(search);
+  if (extension === null) return { kind: 'stream', stream };
+  if (typeof extension !== 'string') return extension;
+  return withExtension(stream, extension.split('/')) ?? badExtension(extension);
+}
+
+/** The `ext` parameter of a query: null when absent, a refusal when given twice. */
+function extensionParam(search: string): string | null | Route {
+  // Most requests carry no `ext`: they skip parsing the query here.
+  if (!search.includes(`${EXTENSION_PARAM}=`)) return null;
+  const values = new URLSearchParams(search).getAll(EXTENSION_PARAM);
+  if (values.length === 0) return null;
+  if (values.length > 1) return { kind: 'error', error: protocolError('INVALID_QUERY', `query parameter "${EXTENSION_PARAM}" is given more than once`) };
+  return values[0]!;
+}
+
+function badExtension(value: string): Route {
+  const message = `"${value}" is no stream extension: ${EXTENSION_PARAM} is one of ${STREAM_EXTENSIONS.join(', ')}, and only snapshot and retention take an offset (snapshot/{offset})`;
+  return { kind: 'error', error: protocolError('INVALID_QUERY', message) };
 }
 
 const control = (scope: string, rootPath: string, target: SubscriptionTarget): Route => ({ kind: 'subscriptions', scope, rootPath, target });
@@ -249,18 +268,20 @@ function routeControl(scope: string, rootPath: string, rest: string[]): Route {
   return notFound();
 }
 
-/** Resolves a stream reference from a header: a path or an absolute URL. */
+/** Resolves a stream reference from a header: a path or an absolute URL (its query kept: `?ext=` names no stream). */
 export function resolveStreamReference(value: string): StreamAddress | ProtocolError {
-  let pathname = value.trim();
-  if (/^https?:\/\//i.test(pathname)) {
+  let reference = value.trim();
+  if (/^https?:\/\//i.test(reference)) {
     try {
-      pathname = new URL(pathname).pathname;
+      const url = new URL(reference);
+      reference = url.pathname + url.search;
     } catch {
       return protocolError('INVALID_HEADER', 'the stream reference is not a valid URL');
     }
   }
-  if (!pathname.startsWith('/')) return protocolError('INVALID_HEADER', 'a stream reference must be a path such as /v1/stream/{name}');
-  const resolved = route(pathname);
+  if (!reference.startsWith('/')) return protocolError('INVALID_HEADER', 'a stream reference must be a path such as /v1/stream/{name}');
+  const q = reference.indexOf('?');
+  const resolved = q < 0 ? route(reference) : route(reference.slice(0, q), reference.slice(q + 1));
   if (resolved.kind === 'stream') return resolved.stream;
   return resolved.kind === 'error' ? resolved.error : protocolError('INVALID_HEADER', 'the reference does not name a stream');
 }

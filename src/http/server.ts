@@ -27,7 +27,7 @@ import { handleBucket, handleListStreams } from './buckets.js';
 import { handleConsole, isConsolePath } from './console.js';
 import type { HandlerContext } from './context.js';
 import { handleRead } from './reads.js';
-import { ALLOWED_METHODS, originOf, send, sendError, sendJson } from './response.js';
+import { ALLOWED_METHODS, originOf, send, sendBodyRefusal, sendError, sendJson } from './response.js';
 import { route, routeTemplate, type Route, type StreamAddress } from './router.js';
 import { handleAppendBatch, handleGetAttrs, handlePutAttrs } from './attrs-batch.js';
 import { handleBootstrap, handlePublishSnapshot, handleReadSnapshot, handleRetention } from './snapshots.js';
@@ -114,6 +114,9 @@ function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext
   ctx.browsers.tagOrigin(req);
   const refusedHost = ctx.browsers.hostRefusal(req);
   if (refusedHost) return sendError(res, refusedHost);
+  // Before any route: a cross-site write is refused whatever it targets, its body unread.
+  const refusedOrigin = ctx.browsers.originRefusal(req);
+  if (refusedOrigin) return sendBodyRefusal(res, refusedOrigin);
   const rawUrl = req.url ?? '/';
   if (Buffer.byteLength(rawUrl) > ctx.settings.maxUrlBytes) {
     res.setHeader('connection', 'close');
@@ -122,7 +125,7 @@ function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext
   const q = rawUrl.indexOf('?');
   const pathname = q < 0 ? rawUrl : rawUrl.slice(0, q);
   const search = q < 0 ? '' : rawUrl.slice(q + 1);
-  const target = route(pathname);
+  const target = route(pathname, search);
   setRouteTemplate(res, routeTemplate(target));
   if (req.method === 'OPTIONS') return preflight(req, res);
   if (target.kind === 'stream' || target.kind === 'stream-ext') presetAddressExtensions(res, target.stream);
@@ -365,7 +368,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const now = options.now ?? Date.now;
   // Key files are read before anything opens, so a bad one stops the start with nothing to undo.
   const access = new AccessControl(settings.auth, now());
-  const browsers = new BrowserPolicy({ corsOrigins: settings.corsOrigins, authOn: isAuthOn(settings.auth), listenHost: settings.host, allowedHosts: settings.allowedHosts });
+  const browsers = new BrowserPolicy({ corsOrigins: settings.corsOrigins, authOn: isAuthOn(settings.auth), listenHost: settings.host, allowedHosts: settings.allowedHosts, tls: settings.tlsCertFile !== null, publicUrl: settings.publicUrl });
   const store = options.store ?? openStoreNow(settings, { nowMs: now, onDiskSpace: diskSpaceLog(settings, log) });
   const hub = new LiveHub(store, settings.maxLiveConnections, settings.remoteCheckMs);
   const storageFailures = new StorageFailureLog(log, Date.now);

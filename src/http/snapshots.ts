@@ -20,6 +20,7 @@ import { DEFAULT_CONTENT_TYPE, isJsonContentType, normalizeContentType } from '.
 import { snapshotDigest } from '../protocol/digest.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { H } from '../protocol/headers.js';
+import { extensionUrl } from '../protocol/extensions.js';
 import { encodeOffset, parsePosition } from '../protocol/offset.js';
 import type { HandlerContext } from './context.js';
 import { header, parseQuery, readBody, incarnationOf } from './request.js';
@@ -113,7 +114,7 @@ export async function handleReadSnapshot(req: IncomingMessage, res: ServerRespon
     extensions,
   );
   if (offset === null) {
-    return send(res, 307, { ...described, location: `${address.path}/snapshot/${encodeOffset(snapshot.offset)}` });
+    return send(res, 307, { ...described, location: extensionUrl(address.path, `snapshot/${encodeOffset(snapshot.offset)}`) });
   }
   const body = await ctx.store.snapshotBody(stream);
   if (body === null) throw new Error(`invariant: stream ${stream.id} has snapshot metadata but no body`);

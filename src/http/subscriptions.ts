@@ -94,8 +94,12 @@ async function rotateKey(res: ServerResponse, ctx: HandlerContext): Promise<void
   sendJson(res, 200, { kid, ...ctx.subscriptions.keys.jwks(ctx.now()) });
 }
 
-/** Reads the body as JSON; answers the refusal itself and returns undefined when it cannot. */
-async function readJson(req: IncomingMessage, res: ServerResponse): Promise<unknown> {
+/**
+ * Reads the body as a JSON object (an empty body is `{}`); answers the refusal itself and
+ * returns undefined when it cannot. Every body of these routes is an object: `null`, an
+ * array or a number is refused here, so that no handler reads a field of one.
+ */
+async function readJsonObject(req: IncomingMessage, res: ServerResponse): Promise<Record<string, unknown> | undefined> {
   const body = await readBody(req, MAX_BODY_BYTES);
   if (!body.ok) {
     res.setHeader('connection', 'close');
@@ -103,12 +107,16 @@ async function readJson(req: IncomingMessage, res: ServerResponse): Promise<unkn
     return undefined;
   }
   if (body.body.length === 0) return {};
+  let value: unknown;
   try {
-    return JSON.parse(body.body.toString('utf8')) as unknown;
+    value = JSON.parse(body.body.toString('utf8')) as unknown;
   } catch {
     sendSubscriptionError(res, protocolError('INVALID_JSON', 'the body is not valid JSON'));
     return undefined;
   }
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, unknown>;
+  sendSubscriptionError(res, protocolError('BAD_REQUEST', 'the body must be a JSON object'));
+  return undefined;
 }
 
 export function pathCheckOf(scope: string): PathCheck {
@@ -116,7 +124,7 @@ export function pathCheckOf(scope: string): PathCheck {
 }
 
 async function putSubscription(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, route: SubscriptionRoute, id: string): Promise<void> {
-  const body = await readJson(req, res);
+  const body = await readJsonObject(req, res);
   if (body === undefined) return;
   const { limits, allowLocalhost } = ctx.settings.subscriptions;
   const parsed = parseSubscriptionConfig(body, limits, pathCheckOf(route.scope), allowLocalhost);
@@ -167,7 +175,7 @@ async function listSubscriptions(res: ServerResponse, ctx: HandlerContext, scope
 }
 
 async function addStreams(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, scope: string, key: string): Promise<void> {
-  const body = (await readJson(req, res)) as { streams?: unknown } | undefined;
+  const body = await readJsonObject(req, res);
   if (body === undefined) return;
   const streams = body.streams;
   const check = pathCheckOf(scope);
@@ -193,7 +201,7 @@ async function removeStream(res: ServerResponse, ctx: HandlerContext, key: strin
 }
 
 async function claim(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, key: string): Promise<void> {
-  const body = (await readJson(req, res)) as { worker?: unknown } | undefined;
+  const body = await readJsonObject(req, res);
   if (body === undefined) return;
   const worker = body.worker;
   if (typeof worker !== 'string' || worker.length === 0 || Buffer.byteLength(worker) > MAX_WORKER_BYTES) {
@@ -218,7 +226,7 @@ async function holderRequest(req: IncomingMessage, res: ServerResponse, ctx: Han
     req.resume();
     return sendSubscriptionError(res, claims);
   }
-  const body = (await readJson(req, res)) as Record<string, unknown> | undefined;
+  const body = await readJsonObject(req, res);
   if (body === undefined) return;
   const parsed = parseHolderBody(body);
   if ('code' in parsed) return sendSubscriptionError(res, parsed);
@@ -244,7 +252,6 @@ async function verifyWakeToken(req: IncomingMessage, ctx: HandlerContext, key: s
 }
 
 function parseHolderBody(body: Record<string, unknown>): { reference: { wakeId: string; generation: number }; acks: AckItem[]; done: boolean } | ProtocolError {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return protocolError('BAD_REQUEST', 'the body must be a JSON object');
   const { wake_id: wakeId, generation, acks, done } = body;
   if (typeof wakeId !== 'string' || typeof generation !== 'number' || !Number.isSafeInteger(generation)) {
     return protocolError('BAD_REQUEST', 'wake_id (a string) and generation (an integer) are required');
@@ -253,9 +260,10 @@ function parseHolderBody(body: Record<string, unknown>): { reference: { wakeId: 
   if (acks !== undefined && (!Array.isArray(acks) || acks.length > MAX_ACKS)) return protocolError('BAD_REQUEST', `acks must be an array of at most ${MAX_ACKS} items`);
   const items: AckItem[] = [];
   for (const ack of (acks as unknown[] | undefined) ?? []) {
-    const a = ack as { stream?: unknown; path?: unknown; offset?: unknown };
+    // Checked before a field is read: an item may be null.
+    const a = (typeof ack === 'object' && ack !== null ? ack : {}) as { stream?: unknown; path?: unknown; offset?: unknown };
     const path = typeof a.stream === 'string' ? a.stream : a.path;
-    if (typeof ack !== 'object' || ack === null || typeof path !== 'string' || typeof a.offset !== 'string') {
+    if (typeof path !== 'string' || typeof a.offset !== 'string') {
       return protocolError('BAD_REQUEST', 'each ack is {"stream": path, "offset": offset}');
     }
     items.push({ path: normalizePath(path), offset: parsePosition(a.offset) ?? null });

@@ -42,9 +42,27 @@ export function createLogger(options: LoggerOptions): Logger {
   return readable ? pino(config, loadPretty()({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l' })) : pino(config);
 }
 
-/** The URL with the value of every `token` query parameter replaced, for logging a request's URL. */
+const SECRET_PARAMS = new Set(['token', 'access_token']);
+
+/**
+ * The URL with the value of every `token` query parameter replaced, for logging a request's
+ * URL. Names are judged decoded, as the server reads them: `%74oken=` is `token=` too.
+ */
 export function redactUrl(url: string): string {
   const q = url.indexOf('?');
   if (q < 0) return url;
-  return url.slice(0, q + 1) + url.slice(q + 1).replace(/(^|&)(token|access_token)=[^&]*/gi, `$1$2=${REDACTED}`);
+  const parts = url.slice(q + 1).split('&').map((part) => {
+    const eq = part.indexOf('=');
+    const name = eq < 0 ? part : part.slice(0, eq);
+    return eq >= 0 && SECRET_PARAMS.has(decodedName(name).toLowerCase()) ? `${name}=${REDACTED}` : part;
+  });
+  return `${url.slice(0, q + 1)}${parts.join('&')}`;
+}
+
+function decodedName(name: string): string {
+  try {
+    return decodeURIComponent(name.replace(/\+/g, ' '));
+  } catch {
+    return name;
+  }
 }

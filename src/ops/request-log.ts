@@ -95,5 +95,6 @@ export class RequestLog {
 }
 
 function isAppendRoute(route: string): boolean {
-  return route === '/{bucket}/{stream}' || route === '/v1/stream/{name}' || route.endsWith('/append-batch');
+  // `{stream}/append-batch` in a bucket, `{name}?ext=append-batch` in /v1/stream.
+  return route === '/{bucket}/{stream}' || route === '/v1/stream/{name}' || route.endsWith('/append-batch') || route.endsWith('=append-batch');
 }

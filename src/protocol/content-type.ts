@@ -1,8 +1,8 @@
 /**
- * Content-type normalisation. Two types are the same when their normal forms are equal:
- * type, subtype and parameter names are folded to lower case and white space around
- * separators is dropped, but parameters and their values are kept, so
- * `application/json; charset=utf-8` is not `application/json`.
+ * Content types: normalisation, and the one rule deciding whether a request's type is a
+ * stream's (contentTypesMatch). The normal form folds type, subtype and parameter names
+ * to lower case and drops white space around separators; it keeps parameters and their
+ * values, so a stream answers with the type it was created with.
  */
 
 export const DEFAULT_CONTENT_TYPE = 'application/octet-stream';
@@ -81,4 +81,42 @@ export function isTextualContentType(normalized: string): boolean {
     media === 'application/ndjson' ||
     media === 'application/x-ndjson'
   );
+}
+
+/** The charset every client sends for text and JSON; naming it adds nothing (docs/decisions.md, "Content-type matching"). */
+const DEFAULT_CHARSET = 'utf-8';
+
+function unquote(value: string): string {
+  return value.startsWith('"') ? value.slice(1, -1).replace(/\\(.)/g, '$1') : value;
+}
+
+/**
+ * What matching compares: the media type, then the parameters sorted by name with
+ * their values unquoted; a charset's value folded to lower case, and `charset=utf-8`
+ * left out, since it is what a type without a charset means. Takes a normal form.
+ */
+function matchKey(normalized: string): string {
+  const [media, ...params] = normalized.split('; ');
+  const kept: string[] = [];
+  for (const param of params) {
+    const eq = param.indexOf('=');
+    const name = param.slice(0, eq);
+    let value = unquote(param.slice(eq + 1));
+    if (name === 'charset') value = value.toLowerCase();
+    if (name === 'charset' && value === DEFAULT_CHARSET) continue;
+    kept.push(`${name}=${value}`);
+  }
+  return [media, ...kept.sort()].join('; ');
+}
+
+/**
+ * Whether a request's content type (normal form) is a stream's (normal form): the same
+ * media type and the same parameters, where a charset of UTF-8 (any case, quoted or not)
+ * is the same as no charset. Any other difference (another charset, another parameter,
+ * another value) does not match. Appends, creates, forks and batches all ask this.
+ */
+export function contentTypesMatch(request: string, stream: string): boolean {
+  if (request === stream) return true;
+  if (mediaType(request) !== mediaType(stream)) return false;
+  return matchKey(request) === matchKey(stream);
 }

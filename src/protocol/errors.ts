@@ -46,9 +46,11 @@ export const ERROR_STATUS = {
   TOKEN_EXPIRED: 401,
   // 401: a subscription's wake token (callback, ack, release) that is not one rill signed.
   TOKEN_INVALID: 401,
-  // 403: the token may see the target but lacks the permission; a Host not allowed.
+  // 403: the token may see the target but lacks the permission; a Host not allowed; an
+  // unsafe request from a page of an origin not allowed (a cross-site write).
   FORBIDDEN: 403,
   HOST_NOT_ALLOWED: 403,
+  ORIGIN_NOT_ALLOWED: 403,
   // 403: the producer has been replaced or its key reused.
   PRODUCER_FENCED: 403,
   PRODUCER_KEY_CONFLICT: 403,

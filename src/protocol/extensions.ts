@@ -16,3 +16,27 @@ export function extensionTokens(header: string | null | undefined): string[] {
     .map((token) => token.trim())
     .filter((token) => token !== '');
 }
+
+/**
+ * The query parameter that addresses a stream extension in the `/v1/stream` family:
+ * `{name}?ext=snapshot`, `{name}?ext=snapshot/{offset}`. A name there may end in any
+ * segment (`yjs/app/docs/x/snapshot` is a stream), so no path segment can mean an
+ * extension; a bucket's one-segment stream ids leave room for `{stream}/snapshot`.
+ */
+export const EXTENSION_PARAM = 'ext';
+
+/** Whether a stream URL or path is of the `/v1/stream` family (a base URL may add a prefix). */
+export function isV1StreamUrl(url: string): boolean {
+  const pathname = /^https?:\/\//i.test(url) ? new URL(url).pathname : url;
+  return pathname.includes('/v1/stream/');
+}
+
+/**
+ * The URL of an extension of the stream at `streamUrl` (absolute, or a path):
+ * `extension` is what follows the stream in a bucket (`snapshot/{offset}`, `attrs`), and
+ * `query` (without `?`) the extension's own parameters (`record=4`).
+ */
+export function extensionUrl(streamUrl: string, extension: string, query = ''): string {
+  if (isV1StreamUrl(streamUrl)) return `${streamUrl}?${EXTENSION_PARAM}=${extension}${query === '' ? '' : `&${query}`}`;
+  return `${streamUrl}/${extension}${query === '' ? '' : `?${query}`}`;
+}

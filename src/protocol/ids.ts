@@ -1,11 +1,14 @@
 /**
  * Names in URLs. Bucket ids match `[a-z0-9_-]{4,64}`. A stream id in a bucket is one
- * segment of 1..122 bytes without `/`, NUL, other control characters or `..`; `streams`
+ * segment of 1..122 bytes without `/`, `..`, NUL or other C0 and C1 controls, zero-width
+ * or bidi-control characters; `streams`
  * (the bucket's listing) and `__ds` (its control routes) are reserved. A name in the
- * bucket-less `/v1/stream/{name}` family is 1..122 bytes of such segments joined by single
- * `/` (`events/sync-1`); its first segment is not `__ds`, and no later segment is a stream
- * extension keyword, so that `{name}/snapshot` always means the extension. Subscription
- * ids are 1..128 bytes of `[A-Za-z0-9._~:-]`.
+ * bucket-less `/v1/stream/{name}` family is 1..1024 bytes of such segments joined by
+ * single `/` (`yjs/notes/docs/a/b/.snapshots/42_snapshot`); its first segment is not
+ * `__ds`, and any other segment may be anything a segment may be, an extension keyword
+ * included: that family addresses its extensions with the `ext` query parameter
+ * (protocol/extensions.ts), never with a path segment. Subscription ids are 1..128 bytes
+ * of `[A-Za-z0-9._~:-]`.
  *
  * Path affinity (Ursula's extensions, 1.7): `/{bucket}/{affinity_key}/{stream}` names a
  * stream whose id in its bucket is `{affinity_key}/{stream}`. Both segments follow the
@@ -15,11 +18,21 @@
 
 const BUCKET_ID = /^[a-z0-9_-]{4,64}$/;
 export const MAX_STREAM_ID_BYTES = 122;
+/**
+ * Longest `/v1/stream` name. Generous on purpose: the Yjs provider of the Durable Streams
+ * ecosystem builds `yjs/{service}/docs/{docId}/...` with doc ids of up to 256 characters,
+ * and the reference server sets no limit of its own; 1024 bytes stays far below the URL
+ * limit (`--max-url-bytes`, 8 KiB) and the key sizes the storage engines index well.
+ */
+export const MAX_V1_NAME_BYTES = 1024;
 /** The segment that starts the control routes (`/v1/stream/__ds/...`, `/{bucket}/__ds/...`). */
 export const CONTROL_SEGMENT = '__ds';
 export const RESERVED_STREAM_IDS = new Set(['streams', CONTROL_SEGMENT]);
 
-/** Sub-resources of a stream, on both URL families: `{stream}/{extension}`. */
+/**
+ * Sub-resources of a stream: `{stream}/{extension}` in a bucket, `{name}?ext={extension}`
+ * in the `/v1/stream` family.
+ */
 export const STREAM_EXTENSIONS = ['snapshot', 'retention', 'bootstrap', 'attrs', 'append-batch', 'stats'] as const;
 export type StreamExtension = (typeof STREAM_EXTENSIONS)[number];
 const EXTENSION_SET: ReadonlySet<string> = new Set(STREAM_EXTENSIONS);
@@ -57,30 +70,58 @@ export function isStreamExtension(segment: string): segment is StreamExtension {
   return EXTENSION_SET.has(segment);
 }
 
-function hasControlCharacter(value: string): boolean {
+/**
+ * Characters no name may hold: C0 and C1 controls and DEL; zero-width characters (U+200B-
+ * U+200D, U+2060, U+FEFF), which make two names that look the same; and bidi controls
+ * (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069), which make a name read in an
+ * order other than its own in a listing, a log or a terminal.
+ */
+function isHiddenCharacter(code: number): boolean {
+  if (code < 0x20 || (code >= 0x7f && code <= 0x9f)) return true;
+  if (code < 0x61c) return false;
+  if (code === 0x61c || (code >= 0x200b && code <= 0x200f) || (code >= 0x202a && code <= 0x202e)) return true;
+  return code === 0x2060 || (code >= 0x2066 && code <= 0x2069) || code === 0xfeff;
+}
+
+/** The first character of `value` that no name may hold (see isHiddenCharacter), or null. */
+function hiddenCharacterOf(value: string): number | null {
   for (let i = 0; i < value.length; i++) {
     const code = value.charCodeAt(i);
-    if (code < 0x20 || code === 0x7f) return true;
+    if (isHiddenCharacter(code)) return code;
   }
-  return false;
+  return null;
 }
 
-/** One path segment: non-empty, not `.`, no `..`, `/` or control character. */
+/** The refusal of a name holding a hidden character, naming it: `U+200B`. */
+function hiddenCharacterProblem(code: number): string {
+  const point = `U+${code.toString(16).toUpperCase().padStart(4, '0')}`;
+  return `names may not hold control, zero-width or bidi-control characters (this one holds ${point})`;
+}
+
+/** One path segment: non-empty, not `.`, no `..` or `/` (hidden characters: segmentProblem). */
 function isValidSegment(segment: string): boolean {
-  if (segment.length === 0 || segment === '.' || segment.includes('..') || segment.includes('/')) return false;
-  return !hasControlCharacter(segment);
+  return !(segment.length === 0 || segment === '.' || segment.includes('..') || segment.includes('/'));
 }
 
-function withinLength(name: string): boolean {
-  return name.length > 0 && Buffer.byteLength(name) <= MAX_STREAM_ID_BYTES;
+/** Why one segment cannot be part of a name (`rule` for its shape), or null when it can. */
+function segmentProblem(segment: string, rule: string): string | null {
+  if (!isValidSegment(segment)) return rule;
+  const hidden = hiddenCharacterOf(segment);
+  return hidden === null ? null : hiddenCharacterProblem(hidden);
+}
+
+function withinLength(name: string, maxBytes = MAX_STREAM_ID_BYTES): boolean {
+  // A string of n UTF-16 units is at most 3n UTF-8 bytes: most names skip the count.
+  return name.length > 0 && (name.length * 3 <= maxBytes || Buffer.byteLength(name) <= maxBytes);
 }
 
 const STREAM_ID_RULE = `stream ids are 1 to ${MAX_STREAM_ID_BYTES} bytes without "/", control characters or ".."`;
-const V1_NAME_RULE = `stream names are 1 to ${MAX_STREAM_ID_BYTES} bytes of non-empty segments joined by "/", without control characters or ".."`;
+const V1_NAME_RULE = `stream names are 1 to ${MAX_V1_NAME_BYTES} bytes of non-empty segments joined by "/", without control characters or ".."`;
 
 /** Why `id` cannot name a stream in a bucket, or null when it can. */
 export function streamIdProblem(id: string): string | null {
-  if (!withinLength(id) || !isValidSegment(id)) return STREAM_ID_RULE;
+  const problem = withinLength(id) ? segmentProblem(id, STREAM_ID_RULE) : STREAM_ID_RULE;
+  if (problem !== null) return problem;
   return RESERVED_STREAM_IDS.has(id) ? `"${id}" is reserved and cannot name a stream in a bucket` : null;
 }
 
@@ -127,18 +168,13 @@ export function v1NameProblem(name: string): string | null {
  * stream of the `/v1/stream` family, or null when they can; `name` is them joined by `/`.
  */
 export function v1SegmentsProblem(segments: readonly string[], name: string): string | null {
-  if (!withinLength(name)) return V1_NAME_RULE;
-  for (let i = 0; i < segments.length; i++) {
-    const segment = segments[i]!;
+  if (!withinLength(name, MAX_V1_NAME_BYTES)) return V1_NAME_RULE;
+  for (const segment of segments) {
     if (segment.includes('/')) return 'a stream name holds "/" as a path separator, never encoded as %2F';
-    if (!isValidSegment(segment)) return V1_NAME_RULE;
-    if (i > 0 && isStreamExtension(segment)) return extensionInNameProblem(segment);
+    const problem = segmentProblem(segment, V1_NAME_RULE);
+    if (problem !== null) return problem;
   }
   return segments[0] === CONTROL_SEGMENT ? `a stream name cannot start with "${CONTROL_SEGMENT}", which is reserved for control routes` : null;
-}
-
-export function extensionInNameProblem(extension: string): string {
-  return `"${extension}" names a stream extension, so it cannot be a segment of a stream name after the first`;
 }
 
 export function isValidStreamId(id: string): boolean {

@@ -74,8 +74,12 @@ export interface ProducerHeaders {
   digest?: string;
 }
 
-/** Producer ids are at most this many bytes. */
-export const MAX_PRODUCER_ID_BYTES = 256;
+/**
+ * Producer ids are at most this many bytes. Clients derive them from stream names (the
+ * Yjs provider sends `{docId}-{clientID}`, 256 + 11 characters), so they may be as long
+ * as the longest `/v1/stream` name (issue 36; it was 256).
+ */
+export const MAX_PRODUCER_ID_BYTES = 1024;
 const DIGEST = /^[0-9a-f]{64}$/;
 
 function producerError(message: string): ProtocolError {

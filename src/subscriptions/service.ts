@@ -11,6 +11,7 @@ import { encodeOffset } from '../protocol/offset.js';
 import type { SubscriptionConfig, SubscriptionLimits, SubscriptionState, WakeStream } from '../core/subscription-types.js';
 import { patternTakes, type DeliveryResult } from '../core/subscription.js';
 import type { CommitEvent, Store } from '../storage/store.js';
+import { FailureSpell } from '../ops/failure-spell.js';
 import { sendWebhook } from './sender.js';
 import { WebhookKeys } from './signing.js';
 import { WakeTokens, type WakeTokenCheck } from './tokens.js';
@@ -104,13 +105,21 @@ export class SubscriptionService {
   /** This node's name in the attempts it takes (nodeNameOf); null until run: no delivery before. */
   private nodeName: string | null = null;
 
+  /** The sweep's failures while the store is down: one line when they begin, one when they end. */
+  private readonly sweepFailures: FailureSpell;
+
   private openedKeys: WebhookKeys | null = null;
   private openedTokens: WakeTokens | null = null;
 
   constructor(
     private readonly store: Store,
     readonly options: SubscriptionServiceOptions,
-  ) {}
+  ) {
+    this.sweepFailures = new FailureSpell(options.log, Date.now, {
+      failing: 'the subscription sweep is failing; it runs again every sweep interval, and says when it recovers',
+      recovered: 'the subscription sweep recovered',
+    });
+  }
 
   /** The webhook signing keys (open once the service started; requests come only after). */
   get keys(): WebhookKeys {
@@ -250,8 +259,9 @@ export class SubscriptionService {
         if (sub.wake?.delivery && sub.wake.delivery.nextAttemptAtMs <= now) void this.deliver(key);
         else await this.wake(key);
       }
+      this.sweepFailures.succeeded();
     } catch (error) {
-      this.options.log.warn({ err: error }, 'the subscription sweep failed; it runs again shortly');
+      this.sweepFailures.failed(error);
     }
   }
 

@@ -7,6 +7,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { call, type Reply } from '../http/client.js';
 import { bearer, useAuthServer } from './setup.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 const env = useAuthServer();
 const TEXT = { 'content-type': 'text/plain' };
@@ -46,9 +47,12 @@ function comparable(reply: Reply): unknown {
   return { status: reply.status, headers, hasRequestId: requestId !== undefined, body: reply.text() };
 }
 
+/** `{path}{suffix}`, an extension's suffix (`/attrs`) addressed as the stream's family does it (`?ext=attrs` in /v1/stream). */
+const withSuffix = (path: string, suffix: string) => (suffix.startsWith('/') ? extensionUrl(path, suffix.slice(1)) : `${path}${suffix}`);
+
 async function expectAlike(hidden: string, missing: string, request: (typeof STREAM_REQUESTS)[number]): Promise<void> {
-  const a = await as(token, request.method, `${hidden}${request.suffix}`, request);
-  const b = await as(token, request.method, `${missing}${request.suffix}`, request);
+  const a = await as(token, request.method, withSuffix(hidden, request.suffix), request);
+  const b = await as(token, request.method, withSuffix(missing, request.suffix), request);
   // A refusal: a 4xx, or for append-batch (which answers each frame) a frame's 404.
   expect(a.status >= 400 || a.text().includes('"STREAM_NOT_FOUND"'), `${request.method} ${hidden}${request.suffix}: ${a.status}`).toBe(true);
   expect(comparable(a), `${request.method} ${hidden}${request.suffix} vs ${missing}${request.suffix}`).toEqual(comparable(b));
@@ -65,7 +69,7 @@ beforeAll(async () => {
   for (const path of ['/cvis/secret', '/chid/secret', '/v1/stream/secret', '/cvis/pub-a']) {
     expect((await as(admin, 'PUT', path, { headers: TEXT, body: 'abc' })).status).toBe(201);
     expect((await as(admin, 'POST', path, { headers: TEXT, body: 'def' })).status).toBe(204);
-    expect((await as(admin, 'PUT', `${path}/snapshot/00000000000000000003`, { headers: JSON_TYPE, body: '{}' })).status).toBe(204);
+    expect((await as(admin, 'PUT', extensionUrl(path, 'snapshot/00000000000000000003'), { headers: JSON_TYPE, body: '{}' })).status).toBe(204);
   }
 });
 

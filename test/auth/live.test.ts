@@ -174,6 +174,21 @@ describe('quotas per subject', () => {
     expect(other.status).toBe(200);
     controller.abort();
   });
+
+  it('counts a live reader whatever the encoding of its query, as the read handler decodes it', async () => {
+    const path = `/${BUCKET}/quota-encoded`;
+    expect((await call(env.url, 'PUT', path, { headers: { ...bearer(admin), ...TEXT } })).status).toBe(201);
+    const reader = await env.token([{ bucket: BUCKET, can: ['read'] }], { subject: 'encoded-watcher' });
+    const controller = new AbortController();
+    const open = (query: string, headers = bearer(reader)) => fetch(`${env.url}${path}?${query}`, { headers, signal: controller.signal });
+    // `%6Cive` is `live`, and a token in the query whose name is encoded is the same reader's.
+    const held = [await open('offset=now&%6Cive=sse'), await open(`offset=now&live=sse&%74oken=${reader}`, {})];
+    expect(held.map((r) => r.status)).toEqual([200, 200]);
+    expect(held[0]!.headers.get('content-type')).toBe('text/event-stream');
+    const third = await open('offset=now&l%69ve=long-poll');
+    expect(third.status).toBe(429);
+    controller.abort();
+  });
 });
 
 describe('the official client', () => {

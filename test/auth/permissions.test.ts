@@ -11,6 +11,7 @@ import { PERMISSIONS, type Permission } from '../../src/core/access.js';
 import { ROUTE_PERMISSIONS } from '../../src/http/access.js';
 import { call, type Reply } from '../http/client.js';
 import { bearer, useAuthServer, type GrantSpec } from './setup.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 const env = useAuthServer();
 const BUCKET = 'ptab';
@@ -111,19 +112,22 @@ async function asAdmin(method: string, path: string, options: { headers?: Record
   return reply;
 }
 
+/** `{path}{suffix}`, an extension's suffix (`/attrs`) addressed as the stream's family does it (`?ext=attrs` in /v1/stream). */
+const withSuffix = (path: string, suffix: string) => (suffix.startsWith('/') ? extensionUrl(path, suffix.slice(1)) : `${path}${suffix}`);
+
 /** A stream with two appends (abc, def), a snapshot at 3 and a title. */
 async function prepareStream(path: string): Promise<void> {
   await asAdmin('PUT', path, { headers: TEXT, body: 'abc' }, 201);
   await asAdmin('POST', path, { headers: TEXT, body: 'def' }, 204);
-  await asAdmin('PUT', `${path}/snapshot/${SNAP_AT}`, { headers: JSON_TYPE, body: '{"n":1}' }, 204);
+  await asAdmin('PUT', extensionUrl(path, `snapshot/${SNAP_AT}`), { headers: JSON_TYPE, body: '{"n":1}' }, 204);
 }
 
 /** What an admin sees of a stream: everything a refused request could have changed. */
 async function streamState(path: string): Promise<unknown> {
   const head = await asAdmin('HEAD', path);
   const read = await asAdmin('GET', `${path}?offset=-1`);
-  const attrs = await asAdmin('GET', `${path}/attrs`);
-  const snapshot = await asAdmin('GET', `${path}/snapshot`);
+  const attrs = await asAdmin('GET', extensionUrl(path, 'attrs'));
+  const snapshot = await asAdmin('GET', extensionUrl(path, 'snapshot'));
   const pick = (r: Reply, names: string[]) => Object.fromEntries(names.map((n) => [n, r.headers[n]]));
   return {
     head: [head.status, pick(head, ['stream-next-offset', 'stream-closed', 'stream-incarnation', 'stream-earliest-offset'])],
@@ -178,7 +182,7 @@ describe('the permission table', () => {
             if (!row.fresh) await prepareStream(path);
             const before = await streamState(path);
             const what = `${row.method} ${base}{s}${row.suffix} as ${who}`;
-            const reply = await send(row.method, `${path}${row.suffix}`, await tokenFor(grantsOf(who, grantBucket)), row);
+            const reply = await send(row.method, withSuffix(path, row.suffix), await tokenFor(grantsOf(who, grantBucket)), row);
             const expected = expectedFor(row, who, false);
             checkAnswer(reply, expected, what);
             if (expected.status >= 400 || expected.frameCode) expect(await streamState(path), `${what} changed the stream`).toEqual(before);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRillServer, type RillServer } from '../../src/http/server.js';
-import type { ServerSettings } from '../../src/http/settings.js';
+import { AUTH_OFF, type ServerSettings } from '../../src/http/settings.js';
 import { call } from '../http/client.js';
 import { CLI, removeDir, startServer, tempDataDir } from '../helpers/server.js';
 import { useAuthServer } from './setup.js';
@@ -94,6 +94,79 @@ describe('browsers', () => {
     expect(allowed.headers['access-control-allow-origin']).toBe('https://app.example');
     const local = await call(url, 'OPTIONS', '/v1/stream/c', { headers: { origin: 'http://localhost:5173', ...PREFLIGHT } });
     expect(local.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  /** Every kind of route, with a body a writer would send; the stream and bucket exist. */
+  const CROSS_SITE_TARGETS = [
+    '/v1/stream/cs',
+    '/v1/stream/cs/append-batch',
+    '/v1/stream/cs/attrs',
+    '/v1/stream/cs/snapshot/0',
+    '/v1/stream/cs/retention/0',
+    '/v1/stream/__ds/subscriptions/s1',
+    '/v1/stream/__ds/subscriptions/s1/claim',
+    '/csbk',
+    '/csbk/cs',
+    '/csbk/key/$transaction',
+    '/console/',
+    '/nowhere/at/all',
+  ];
+  const UNSAFE_METHODS = ['POST', 'PUT', 'DELETE', 'PATCH'];
+
+  /** Sends every unsafe method to every route from `origin` and expects each refused, the stream and bucket unchanged. */
+  async function expectCrossSiteRefused(url: string, origin: string, headers: Record<string, string> = {}): Promise<void> {
+    for (const path of CROSS_SITE_TARGETS) {
+      for (const method of UNSAFE_METHODS) {
+        const reply = await call(url, method, path, { headers: { origin, 'content-type': 'text/plain', ...headers }, body: 'pwned' });
+        expect(reply.status, `${method} ${path}`).toBe(403);
+        expect(reply.headers['content-type'], `${method} ${path}`).toBe('application/json');
+        expect((reply.json() as { code: string }).code, `${method} ${path}`).toBe('ORIGIN_NOT_ALLOWED');
+      }
+    }
+    expect((await call(url, 'GET', '/v1/stream/cs?offset=-1', { headers })).text()).toBe('kept');
+    expect((await call(url, 'GET', '/csbk/cs?offset=-1', { headers })).text()).toBe('kept');
+  }
+
+  async function seedCrossSiteTargets(url: string, headers: Record<string, string> = {}): Promise<void> {
+    const text = { ...headers, 'content-type': 'text/plain' };
+    expect((await call(url, 'PUT', '/v1/stream/cs', { headers: text, body: 'kept' })).status).toBe(201);
+    expect((await call(url, 'PUT', '/csbk', { headers })).status).toBe(201);
+    expect((await call(url, 'PUT', '/csbk/cs', { headers: text, body: 'kept' })).status).toBe(201);
+  }
+
+  it('with auth off, refuses every unsafe method on every route from a page of an origin not allowed, and writes nothing', async () => {
+    const url = await plainServer({ consoleDir: null });
+    await seedCrossSiteTargets(url);
+    await expectCrossSiteRefused(url, 'https://evil.example');
+    await expectCrossSiteRefused(url, 'null');
+    // Without Origin (curl, servers), and from a loopback page, writes go on.
+    expect((await call(url, 'POST', '/v1/stream/cs', { headers: { 'content-type': 'text/plain' }, body: '+' })).status).toBe(204);
+    const local = await call(url, 'POST', '/v1/stream/cs', { headers: { origin: 'http://localhost:5173', 'content-type': 'text/plain' }, body: '+' });
+    expect(local.status).toBe(204);
+    // A safe method is only a read: the page cannot see its answer (no CORS headers).
+    const read = await call(url, 'GET', '/v1/stream/cs?offset=-1', { headers: { origin: 'https://evil.example' } });
+    expect(read.status).toBe(200);
+    expect(read.headers['access-control-allow-origin']).toBeUndefined();
+  });
+
+  it('with --cors-origin, serves the origins named and the server\'s own (its console), and refuses others, auth on or off', async () => {
+    const token = await env.token([{ bucket: '*', can: ['admin'] }]);
+    const bearer = { authorization: `Bearer ${token}` };
+    const named = { corsOrigins: ['https://app.example'] };
+    const open = await plainServer(named);
+    const secured = await plainServer({ ...named, auth: { ...AUTH_OFF, secretFile: env.secretFile, keysCheckMs: 0 } });
+    for (const [url, headers] of [[open, {}], [secured, bearer]] as const) {
+      await seedCrossSiteTargets(url, headers);
+      await expectCrossSiteRefused(url, 'http://localhost:5173', headers);
+      const { host } = new URL(url);
+      for (const origin of ['https://app.example', `http://${host}`]) {
+        const write = await call(url, 'POST', '/v1/stream/cs', { headers: { ...headers, origin, 'content-type': 'text/plain' }, body: '+' });
+        expect(write.status, origin).toBe(204);
+      }
+    }
+    // Another scheme on the same host and port is another origin.
+    const https = await call(open, 'POST', '/v1/stream/cs', { headers: { origin: `https://${new URL(open).host}`, 'content-type': 'text/plain' }, body: '+' });
+    expect(https.status).toBe(403);
   });
 
   it('on loopback, refuses a Host that is not a loopback name unless --allowed-host adds it', async () => {

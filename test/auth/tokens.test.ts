@@ -8,6 +8,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { exportJWK, exportSPKI, generateKeyPair, SignJWT, UnsecuredJWT, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { grantClaims, principalOf } from '../../src/auth/claims.js';
 import { signToken } from '../../src/auth/sign.js';
 import { RillClient } from '../../src/client/index.js';
 import { withoutToken } from '../../src/http/access.js';
@@ -159,5 +160,16 @@ describe('tokens', () => {
     const both = await call(env.url, 'GET', `/${BUCKET}?token=${token}`, { headers: bearer(token) });
     expect(both.status).toBe(400);
     expect(withoutToken(`/b/s?offset=-1&token=${token}&live=sse`)).toBe('/b/s?offset=-1&token=[redacted]&live=sse');
+  });
+});
+
+describe('grant prefixes', () => {
+  it('may be as long as the longest name of their family: 1024 bytes on v1 and *, 122 in a bucket', () => {
+    const principal = (bucket: string, prefix: string) => principalOf(grantClaims([{ bucket, can: ['read'], prefix }]));
+    expect(principal('v1', 'y'.repeat(1024)).ok).toBe(true);
+    expect(principal('*', 'y'.repeat(1024)).ok).toBe(true);
+    expect(principal('v1', 'y'.repeat(1025))).toEqual({ ok: false, reason: 'grant 0: prefix must be a string of at most 1024 bytes' });
+    expect(principal('orders', 'y'.repeat(122)).ok).toBe(true);
+    expect(principal('orders', 'y'.repeat(123))).toEqual({ ok: false, reason: 'grant 0: prefix must be a string of at most 122 bytes' });
   });
 });

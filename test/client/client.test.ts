@@ -23,7 +23,7 @@ import { removeDir, startServer } from '../helpers/server.js';
 import { until, untilLiveReader } from '../helpers/processing.js';
 
 // A short SSE lifetime makes the reader reconnect several times within a test.
-const env = useClientServer('client', { args: ['--sse-lifetime', '200ms', '--long-poll-timeout', '2s'] });
+const env = useClientServer('client', { args: ['--long-poll-timeout', '2s'], settings: { sseLifetimeMs: 200 } });
 let counter = 0;
 
 function fresh(prefix: string): StreamHandle {

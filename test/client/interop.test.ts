@@ -1,9 +1,14 @@
 /**
  * The official Durable Streams client (@durable-streams/client from npm), unmodified,
  * against rill's bucket-less /v1/stream family: it creates, appends, reads and tails,
- * and rill's own client sees the same stream.
+ * and rill's own client sees the same stream. The Yjs provider and its server
+ * (@durable-streams/y-durable-streams) sync and compact documents on rill whatever
+ * names their doc ids give the streams (issue 36).
  */
 import { DurableStream, IdempotentProducer as OfficialProducer, stream as officialStream } from '@durable-streams/client';
+import { YjsProvider } from '@durable-streams/y-durable-streams';
+import { YjsServer } from '@durable-streams/y-durable-streams/server';
+import * as Y from 'yjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RillClient } from '../../src/client/index.js';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
@@ -127,5 +132,55 @@ describe('@durable-streams/client against rill', () => {
     await producer.flush();
     await producer.close();
     expect(await readAll(rill.stream(url))).toEqual(Array.from({ length: 200 }, (_, i) => ({ i })));
+  });
+});
+
+describe('@durable-streams/y-durable-streams (provider and server) on rill', () => {
+  const SERVICE = 'notes';
+  let yjs: YjsServer;
+  const providers: YjsProvider[] = [];
+
+  beforeAll(async () => {
+    // A small threshold, so that a few edits make the server compact into a .snapshots/{offset}_snapshot stream.
+    yjs = new YjsServer({ port: 0, dsServerUrl: server.url, compactionThreshold: 256 });
+    await yjs.start();
+  });
+
+  afterAll(async () => {
+    for (const provider of providers) provider.destroy();
+    await yjs?.stop();
+  });
+
+  async function open(docId: string): Promise<Y.Doc> {
+    const doc = new Y.Doc();
+    const provider = new YjsProvider({ doc, baseUrl: `${yjs.url}/v1/yjs/${SERVICE}`, docId });
+    providers.push(provider);
+    await until(() => provider.synced, `provider of ${docId} synced`);
+    return doc;
+  }
+
+  /** The status rill answers for the latest snapshot stream the Yjs server recorded in the document's index; null before one. */
+  async function latestSnapshotStatus(docId: string): Promise<number | null> {
+    const root = `${server.url}/v1/stream/yjs/${SERVICE}/docs/${docId}`;
+    const index = await fetch(`${root}/.index?offset=-1`);
+    if (index.status !== 200) return null;
+    const latest = ((await index.json()) as Array<{ snapshotOffset: string }>).at(-1);
+    if (latest === undefined) return null;
+    return (await fetch(`${root}/.snapshots/${latest.snapshotOffset}_snapshot`, { method: 'HEAD' })).status;
+  }
+
+  it('syncs and compacts documents with 256-character doc ids holding "/" and segments spelled like rill\'s extensions', async () => {
+    const long = `${'ab/C_d-9'.repeat(40)}`.slice(0, 255) + 'z';
+    for (const docId of [long, 'notes/snapshot', `team/stats/attrs/${Date.now()}/retention`]) {
+      const writer = await open(docId);
+      const text = writer.getText('t');
+      for (let i = 0; i < 8; i++) text.insert(text.length, `line ${i} of ${docId.slice(0, 40)}\n`);
+      const expected = text.toString();
+      await until(async () => (await latestSnapshotStatus(docId)) !== null, `a snapshot of ${docId.slice(0, 40)}`);
+      expect(await latestSnapshotStatus(docId), docId).toBe(200);
+      // A new reader starts from the snapshot and the updates after it.
+      const reader = await open(docId);
+      await until(() => reader.getText('t').toString() === expected, `the text of ${docId.slice(0, 40)} on a new reader`);
+    }
   });
 });

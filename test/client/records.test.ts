@@ -24,7 +24,7 @@ import { seededRandom } from '../helpers/seed.js';
 import { until, untilLiveReader } from '../helpers/processing.js';
 
 // A short SSE lifetime makes a reader reconnect several times within a test.
-const env = useClientServer('records', { args: ['--sse-lifetime', '200ms', '--long-poll-timeout', '2s'] });
+const env = useClientServer('records', { args: ['--long-poll-timeout', '2s'], settings: { sseLifetimeMs: 200 } });
 let counter = 0;
 
 async function jsonStream(prefix: string, messages?: unknown[]): Promise<StreamHandle> {

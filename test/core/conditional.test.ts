@@ -209,7 +209,7 @@ describe('Stream-Seq syntax (parseStreamSeq)', () => {
   });
 });
 
-describe('Content types are compared after normalisation, which keeps parameters', () => {
+describe('Content types are compared after normalisation, which keeps parameters; a UTF-8 charset is the same as none', () => {
   const caseVariant = (s: string) => fc.array(fc.boolean(), { minLength: s.length, maxLength: s.length }).map((flips) => [...s].map((c, i) => (flips[i] ? c.toUpperCase() : c.toLowerCase())).join(''));
 
   it('folds the case of type, subtype and parameter names, and drops white space around separators', () => {
@@ -221,11 +221,13 @@ describe('Content types are compared after normalisation, which keeps parameters
     );
   });
 
-  it('application/json; charset=utf-8 is not application/json, so an append with it is refused', () => {
+  it('a charset of UTF-8 matches a type without one (issue 36, which replaced the rule refusing it); another charset is refused', () => {
     const json = normalizeContentType('application/json')!;
     const withCharset = normalizeContentType('application/json; charset=utf-8')!;
     expect(withCharset).not.toBe(json);
-    const { outcome } = plainAppend(stream({ config: { contentType: json, ttlSeconds: null, expiresAtMs: null }, lastStreamSeq: '5' }), appendRequest({ contentType: withCharset, streamSeq: '4' }));
+    const state = stream({ config: { contentType: json, ttlSeconds: null, expiresAtMs: null }, lastStreamSeq: '5' });
+    expect(errorOf(plainAppend(state, appendRequest({ contentType: withCharset, streamSeq: '6' })).outcome)).toBeNull();
+    const { outcome } = plainAppend(state, appendRequest({ contentType: normalizeContentType('application/json; charset=latin1')!, streamSeq: '4' }));
     expect(errorOf(outcome)?.code).toBe('CONTENT_TYPE_MISMATCH');
     expect(errorOf(outcome)?.fields?.lastSeq).toBeUndefined();
   });

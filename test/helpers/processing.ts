@@ -9,6 +9,7 @@ import { resolve } from 'node:path';
 import { expect } from 'vitest';
 import { IdempotentProducer, RillError, type RillClient, type StreamHandle } from '../../src/client/index.js';
 import { until } from './waits.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 export { EVENT_TIMEOUT_MS, until } from './waits.js';
 
@@ -56,7 +57,7 @@ export function sleep(ms: number): Promise<void> {
  * the stream at `url`: the server counts it in the stream's /stats.
  */
 export async function untilLiveReader(url: string): Promise<void> {
-  const waiting = async () => ((await (await fetch(`${url}/stats`)).json()) as { liveReaders: number }).liveReaders > 0;
+  const waiting = async () => ((await (await fetch(extensionUrl(url, 'stats'))).json()) as { liveReaders: number }).liveReaders > 0;
   await until(waiting, `a live reader on ${url}`);
 }
 

@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort } from '../../bench/ports.js';
 import type { TestClock } from './clock.js';
+import type { ServerSettings } from '../../src/http/settings.js';
 
 export { freePort };
 
@@ -51,12 +52,19 @@ export interface StartOptions {
   env?: Record<string, string>;
   /** In-process only: the clock the server judges time by. */
   clock?: TestClock;
+  /**
+   * In-process only: settings laid over the ones the flags make, for values `rill serve`
+   * refuses an operator but a test needs, such as an SSE lifetime under 1 s so that rill's
+   * own client is seen reconnecting without waiting seconds for it.
+   */
+  settings?: Partial<ServerSettings>;
 }
 
 /** Run the `rill` binary in a child process instead of in this one. */
 export interface ProcessOptions extends StartOptions {
   process: true;
   clock?: undefined;
+  settings?: undefined;
 }
 
 export function tempDataDir(prefix = 'rill-test-'): string {
@@ -135,7 +143,7 @@ async function startInProcess(options: StartOptions): Promise<RunningServer> {
   const { flags, settings } = await serveSettingsOf(args, { ...TEST_LOG_LEVEL, ...options.env });
   let output = '';
   const logger = createLogger({ level: flags.logLevel, destination: { write: (line: string) => void (output += line) } });
-  const rill = await openRillServer({ settings, logger, now: options.clock?.now });
+  const rill = await openRillServer({ settings: { ...settings, ...options.settings }, logger, now: options.clock?.now });
   // The command exits on a fatal storage error; here the test sees it in output() and in its answers.
   rill.store.onFatal((error) => logger.fatal({ err: error }, 'storage cannot continue'));
   await rill.listen();

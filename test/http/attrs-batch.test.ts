@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { errorCode, frames, get, head, offset, post, put } from '../helpers/http.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 let server: RunningServer;
 let n = 0;
@@ -27,26 +28,26 @@ describe.each(['v1', 'bucket'])('attributes (%s family)', (family) => {
   test('start empty, are replaced whole, keep only title and metadata, and clear with {}', async () => {
     const url = urlFor(family);
     await put(url, undefined, { 'content-type': 'text/plain' });
-    const empty = await get(`${url}/attrs`);
+    const empty = await get(extensionUrl(url, 'attrs'));
     expect(empty.status).toBe(200);
     expect(empty.json).toEqual({});
     expect(empty.headers.get('stream-incarnation')).toBeTruthy();
-    const set = await put(`${url}/attrs`, JSON.stringify({ title: 'Run 42', metadata: { agent: { id: 'a1', v: 2 } }, color: 'red' }), json);
+    const set = await put(extensionUrl(url, 'attrs'), JSON.stringify({ title: 'Run 42', metadata: { agent: { id: 'a1', v: 2 } }, color: 'red' }), json);
     expect(set.status).toBe(204);
-    expect((await get(`${url}/attrs`)).json).toEqual({ title: 'Run 42', metadata: { agent: { id: 'a1', v: 2 } } });
-    await put(`${url}/attrs`, JSON.stringify({ title: 'Renamed' }), json);
-    expect((await get(`${url}/attrs`)).json).toEqual({ title: 'Renamed' });
-    await put(`${url}/attrs`, '{}', json);
-    expect((await get(`${url}/attrs`)).json).toEqual({});
+    expect((await get(extensionUrl(url, 'attrs'))).json).toEqual({ title: 'Run 42', metadata: { agent: { id: 'a1', v: 2 } } });
+    await put(extensionUrl(url, 'attrs'), JSON.stringify({ title: 'Renamed' }), json);
+    expect((await get(extensionUrl(url, 'attrs'))).json).toEqual({ title: 'Renamed' });
+    await put(extensionUrl(url, 'attrs'), '{}', json);
+    expect((await get(extensionUrl(url, 'attrs'))).json).toEqual({});
   });
 
   test('changed later, leave the original create idempotent', async () => {
     const url = urlFor(family);
     const create = { 'content-type': 'text/plain', 'stream-ttl': '3600' };
     expect((await put(url, undefined, create)).status).toBe(201);
-    await put(`${url}/attrs`, JSON.stringify({ title: 'Later' }), json);
+    await put(extensionUrl(url, 'attrs'), JSON.stringify({ title: 'Later' }), json);
     expect((await put(url, undefined, create)).status).toBe(200);
-    expect((await get(`${url}/attrs`)).json).toEqual({ title: 'Later' });
+    expect((await get(extensionUrl(url, 'attrs'))).json).toEqual({ title: 'Later' });
     const other = await put(url, undefined, { 'content-type': 'text/csv' });
     expect(other.status).toBe(409);
     expect((other.json as { message: string }).message).toBe('the stream already exists with another content type (text/plain)');
@@ -56,21 +57,21 @@ describe.each(['v1', 'bucket'])('attributes (%s family)', (family) => {
     const url = urlFor(family);
     await put(url, undefined, { 'content-type': 'text/plain' });
     for (const body of ['[]', '"title"', '{"title":3}', '{"metadata":[1]}', '{not json']) {
-      const reply = await put(`${url}/attrs`, body, json);
+      const reply = await put(extensionUrl(url, 'attrs'), body, json);
       expect(reply.status, body).toBe(400);
       expect(errorCode(reply)).toBe('INVALID_ATTRS');
     }
-    expect((await put(`${url}/attrs`, '{"title":"x"}', { 'content-type': 'text/plain' })).status).toBe(400);
-    const big = await put(`${url}/attrs`, JSON.stringify({ metadata: { blob: 'x'.repeat(17 * 1024) } }), json);
+    expect((await put(extensionUrl(url, 'attrs'), '{"title":"x"}', { 'content-type': 'text/plain' })).status).toBe(400);
+    const big = await put(extensionUrl(url, 'attrs'), JSON.stringify({ metadata: { blob: 'x'.repeat(17 * 1024) } }), json);
     expect(big.status).toBe(413);
-    expect((await get(`${url}/attrs`)).json).toEqual({});
+    expect((await get(extensionUrl(url, 'attrs'))).json).toEqual({});
   });
 
   test('may change after closure and never move offsets or change reads', async () => {
     const url = urlFor(family);
     await put(url, 'data', { 'content-type': 'text/plain', 'stream-closed': 'true' });
     const before = await get(`${url}?offset=-1`);
-    expect((await put(`${url}/attrs`, '{"title":"closed but labelled"}', json)).status).toBe(204);
+    expect((await put(extensionUrl(url, 'attrs'), '{"title":"closed but labelled"}', json)).status).toBe(204);
     const after = await get(`${url}?offset=-1`);
     expect(after.text).toBe(before.text);
     expect(after.headers.get('etag')).toBe(before.headers.get('etag'));
@@ -82,14 +83,14 @@ describe.each(['v1', 'bucket'])('attributes (%s family)', (family) => {
     const attrs = JSON.stringify({ title: 'Été', metadata: { b: 1, a: 2 } });
     const headers = { 'content-type': 'text/plain', 'stream-attrs': Buffer.from(attrs).toString('latin1') };
     expect((await put(url, undefined, headers)).status).toBe(201);
-    expect((await get(`${url}/attrs`)).json).toEqual({ title: 'Été', metadata: { a: 2, b: 1 } });
+    expect((await get(extensionUrl(url, 'attrs'))).json).toEqual({ title: 'Été', metadata: { a: 2, b: 1 } });
     const reordered = Buffer.from(JSON.stringify({ metadata: { a: 2, b: 1 }, title: 'Été' })).toString('latin1');
     expect((await put(url, undefined, { 'content-type': 'text/plain', 'stream-attrs': reordered })).status).toBe(200);
     // Attributes are labels PUT attrs changes at will, not configuration: a create of the
     // existing stream answers 200 whatever attributes it names, and changes none of them.
     expect((await put(url, undefined, { 'content-type': 'text/plain', 'stream-attrs': '{"title":"other"}' })).status).toBe(200);
     expect((await put(url, undefined, { 'content-type': 'text/plain' })).status).toBe(200);
-    expect((await get(`${url}/attrs`)).json).toEqual({ title: 'Été', metadata: { a: 2, b: 1 } });
+    expect((await get(extensionUrl(url, 'attrs'))).json).toEqual({ title: 'Été', metadata: { a: 2, b: 1 } });
     const plain = urlFor(family);
     await put(plain, undefined, { 'content-type': 'text/plain' });
     expect((await put(plain, undefined, { 'content-type': 'text/plain', 'stream-attrs': '{}' })).status).toBe(200);
@@ -97,12 +98,12 @@ describe.each(['v1', 'bucket'])('attributes (%s family)', (family) => {
 
   test('answer 404 for a missing stream and 412 for another incarnation', async () => {
     const url = urlFor(family);
-    expect((await get(`${url}/attrs`)).status).toBe(404);
-    expect((await put(`${url}/attrs`, '{}', json)).status).toBe(404);
+    expect((await get(extensionUrl(url, 'attrs'))).status).toBe(404);
+    expect((await put(extensionUrl(url, 'attrs'), '{}', json)).status).toBe(404);
     await put(url, undefined, { 'content-type': 'text/plain' });
-    const stale = await put(`${url}/attrs`, '{"title":"x"}', { ...json, 'stream-incarnation': 'old' });
+    const stale = await put(extensionUrl(url, 'attrs'), '{"title":"x"}', { ...json, 'stream-incarnation': 'old' });
     expect(stale.status).toBe(412);
-    expect((await get(`${url}/attrs`)).json).toEqual({});
+    expect((await get(extensionUrl(url, 'attrs'))).json).toEqual({});
   });
 });
 
@@ -110,7 +111,7 @@ describe.each(['v1', 'bucket'])('append-batch (%s family)', (family) => {
   test('each frame is its own append, acknowledged in order, at the offsets separate POSTs would get', async () => {
     const url = urlFor(family);
     await put(url, undefined, { 'content-type': 'text/plain' });
-    const reply = await post(`${url}/append-batch`, frames('alpha', 'be', 'gamma!'), { 'content-type': 'text/plain' });
+    const reply = await post(extensionUrl(url, 'append-batch'), frames('alpha', 'be', 'gamma!'), { 'content-type': 'text/plain' });
     expect(reply.status).toBe(200);
     expect(reply.json).toEqual([
       { status: 204, streamOffset: offset(0), streamNextOffset: offset(5) },
@@ -119,14 +120,14 @@ describe.each(['v1', 'bucket'])('append-batch (%s family)', (family) => {
     ]);
     expect((await get(url)).text).toBe('alphabegamma!');
     expect(reply.headers.get('stream-incarnation')).toBe((await get(url)).headers.get('stream-incarnation'));
-    const boot = await get(`${url}/bootstrap`);
+    const boot = await get(extensionUrl(url, 'bootstrap'));
     expect(boot.status).toBe(200);
   });
 
   test('JSON frames are flattened and validated one by one; a bad frame fails alone', async () => {
     const url = urlFor(family);
     await put(url, undefined, json);
-    const reply = await post(`${url}/append-batch`, frames('[{"a":1},{"a":2}]', '{"broken"', '[]', '{"a":3}'), json);
+    const reply = await post(extensionUrl(url, 'append-batch'), frames('[{"a":1},{"a":2}]', '{"broken"', '[]', '{"a":3}'), json);
     expect(reply.status).toBe(200);
     const acks = reply.json as Array<Record<string, unknown>>;
     expect(acks.map((a) => a.status)).toEqual([204, 400, 400, 204]);
@@ -140,13 +141,13 @@ describe.each(['v1', 'bucket'])('append-batch (%s family)', (family) => {
     await put(url, 'x', { 'content-type': 'text/plain' });
     // curl --data-binary without -H sends application/x-www-form-urlencoded.
     for (const type of ['text/csv', 'application/x-www-form-urlencoded']) {
-      const mismatch = await post(`${url}/append-batch`, frames('a'), { 'content-type': type });
+      const mismatch = await post(extensionUrl(url, 'append-batch'), frames('a'), { 'content-type': type });
       expect(mismatch.status).toBe(409);
       expect(errorCode(mismatch)).toBe('CONTENT_TYPE_MISMATCH');
       expect((mismatch.json as { message: string }).message).toContain("the stream's Content-Type (text/plain)");
     }
     await post(url, undefined, { 'stream-closed': 'true' });
-    const closed = await post(`${url}/append-batch`, frames('a', 'b'), { 'content-type': 'text/plain' });
+    const closed = await post(extensionUrl(url, 'append-batch'), frames('a', 'b'), { 'content-type': 'text/plain' });
     for (const ack of closed.json as Array<Record<string, unknown>>) {
       expect(ack).toMatchObject({ status: 409, code: 'STREAM_CLOSED', streamClosed: true, streamNextOffset: offset(1) });
     }
@@ -156,14 +157,14 @@ describe.each(['v1', 'bucket'])('append-batch (%s family)', (family) => {
     const url = urlFor(family);
     await put(url, undefined, { 'content-type': 'text/plain' });
     const text = { 'content-type': 'text/plain' };
-    const zero = await post(`${url}/append-batch`, Buffer.from([0, 0, 0, 0]), text);
+    const zero = await post(extensionUrl(url, 'append-batch'), Buffer.from([0, 0, 0, 0]), text);
     expect(zero.status).toBe(400);
-    const truncated = await post(`${url}/append-batch`, Buffer.concat([frames('ok'), Buffer.from([0, 0, 0, 9, 1])]), text);
+    const truncated = await post(extensionUrl(url, 'append-batch'), Buffer.concat([frames('ok'), Buffer.from([0, 0, 0, 9, 1])]), text);
     expect(truncated.status).toBe(400);
     expect(errorCode(truncated)).toBe('INVALID_BATCH');
-    const tooMany = await post(`${url}/append-batch`, frames(...Array.from({ length: 513 }, () => 'x')), text);
+    const tooMany = await post(extensionUrl(url, 'append-batch'), frames(...Array.from({ length: 513 }, () => 'x')), text);
     expect(tooMany.status).toBe(413);
-    const tooBig = await post(`${url}/append-batch`, frames(Buffer.alloc(MAX_BODY)), text);
+    const tooBig = await post(extensionUrl(url, 'append-batch'), frames(Buffer.alloc(MAX_BODY)), text);
     expect(tooBig.status).toBe(413);
     const perAppendHeaders: Array<Record<string, string>> = [
       { 'producer-id': 'p', 'producer-epoch': '0', 'producer-seq': '0' },
@@ -171,11 +172,11 @@ describe.each(['v1', 'bucket'])('append-batch (%s family)', (family) => {
       { 'stream-closed': 'true' },
     ];
     for (const extra of perAppendHeaders) {
-      const refused = await post(`${url}/append-batch`, frames('x'), { ...text, ...extra });
+      const refused = await post(extensionUrl(url, 'append-batch'), frames('x'), { ...text, ...extra });
       expect(refused.status).toBe(400);
       expect(errorCode(refused)).toBe('BATCH_HEADERS_NOT_ALLOWED');
     }
-    const untyped = await post(`${url}/append-batch`, frames('x'));
+    const untyped = await post(extensionUrl(url, 'append-batch'), frames('x'));
     expect(untyped.status).toBe(400);
     expect((await get(url)).text).toBe('');
     const missing = await post(`${url}-missing/append-batch`, frames('x'), text);

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { bootstrapParts, errorCode, get, offset, post, put } from '../helpers/http.js';
 import { sseBlocks } from '../helpers/sse.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 let server: RunningServer;
 let n = 0;
@@ -28,7 +29,7 @@ describe('bootstrap', () => {
     const url = v1('boot-json');
     await put(url, '[{"n":1},{"n":2}]', { 'content-type': 'application/json' });
     await post(url, '{"n":3}', { 'content-type': 'application/json' });
-    const reply = await get(`${url}/bootstrap`);
+    const reply = await get(extensionUrl(url, 'bootstrap'));
     expect(reply.status).toBe(200);
     expect(reply.headers.get('stream-snapshot-offset')).toBe('-1');
     expect(reply.headers.get('stream-next-offset')).toBe(offset(24));
@@ -49,9 +50,9 @@ describe('bootstrap', () => {
     await put(url, 'one', { 'content-type': 'text/plain' });
     await post(url, 'two', { 'content-type': 'text/plain' });
     await post(url, 'three', { 'content-type': 'text/plain' });
-    await put(`${url}/snapshot/${offset(6)}`, '{"folded":"onetwo"}', { 'content-type': 'application/json' });
+    await put(extensionUrl(url, `snapshot/${offset(6)}`), '{"folded":"onetwo"}', { 'content-type': 'application/json' });
     await post(url, undefined, { 'stream-closed': 'true' });
-    const reply = await get(`${url}/bootstrap`);
+    const reply = await get(extensionUrl(url, 'bootstrap'));
     expect(reply.headers.get('stream-snapshot-offset')).toBe(offset(6));
     expect(reply.headers.get('stream-next-offset')).toBe(offset(11));
     expect(reply.headers.get('stream-closed')).toBe('true');
@@ -68,18 +69,18 @@ describe('bootstrap', () => {
     const second = Buffer.from('\r\n--rill-fake-boundary\r\n');
     await put(url, first, { 'content-type': 'application/octet-stream' });
     await post(url, second, { 'content-type': 'application/octet-stream' });
-    const parts = bootstrapParts(await get(`${url}/bootstrap`));
+    const parts = bootstrapParts(await get(extensionUrl(url, 'bootstrap')));
     expect(parts.slice(1).map((p) => p.body)).toEqual([first, second]);
   });
 
   test('live modes are refused; missing streams answer 404; a wrong incarnation 412', async () => {
     const url = v1('boot-refusals');
     const created = await put(url, 'x', { 'content-type': 'text/plain' });
-    const live = await get(`${url}/bootstrap?live=sse`);
+    const live = await get(extensionUrl(url, 'bootstrap', 'live=sse'));
     expect(live.status).toBe(400);
     expect(errorCode(live)).toBe('LIVE_NOT_ALLOWED');
     expect((await get(`${url}-missing/bootstrap`)).status).toBe(404);
-    const stale = await get(`${url}/bootstrap`, { 'stream-incarnation': 'not-this-one' });
+    const stale = await get(extensionUrl(url, 'bootstrap'), { 'stream-incarnation': 'not-this-one' });
     expect(stale.status).toBe(412);
     expect(stale.headers.get('stream-incarnation')).toBe(created.headers.get('stream-incarnation'));
   });
@@ -89,7 +90,7 @@ describe('bootstrap', () => {
     const megabyte = Buffer.alloc(1024 * 1024, 7);
     await put(url, undefined, { 'content-type': 'application/octet-stream' });
     for (let i = 0; i < 10; i++) await post(url, megabyte, { 'content-type': 'application/octet-stream' });
-    const reply = await get(`${url}/bootstrap`);
+    const reply = await get(extensionUrl(url, 'bootstrap'));
     const parts = bootstrapParts(reply);
     const updates = parts.slice(1);
     expect(updates.length).toBeGreaterThan(0);
@@ -132,8 +133,8 @@ describe('recovering from 410 with bootstrap', () => {
     const foldedUpTo = 10 * Buffer.byteLength('{"i":0}\n') ;
     const tenth = await get(`${url}?offset=-1&max_bytes=${foldedUpTo}`);
     expect(tenth.headers.get('stream-next-offset')).toBe(offset(foldedUpTo));
-    await put(`${url}/snapshot/${offset(foldedUpTo)}`, JSON.stringify({ upTo: 9 }), { 'content-type': 'application/json' });
-    expect((await put(`${url}/retention/${offset(foldedUpTo)}`)).status).toBe(204);
+    await put(extensionUrl(url, `snapshot/${offset(foldedUpTo)}`), JSON.stringify({ upTo: 9 }), { 'content-type': 'application/json' });
+    expect((await put(extensionUrl(url, `retention/${offset(foldedUpTo)}`))).status).toBe(204);
 
     const stale = await get(`${url}?offset=${offset(0)}`);
     expect(stale.status).toBe(410);
@@ -143,7 +144,7 @@ describe('recovering from 410 with bootstrap', () => {
         await new Promise((r) => setTimeout(r, 3)); // the pause is the behaviour: appends keep arriving while the reader bootstraps and goes live
       }
     })();
-    const boot = await get(`${url}/bootstrap`);
+    const boot = await get(extensionUrl(url, 'bootstrap'));
     const parts = bootstrapParts(boot);
     const snapshot = JSON.parse(parts[0]!.body.toString()) as { upTo: number };
     const fromBootstrap = parts.slice(1).map((p) => (JSON.parse(p.body.toString()) as { i: number }).i);

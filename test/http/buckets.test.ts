@@ -186,10 +186,32 @@ describe('ids', () => {
         expect(reply.status, `${method} ${path}`).toBe(400);
         if (method !== 'HEAD') expectRefusal(reply, 'INVALID_ID');
       }
+      // A /v1/stream name may be longer (1024 bytes): the two over-long ids are names there.
+      if (path.length > 100) continue;
       const v1 = await http('PUT', `/v1/stream/${path}`, { headers: { 'content-type': 'text/plain' } });
       expectRefusal(v1, 'INVALID_ID');
     }
+    expectRefusal(await http('PUT', `/v1/stream/${'x'.repeat(1025)}`, { headers: { 'content-type': 'text/plain' } }), 'INVALID_ID');
     expect((await list(bucket, '')).streams.every((s) => Buffer.byteLength(s) <= 122 && !s.includes('/'))).toBe(true);
+  });
+
+  it('refuses names holding zero-width, bidi-control or C1 characters with 400 INVALID_ID naming the character', async () => {
+    const bucket = await newBucket('hid');
+    const hidden = [0x200b, 0x200c, 0x200d, 0x2060, 0xfeff, 0x200e, 0x200f, 0x202a, 0x202e, 0x2066, 0x2069, 0x061c, 0x0080, 0x0085, 0x009f];
+    const text = { 'content-type': 'text/plain' };
+    for (const code of hidden) {
+      const char = encodeURIComponent(String.fromCodePoint(code));
+      const point = `U+${code.toString(16).toUpperCase().padStart(4, '0')}`;
+      for (const path of [`/${bucket}/pay${char}roll`, `/${bucket}/key${char}/s`, `/${bucket}/key/s${char}`, `/v1/stream/a${char}b`, `/v1/stream/a/b${char}`]) {
+        const reply = await http('PUT', path, { headers: text });
+        expectRefusal(reply, 'INVALID_ID');
+        expect((reply.json() as { message: string }).message, path).toContain(point);
+      }
+      expectRefusal(await http('PUT', `/abcd${char}e`), 'INVALID_ID');
+    }
+    // Printable characters beyond ASCII stay valid, right-to-left scripts included.
+    for (const id of ['שלום', 'مرحبا', 'a\u00a0b', 'x\u00a9']) await putStream(bucket, id);
+    expect((await list(bucket, '')).streams.some((s) => /[\u0080-\u009f\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff\u061c]/.test(s))).toBe(false);
   });
 
   it('keeps `streams` for the listing: a stream cannot take that name in a bucket', async () => {

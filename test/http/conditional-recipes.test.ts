@@ -9,6 +9,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, JSON_TYPE, pad, readJsonToTail, type Answer } from '../helpers/conditional.js';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 let server: RunningServer;
 let counter = 0;
@@ -253,13 +254,13 @@ describe('Prefix-count compare-and-set', () => {
     expect(second.status).toBe(204);
     const covered = second.headers.get('stream-next-offset')!;
     // Fold the log into a snapshot that keeps the event count, then trim the history before it.
-    expect((await call(`${url}/snapshot/${covered}`, 'PUT', JSON_TYPE, '{"count":5,"sum":15}')).status).toBe(204);
-    expect((await call(`${url}/retention/${covered}`, 'PUT')).status).toBe(204);
+    expect((await call(extensionUrl(url, `snapshot/${covered}`), 'PUT', JSON_TYPE, '{"count":5,"sum":15}')).status).toBe(204);
+    expect((await call(extensionUrl(url, `retention/${covered}`), 'PUT')).status).toBe(204);
     const fromStart = await call(`${url}?offset=-1&consistency=leader`, 'GET');
     expect([fromStart.status, fromStart.code, fromStart.headers.get('stream-next-offset')]).toEqual([410, 'OFFSET_TRIMMED', covered]);
 
     // A writer joining now starts from the snapshot's count and counts on from its offset.
-    const snapshot = await fetch(`${url}/snapshot`);
+    const snapshot = await fetch(extensionUrl(url, 'snapshot'));
     const base = (JSON.parse(await snapshot.text()) as { count: number }).count;
     const { messages } = await readJsonToTail(url, snapshot.headers.get('stream-next-offset')!);
     const n = base + messages.length;

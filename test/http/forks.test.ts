@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { bootstrapParts, del, get, head, offset, post, put, readAll } from '../helpers/http.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 let server: RunningServer;
 let n = 0;
@@ -58,7 +59,7 @@ describe('forks', () => {
     expect(live.json).toEqual([{ fork: 1 }]);
     const whole = await get(`${fork}?offset=-1`);
     expect(whole.json).toEqual([{ src: 0 }, { src: 1 }, { src: 2 }, { src: 3 }, { src: 4 }, { fork: 1 }]);
-    const parts = bootstrapParts(await get(`${fork}/bootstrap`));
+    const parts = bootstrapParts(await get(extensionUrl(fork, 'bootstrap')));
     expect(parts.slice(1).map((p) => JSON.parse(p.body.toString()))).toEqual([{ src: 0 }, { src: 1 }, { src: 2 }, { src: 3 }, { src: 4 }, { fork: 1 }]);
     expect(((await get(`${source}?offset=-1`)).json as unknown[]).length).toBe(40);
   });
@@ -69,8 +70,8 @@ describe('forks', () => {
     await post(source, 'bbbb', text);
     const fork = bucketUrl('ret-fork');
     await put(fork, undefined, { 'stream-forked-from': pathOf(source), 'stream-fork-offset': offset(8) });
-    await put(`${source}/snapshot/${offset(8)}`, 'S');
-    expect((await put(`${source}/retention/${offset(8)}`)).status).toBe(204);
+    await put(extensionUrl(source, `snapshot/${offset(8)}`), 'S');
+    expect((await put(extensionUrl(source, `retention/${offset(8)}`))).status).toBe(204);
     expect((await get(`${source}?offset=-1`)).status).toBe(410);
     expect((await get(`${fork}?offset=-1`)).text).toBe('aaaabbbb');
   });
@@ -84,8 +85,8 @@ describe('restart', () => {
     await put(doc, 'one,', { ...text, 'stream-attrs': '{"title":"kept"}' });
     await post(doc, 'two,', text);
     await post(doc, 'three,', text);
-    const snap = await put(`${doc}/snapshot/${offset(8)}`, 'one,two', { 'content-type': 'text/x-fold' });
-    await put(`${doc}/retention/${offset(8)}`);
+    const snap = await put(extensionUrl(doc, `snapshot/${offset(8)}`), 'one,two', { 'content-type': 'text/x-fold' });
+    await put(extensionUrl(doc, `retention/${offset(8)}`));
     await put(`${base}/src`, 'history', text);
     await put(`${base}/fork`, undefined, { 'stream-forked-from': '/v1/stream/src' });
     await post(`${base}/fork`, '+fork', text);
@@ -102,8 +103,8 @@ describe('restart', () => {
       expect(meta.headers.get('stream-snapshot-digest')).toBe(snap.headers.get('stream-snapshot-digest'));
       expect((await get(`${b}/doc?offset=-1`)).status).toBe(410);
       expect((await readAll(`${b}/doc`, offset(8))).body.toString()).toBe('three,');
-      expect((await get(`${b}/doc/snapshot/${offset(8)}`)).text).toBe('one,two');
-      expect((await get(`${b}/doc/attrs`)).json).toEqual({ title: 'kept' });
+      expect((await get(extensionUrl(`${b}/doc`, `snapshot/${offset(8)}`))).text).toBe('one,two');
+      expect((await get(extensionUrl(`${b}/doc`, 'attrs'))).json).toEqual({ title: 'kept' });
       expect((await get(`${b}/fork`)).text).toBe('history+fork');
       expect((await head(`${b}/src`)).status).toBe(410);
       expect((await del(`${b}/fork`)).status).toBe(204);

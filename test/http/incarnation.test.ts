@@ -7,6 +7,7 @@ import { call, JSON_TYPE, openSse, pad, pipelinedRecreate, readJsonToTail, TEXT_
 import { removeDir, startServer, tempDataDir, type RunningServer } from '../helpers/server.js';
 import { TestClock } from '../helpers/clock.js';
 import { untilLiveReader } from '../helpers/processing.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 let server: RunningServer;
 let counter = 0;
@@ -281,15 +282,15 @@ describe('Snapshot publish and read, retention, bootstrap, attributes and append
   it('carry the token on every successful answer', async () => {
     const { url, token } = await withHistory('ext-ok');
     const answers: Array<[string, Answer]> = [
-      ['publish snapshot', await call(`${url}/snapshot/${pad(3)}`, 'PUT', { 'content-type': 'text/plain', ...inc(token) }, 'ABC')],
-      ['latest snapshot', await call(`${url}/snapshot`, 'GET', inc(token))],
-      ['read snapshot', await call(`${url}/snapshot/${pad(3)}`, 'GET', inc(token))],
-      ['retention', await call(`${url}/retention/${pad(3)}`, 'PUT', inc(token))],
-      ['bootstrap', await call(`${url}/bootstrap`, 'GET', inc(token))],
-      ['put attrs', await call(`${url}/attrs`, 'PUT', { ...JSON_TYPE, ...inc(token) }, '{"title":"t"}')],
-      ['get attrs', await call(`${url}/attrs`, 'GET', inc(token))],
+      ['publish snapshot', await call(extensionUrl(url, `snapshot/${pad(3)}`), 'PUT', { 'content-type': 'text/plain', ...inc(token) }, 'ABC')],
+      ['latest snapshot', await call(extensionUrl(url, 'snapshot'), 'GET', inc(token))],
+      ['read snapshot', await call(extensionUrl(url, `snapshot/${pad(3)}`), 'GET', inc(token))],
+      ['retention', await call(extensionUrl(url, `retention/${pad(3)}`), 'PUT', inc(token))],
+      ['bootstrap', await call(extensionUrl(url, 'bootstrap'), 'GET', inc(token))],
+      ['put attrs', await call(extensionUrl(url, 'attrs'), 'PUT', { ...JSON_TYPE, ...inc(token) }, '{"title":"t"}')],
+      ['get attrs', await call(extensionUrl(url, 'attrs'), 'GET', inc(token))],
     ];
-    const res = await fetch(`${url}/append-batch`, { method: 'POST', headers: { ...TEXT_TYPE, ...inc(token) }, body: batch('g', 'h') });
+    const res = await fetch(extensionUrl(url, 'append-batch'), { method: 'POST', headers: { ...TEXT_TYPE, ...inc(token) }, body: batch('g', 'h') });
     expect(answers.map(([label, a]) => [label, a.status, a.headers.get('stream-incarnation')])).toEqual([
       ['publish snapshot', 204, token],
       ['latest snapshot', 307, token],
@@ -304,56 +305,56 @@ describe('Snapshot publish and read, retention, bootstrap, attributes and append
 
   it('answer 412 with the current token for another incarnation, and apply nothing', async () => {
     const { url, token: current } = await withHistory('ext-412');
-    expect((await call(`${url}/snapshot/${pad(3)}`, 'PUT', TEXT_TYPE, 'ABC')).status).toBe(204);
+    expect((await call(extensionUrl(url, `snapshot/${pad(3)}`), 'PUT', TEXT_TYPE, 'ABC')).status).toBe(204);
     const h = inc('an-earlier-incarnation');
-    expect412(await call(`${url}/snapshot/${pad(6)}`, 'PUT', { ...TEXT_TYPE, ...h }, 'ABCDEF'), current);
-    expect412(await call(`${url}/snapshot`, 'GET', h), current);
-    expect412(await call(`${url}/snapshot/${pad(3)}`, 'GET', h), current);
-    expect412(await call(`${url}/retention/${pad(3)}`, 'PUT', h), current);
-    expect412(await call(`${url}/bootstrap`, 'GET', h), current);
-    expect412(await call(`${url}/attrs`, 'PUT', { ...JSON_TYPE, ...h }, '{"title":"t"}'), current);
-    expect412(await call(`${url}/attrs`, 'GET', h), current);
-    const frames = await fetch(`${url}/append-batch`, { method: 'POST', headers: { ...TEXT_TYPE, ...h }, body: batch('x') });
+    expect412(await call(extensionUrl(url, `snapshot/${pad(6)}`), 'PUT', { ...TEXT_TYPE, ...h }, 'ABCDEF'), current);
+    expect412(await call(extensionUrl(url, 'snapshot'), 'GET', h), current);
+    expect412(await call(extensionUrl(url, `snapshot/${pad(3)}`), 'GET', h), current);
+    expect412(await call(extensionUrl(url, `retention/${pad(3)}`), 'PUT', h), current);
+    expect412(await call(extensionUrl(url, 'bootstrap'), 'GET', h), current);
+    expect412(await call(extensionUrl(url, 'attrs'), 'PUT', { ...JSON_TYPE, ...h }, '{"title":"t"}'), current);
+    expect412(await call(extensionUrl(url, 'attrs'), 'GET', h), current);
+    const frames = await fetch(extensionUrl(url, 'append-batch'), { method: 'POST', headers: { ...TEXT_TYPE, ...h }, body: batch('x') });
     expect(frames.status).toBe(412);
     expect(frames.headers.get('stream-incarnation')).toBe(current);
     // Nothing applied: the snapshot is still the one at 3, retention did not move, no attributes, no bytes.
-    const latest = await call(`${url}/snapshot`, 'GET');
+    const latest = await call(extensionUrl(url, 'snapshot'), 'GET');
     expect(latest.headers.get('stream-snapshot-offset')).toBe(pad(3));
     expect((await call(`${url}?offset=-1`, 'GET')).text).toBe('abcdef');
-    expect((await call(`${url}/attrs`, 'GET')).text).toBe('{}');
+    expect((await call(extensionUrl(url, 'attrs'), 'GET')).text).toBe('{}');
   });
 
   it('answer 404 for a missing stream or a missing snapshot, whatever token is sent', async () => {
     const { url, token } = await withHistory('ext-404');
     const h = inc('an-earlier-incarnation');
-    const noSnapshot = [await call(`${url}/snapshot`, 'GET', h), await call(`${url}/snapshot/${pad(3)}`, 'GET', h)];
+    const noSnapshot = [await call(extensionUrl(url, 'snapshot'), 'GET', h), await call(extensionUrl(url, `snapshot/${pad(3)}`), 'GET', h)];
     expect(noSnapshot.map((r) => [r.status, r.code])).toEqual([
       [404, 'SNAPSHOT_NOT_FOUND'],
       [404, 'SNAPSHOT_NOT_FOUND'],
     ]);
     expect((await call(url, 'DELETE')).status).toBe(204);
     const gone = [
-      await call(`${url}/snapshot/${pad(0)}`, 'PUT', { ...TEXT_TYPE, ...inc(token) }, 'x'),
-      await call(`${url}/snapshot`, 'GET', inc(token)),
-      await call(`${url}/retention/${pad(0)}`, 'PUT', inc(token)),
-      await call(`${url}/bootstrap`, 'GET', inc(token)),
-      await call(`${url}/attrs`, 'PUT', { ...JSON_TYPE, ...inc(token) }, '{}'),
-      await call(`${url}/attrs`, 'GET', inc(token)),
+      await call(extensionUrl(url, `snapshot/${pad(0)}`), 'PUT', { ...TEXT_TYPE, ...inc(token) }, 'x'),
+      await call(extensionUrl(url, 'snapshot'), 'GET', inc(token)),
+      await call(extensionUrl(url, `retention/${pad(0)}`), 'PUT', inc(token)),
+      await call(extensionUrl(url, 'bootstrap'), 'GET', inc(token)),
+      await call(extensionUrl(url, 'attrs'), 'PUT', { ...JSON_TYPE, ...inc(token) }, '{}'),
+      await call(extensionUrl(url, 'attrs'), 'GET', inc(token)),
     ];
     expect(gone.map((r) => r.status)).toEqual([404, 404, 404, 404, 404, 404]);
   });
 
   it('a recreated stream starts without the old snapshot, retention point or attributes', async () => {
     const { url, token } = await withHistory('ext-fresh');
-    expect((await call(`${url}/snapshot/${pad(3)}`, 'PUT', TEXT_TYPE, 'ABC')).status).toBe(204);
-    expect((await call(`${url}/retention/${pad(3)}`, 'PUT')).status).toBe(204);
-    expect((await call(`${url}/attrs`, 'PUT', JSON_TYPE, '{"title":"old"}')).status).toBe(204);
+    expect((await call(extensionUrl(url, `snapshot/${pad(3)}`), 'PUT', TEXT_TYPE, 'ABC')).status).toBe(204);
+    expect((await call(extensionUrl(url, `retention/${pad(3)}`), 'PUT')).status).toBe(204);
+    expect((await call(extensionUrl(url, 'attrs'), 'PUT', JSON_TYPE, '{"title":"old"}')).status).toBe(204);
     const fresh = await recreate(url, TEXT_TYPE, 'new');
     expect(fresh).not.toBe(token);
-    expect((await call(`${url}/snapshot`, 'GET')).status).toBe(404);
+    expect((await call(extensionUrl(url, 'snapshot'), 'GET')).status).toBe(404);
     expect((await call(url, 'HEAD')).headers.get('stream-earliest-offset')).toBeNull();
     expect((await call(`${url}?offset=-1`, 'GET')).text).toBe('new');
-    expect((await call(`${url}/attrs`, 'GET')).text).toBe('{}');
+    expect((await call(extensionUrl(url, 'attrs'), 'GET')).text).toBe('{}');
   });
 });
 

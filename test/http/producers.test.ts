@@ -276,7 +276,7 @@ describe('producer header syntax', () => {
     ['no Producer-Id', { 'producer-epoch': '0', 'producer-seq': '0' }],
     ['a digest alone', { 'producer-digest': blake3Hex('x') }],
     ['an empty Producer-Id', { 'producer-id': '', 'producer-epoch': '0', 'producer-seq': '0' }],
-    ['a Producer-Id over 256 bytes', { 'producer-id': 'p'.repeat(257), 'producer-epoch': '0', 'producer-seq': '0' }],
+    ['a Producer-Id over 1024 bytes', { 'producer-id': 'p'.repeat(1025), 'producer-epoch': '0', 'producer-seq': '0' }],
     ['an empty epoch', { 'producer-id': 'p', 'producer-epoch': '', 'producer-seq': '0' }],
     ['an empty seq', { 'producer-id': 'p', 'producer-epoch': '0', 'producer-seq': '' }],
     ['a fraction', { 'producer-id': 'p', 'producer-epoch': '1.0', 'producer-seq': '0' }],

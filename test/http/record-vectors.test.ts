@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { sseBlocks } from '../helpers/sse.js';
 import { call, offset, unique, type Reply } from './client.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 const TOKEN = 'json-record-coordinates-v1';
 
@@ -109,8 +110,8 @@ async function prepare(vector: VectorCase): Promise<string> {
   expect((await http('PUT', path, { 'content-type': vector.contentType }, first)).status).toBe(201);
   for (const body of rest) expect((await http('POST', path, { 'content-type': vector.contentType }, body)).status).toBe(204);
   if (vector.retainFrom !== undefined) {
-    expect((await http('PUT', `${path}/snapshot?record=${vector.retainFrom}`, { 'content-type': 'application/json' }, '{}')).status).toBe(204);
-    expect((await http('PUT', `${path}/retention?record=${vector.retainFrom}`)).status).toBe(204);
+    expect((await http('PUT', extensionUrl(path, 'snapshot', `record=${vector.retainFrom}`), { 'content-type': 'application/json' }, '{}')).status).toBe(204);
+    expect((await http('PUT', extensionUrl(path, 'retention', `record=${vector.retainFrom}`))).status).toBe(204);
   }
   return path;
 }

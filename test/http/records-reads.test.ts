@@ -12,6 +12,7 @@ import { removeDir, startServer, type RunningServer } from '../helpers/server.js
 import { sseBlocks } from '../helpers/sse.js';
 import { untilLiveReaders } from '../helpers/waits.js';
 import { call, expectRefusal, offset, unique, type Reply } from './client.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 const JSON_TYPE = { 'content-type': 'application/json' };
 
@@ -71,8 +72,8 @@ describe('record-aware catch-up reads', () => {
     const beyond = await http('GET', `${path}?record=4`);
     expectRefusal(beyond, 'RECORD_BEYOND_TAIL');
     expect(beyond.headers['stream-record-next']).toBe('3');
-    expect((await http('PUT', `${path}/snapshot?record=2`, JSON_TYPE, '{}')).status).toBe(204);
-    const retained = await http('PUT', `${path}/retention?record=2`);
+    expect((await http('PUT', extensionUrl(path, 'snapshot', 'record=2'), JSON_TYPE, '{}')).status).toBe(204);
+    const retained = await http('PUT', extensionUrl(path, 'retention', 'record=2'));
     expect(retained.status).toBe(204);
     expect(retained.headers['stream-record-first']).toBe('2');
     const gone = await http('GET', `${path}?record=1`);
@@ -200,14 +201,14 @@ describe('live record reads', () => {
 describe('snapshots, bootstrap and forks', () => {
   it('a snapshot by record lands on its boundary; inside a record it is refused', async () => {
     const path = await jsonStream('[{"a":1},{"b":22},{"c":333}]');
-    const published = await http('PUT', `${path}/snapshot?record=1`, JSON_TYPE, '{"folded":1}');
+    const published = await http('PUT', extensionUrl(path, 'snapshot', 'record=1'), JSON_TYPE, '{"folded":1}');
     expect(published.status).toBe(204);
     expect(published.headers['stream-snapshot-offset']).toBe(offset(8));
     expect([published.headers['stream-record-first'], published.headers['stream-record-next']]).toEqual(['0', '3']);
-    expectRefusal(await http('PUT', `${path}/snapshot/${offset(10)}`, JSON_TYPE, '{}'), 'MISALIGNED_OFFSET');
-    expectRefusal(await http('PUT', `${path}/snapshot/${offset(8)}?record=1`, JSON_TYPE, '{}'), 'INVALID_QUERY');
-    expectRefusal(await http('PUT', `${path}/retention?record=9`), 'RECORD_BEYOND_TAIL');
-    const boot = await get(`${server.url}${path}/bootstrap`);
+    expectRefusal(await http('PUT', extensionUrl(path, `snapshot/${offset(10)}`), JSON_TYPE, '{}'), 'MISALIGNED_OFFSET');
+    expectRefusal(await http('PUT', extensionUrl(path, `snapshot/${offset(8)}`, 'record=1'), JSON_TYPE, '{}'), 'INVALID_QUERY');
+    expectRefusal(await http('PUT', extensionUrl(path, 'retention', 'record=9')), 'RECORD_BEYOND_TAIL');
+    const boot = await get(extensionUrl(`${server.url}${path}`, 'bootstrap'));
     expect([boot.headers.get('stream-record-first'), boot.headers.get('stream-record-next')]).toEqual(['0', '3']);
     expect(bootstrapParts(boot).slice(1).map((p) => p.body.toString())).toEqual(['{"b":22}', '{"c":333}']);
   });

@@ -10,6 +10,7 @@ import { frames } from '../helpers/http.js';
 import { seededRandom } from '../helpers/seed.js';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { call, expectRefusal, offset, unique, type Reply } from './client.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 const TOKEN = 'json-record-coordinates-v1';
 const JSON_TYPE = { 'content-type': 'application/json' };
@@ -206,7 +207,7 @@ describe('Stream-Record-Match', () => {
 describe('append-batch', () => {
   it('gives each frame its own range; a refused frame takes no ordinal', async () => {
     const { path } = await jsonStream('[0]');
-    const reply = await http('POST', `${path}/append-batch`, JSON_TYPE, frames('[1,2]', '{"broken"', '3', '[4,5,6]'));
+    const reply = await http('POST', extensionUrl(path, 'append-batch'), JSON_TYPE, frames('[1,2]', '{"broken"', '3', '[4,5,6]'));
     expect(reply.status).toBe(200);
     expect(tokens(reply)).toEqual([TOKEN]);
     const acks = reply.json() as Array<Record<string, unknown>>;
@@ -221,6 +222,6 @@ describe('append-batch', () => {
 
   it('refuses Stream-Record-Match, which needs a plain append', async () => {
     const { path } = await jsonStream('[0]');
-    expectRefusal(await http('POST', `${path}/append-batch`, { ...JSON_TYPE, 'stream-record-match': '1' }, frames('1')), 'BATCH_HEADERS_NOT_ALLOWED');
+    expectRefusal(await http('POST', extensionUrl(path, 'append-batch'), { ...JSON_TYPE, 'stream-record-match': '1' }, frames('1')), 'BATCH_HEADERS_NOT_ALLOWED');
   });
 });

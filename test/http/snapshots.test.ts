@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { call, errorCode, get, head, offset, post, put } from '../helpers/http.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 let server: RunningServer;
 let bucketBase: string;
@@ -43,13 +44,13 @@ describe.each(['v1', 'bucket'])('snapshots (%s family)', (family) => {
   test('publish at an append boundary answers its digest; the same body again answers the same digest', async () => {
     const url = streamUrl();
     await textStream(url);
-    const first = await put(`${url}/snapshot/${offset(6)}`, 'STATE@6', { 'content-type': 'application/x-state' });
+    const first = await put(extensionUrl(url, `snapshot/${offset(6)}`), 'STATE@6', { 'content-type': 'application/x-state' });
     expect(first.status).toBe(204);
     const digest = first.headers.get('stream-snapshot-digest');
     expect(digest).toMatch(/^[0-9a-f]{64}$/);
     expect(first.headers.get('stream-snapshot-offset')).toBe(offset(6));
     expect(first.headers.get('stream-incarnation')).toBeTruthy();
-    const again = await put(`${url}/snapshot/${offset(6)}`, 'STATE@6', { 'content-type': 'application/x-state' });
+    const again = await put(extensionUrl(url, `snapshot/${offset(6)}`), 'STATE@6', { 'content-type': 'application/x-state' });
     expect(again.status).toBe(204);
     expect(again.headers.get('stream-snapshot-digest')).toBe(digest);
   });
@@ -57,30 +58,30 @@ describe.each(['v1', 'bucket'])('snapshots (%s family)', (family) => {
   test('a different body, or the same body under another type, at a published offset is refused with 409', async () => {
     const url = streamUrl();
     await textStream(url);
-    expect((await put(`${url}/snapshot/${offset(4)}`, 'one', { 'content-type': 'text/plain' })).status).toBe(204);
-    const otherBody = await put(`${url}/snapshot/${offset(4)}`, 'two', { 'content-type': 'text/plain' });
+    expect((await put(extensionUrl(url, `snapshot/${offset(4)}`), 'one', { 'content-type': 'text/plain' })).status).toBe(204);
+    const otherBody = await put(extensionUrl(url, `snapshot/${offset(4)}`), 'two', { 'content-type': 'text/plain' });
     expect(otherBody.status).toBe(409);
     expect(errorCode(otherBody)).toBe('SNAPSHOT_CONFLICT');
-    const otherType = await put(`${url}/snapshot/${offset(4)}`, 'one', { 'content-type': 'application/octet-stream' });
+    const otherType = await put(extensionUrl(url, `snapshot/${offset(4)}`), 'one', { 'content-type': 'application/octet-stream' });
     expect(otherType.status).toBe(409);
-    const read = await get(`${url}/snapshot/${offset(4)}`);
+    const read = await get(extensionUrl(url, `snapshot/${offset(4)}`));
     expect(read.text).toBe('one');
   });
 
   test('offsets must be committed message boundaries, not beyond the tail', async () => {
     const url = streamUrl();
     await textStream(url);
-    const inside = await put(`${url}/snapshot/${offset(5)}`, 'x');
+    const inside = await put(extensionUrl(url, `snapshot/${offset(5)}`), 'x');
     expect(inside.status).toBe(400);
     expect(errorCode(inside)).toBe('MISALIGNED_OFFSET');
-    const beyond = await put(`${url}/snapshot/${offset(13)}`, 'x');
+    const beyond = await put(extensionUrl(url, `snapshot/${offset(13)}`), 'x');
     expect(beyond.status).toBe(409);
     expect(beyond.headers.get('stream-next-offset')).toBe(offset(12));
-    const malformed = await put(`${url}/snapshot/abc`, 'x');
+    const malformed = await put(extensionUrl(url, 'snapshot/abc'), 'x');
     expect(malformed.status).toBe(400);
     expect(errorCode(malformed)).toBe('INVALID_OFFSET');
-    expect((await put(`${url}/snapshot/${offset(0)}`, 'empty-prefix')).status).toBe(204);
-    expect((await put(`${url}/snapshot/${offset(12)}`, 'everything')).status).toBe(204);
+    expect((await put(extensionUrl(url, `snapshot/${offset(0)}`), 'empty-prefix')).status).toBe(204);
+    expect((await put(extensionUrl(url, `snapshot/${offset(12)}`), 'everything')).status).toBe(204);
   });
 
   test('JSON streams accept any message boundary, including inside one batch append', async () => {
@@ -88,40 +89,41 @@ describe.each(['v1', 'bucket'])('snapshots (%s family)', (family) => {
     expect((await put(url, '[{"n":1},{"n":2},{"n":3}]', { 'content-type': 'application/json' })).status).toBe(201);
     const boundaries = [0, 8, 16, 24];
     for (const position of boundaries) {
-      expect((await put(`${url}/snapshot/${offset(position)}`, `s${position}`)).status).toBe(204);
+      expect((await put(extensionUrl(url, `snapshot/${offset(position)}`), `s${position}`)).status).toBe(204);
     }
-    const insideMessage = await put(`${url}/snapshot/${offset(3)}`, 'x');
+    const insideMessage = await put(extensionUrl(url, `snapshot/${offset(3)}`), 'x');
     expect(insideMessage.status).toBe(400);
   });
 
   test('Stream-Snapshot-Match makes the publish conditional on the visible snapshot', async () => {
     const url = streamUrl();
     await textStream(url);
-    const noneVisible = await put(`${url}/snapshot/${offset(4)}`, 'a', { 'stream-snapshot-match': 'f'.repeat(64) });
+    const noneVisible = await put(extensionUrl(url, `snapshot/${offset(4)}`), 'a', { 'stream-snapshot-match': 'f'.repeat(64) });
     expect(noneVisible.status).toBe(409);
-    const first = await put(`${url}/snapshot/${offset(4)}`, 'a');
+    const first = await put(extensionUrl(url, `snapshot/${offset(4)}`), 'a');
     const digest = first.headers.get('stream-snapshot-digest')!;
-    const stale = await put(`${url}/snapshot/${offset(6)}`, 'b', { 'stream-snapshot-match': '0'.repeat(64) });
+    const stale = await put(extensionUrl(url, `snapshot/${offset(6)}`), 'b', { 'stream-snapshot-match': '0'.repeat(64) });
     expect(stale.status).toBe(409);
     expect(errorCode(stale)).toBe('SNAPSHOT_CONFLICT');
-    const fresh = await put(`${url}/snapshot/${offset(6)}`, 'b', { 'stream-snapshot-match': digest });
+    const fresh = await put(extensionUrl(url, `snapshot/${offset(6)}`), 'b', { 'stream-snapshot-match': digest });
     expect(fresh.status).toBe(204);
-    const repeat = await put(`${url}/snapshot/${offset(6)}`, 'b', { 'stream-snapshot-match': digest });
+    const repeat = await put(extensionUrl(url, `snapshot/${offset(6)}`), 'b', { 'stream-snapshot-match': digest });
     expect(repeat.status).toBe(204);
   });
 
   test('the latest snapshot is read by redirect, by offset, and announced on HEAD', async () => {
     const url = streamUrl();
     await textStream(url);
-    expect((await get(`${url}/snapshot`)).status).toBe(404);
+    expect((await get(extensionUrl(url, 'snapshot'))).status).toBe(404);
     expect((await head(url)).headers.get('stream-snapshot-offset')).toBeNull();
-    await put(`${url}/snapshot/${offset(4)}`, 'first', { 'content-type': 'text/x-a' });
-    const second = await put(`${url}/snapshot/${offset(6)}`, 'second', { 'content-type': 'text/x-b' });
+    await put(extensionUrl(url, `snapshot/${offset(4)}`), 'first', { 'content-type': 'text/x-a' });
+    const second = await put(extensionUrl(url, `snapshot/${offset(6)}`), 'second', { 'content-type': 'text/x-b' });
     const digest = second.headers.get('stream-snapshot-digest');
-    const latest = await get(`${url}/snapshot`);
+    const latest = await get(extensionUrl(url, 'snapshot'));
     expect(latest.status).toBe(307);
-    expect(new URL(latest.headers.get('location')!, url).pathname).toBe(`${new URL(url).pathname}/snapshot/${offset(6)}`);
-    const followed = await call(`${url}/snapshot`, { redirect: 'follow' });
+    const [location, expected] = [new URL(latest.headers.get('location')!, url), new URL(extensionUrl(url, `snapshot/${offset(6)}`))];
+    expect(location.pathname + location.search).toBe(expected.pathname + expected.search);
+    const followed = await call(extensionUrl(url, 'snapshot'), { redirect: 'follow' });
     expect(followed.status).toBe(200);
     expect(followed.text).toBe('second');
     expect(followed.headers.get('content-type')).toBe('text/x-b');
@@ -132,16 +134,16 @@ describe.each(['v1', 'bucket'])('snapshots (%s family)', (family) => {
     const meta = await head(url);
     expect(meta.headers.get('stream-snapshot-offset')).toBe(offset(6));
     expect(meta.headers.get('stream-snapshot-digest')).toBe(digest);
-    expect((await get(`${url}/snapshot/${offset(4)}`)).status).toBe(404);
-    const older = await put(`${url}/snapshot/${offset(4)}`, 'older');
+    expect((await get(extensionUrl(url, `snapshot/${offset(4)}`))).status).toBe(404);
+    const older = await put(extensionUrl(url, `snapshot/${offset(4)}`), 'older');
     expect(older.status).toBe(409);
   });
 
   test('a snapshot at the tail says the reader is up to date; ordinary reads never return snapshot bytes', async () => {
     const url = streamUrl();
     await textStream(url);
-    await put(`${url}/snapshot/${offset(12)}`, 'SNAP');
-    const read = await get(`${url}/snapshot/${offset(12)}`);
+    await put(extensionUrl(url, `snapshot/${offset(12)}`), 'SNAP');
+    const read = await get(extensionUrl(url, `snapshot/${offset(12)}`));
     expect(read.headers.get('stream-up-to-date')).toBe('true');
     expect((await get(`${url}?offset=-1`)).text).toBe('aaaabbcccccc');
   });
@@ -149,19 +151,19 @@ describe.each(['v1', 'bucket'])('snapshots (%s family)', (family) => {
   test('snapshots larger than the limit are refused with 413; missing streams with 404', async () => {
     const url = streamUrl();
     await textStream(url);
-    const big = await put(`${url}/snapshot/${offset(4)}`, Buffer.alloc(MAX_SNAPSHOT_BYTES + 1, 1));
+    const big = await put(extensionUrl(url, `snapshot/${offset(4)}`), Buffer.alloc(MAX_SNAPSHOT_BYTES + 1, 1));
     expect(big.status).toBe(413);
     expect(errorCode(big)).toBe('PAYLOAD_TOO_LARGE');
-    const missing = await put(`${url}-missing/snapshot/${offset(0)}`, 'x');
+    const missing = await put(extensionUrl(`${url}-missing`, `snapshot/${offset(0)}`), 'x');
     expect(missing.status).toBe(404);
-    expect((await get(`${url}-missing/snapshot`)).status).toBe(404);
+    expect((await get(extensionUrl(`${url}-missing`, 'snapshot'))).status).toBe(404);
   });
 
   test('a closed stream still takes snapshots', async () => {
     const url = streamUrl();
     await textStream(url);
     expect((await post(url, undefined, { 'stream-closed': 'true' })).status).toBe(204);
-    expect((await put(`${url}/snapshot/${offset(12)}`, 'final')).status).toBe(204);
+    expect((await put(extensionUrl(url, `snapshot/${offset(12)}`), 'final')).status).toBe(204);
   });
 });
 
@@ -171,29 +173,29 @@ describe.each(['v1', 'bucket'])('retention (%s family)', (family) => {
   test('retention needs a published snapshot at or after it, aligned, never moving backward', async () => {
     const url = streamUrl();
     await textStream(url);
-    const noSnapshot = await put(`${url}/retention/${offset(4)}`);
+    const noSnapshot = await put(extensionUrl(url, `retention/${offset(4)}`));
     expect(noSnapshot.status).toBe(409);
     expect(errorCode(noSnapshot)).toBe('RETENTION_CONFLICT');
     expect((noSnapshot.json as { message: string }).message).toMatch(/^the stream has no snapshot: publish one/);
-    await put(`${url}/snapshot/${offset(6)}`, 'S6');
-    const past = await put(`${url}/retention/${offset(12)}`);
+    await put(extensionUrl(url, `snapshot/${offset(6)}`), 'S6');
+    const past = await put(extensionUrl(url, `retention/${offset(12)}`));
     expect(past.status).toBe(409);
     expect((past.json as { message: string }).message).toBe(`retention may not pass the latest published snapshot, at ${offset(6)}`);
-    expect((await put(`${url}/retention/${offset(5)}`)).status).toBe(400);
-    const trimmed = await put(`${url}/retention/${offset(4)}`);
+    expect((await put(extensionUrl(url, `retention/${offset(5)}`))).status).toBe(400);
+    const trimmed = await put(extensionUrl(url, `retention/${offset(4)}`));
     expect(trimmed.status).toBe(204);
     expect(trimmed.headers.get('stream-earliest-offset')).toBe(offset(4));
-    expect((await put(`${url}/retention/${offset(4)}`)).status).toBe(204);
-    const backward = await put(`${url}/retention/${offset(0)}`);
+    expect((await put(extensionUrl(url, `retention/${offset(4)}`))).status).toBe(204);
+    const backward = await put(extensionUrl(url, `retention/${offset(0)}`));
     expect(backward.status).toBe(409);
-    expect((await put(`${url}/retention/${offset(6)}`)).status).toBe(204);
+    expect((await put(extensionUrl(url, `retention/${offset(6)}`))).status).toBe(204);
   });
 
   test('reads before the retained start answer 410 with the earliest offset; later reads are whole', async () => {
     const url = streamUrl();
     await textStream(url);
-    await put(`${url}/snapshot/${offset(6)}`, 'S6');
-    await put(`${url}/retention/${offset(6)}`);
+    await put(extensionUrl(url, `snapshot/${offset(6)}`), 'S6');
+    await put(extensionUrl(url, `retention/${offset(6)}`));
     for (const from of ['-1', offset(0), offset(4)]) {
       const gone = await get(`${url}?offset=${from}`);
       expect(gone.status).toBe(410);
@@ -208,7 +210,7 @@ describe.each(['v1', 'bucket'])('retention (%s family)', (family) => {
     expect(rest.status).toBe(200);
     expect(rest.text).toBe('cccccc');
     expect((await head(url)).headers.get('stream-earliest-offset')).toBe(offset(6));
-    const snapshotBefore = await put(`${url}/snapshot/${offset(4)}`, 'x');
+    const snapshotBefore = await put(extensionUrl(url, `snapshot/${offset(4)}`), 'x');
     expect(snapshotBefore.status).toBe(410);
   });
 });
@@ -224,8 +226,8 @@ describe('retention deletes bytes from storage', () => {
       await textStream(other);
       expect((await put(kept, undefined, { 'stream-forked-from': new URL(other).pathname, 'stream-fork-offset': offset(6) })).status).toBe(201);
       for (const target of [url, other]) {
-        await put(`${target}/snapshot/${offset(6)}`, 'S6');
-        expect((await put(`${target}/retention/${offset(6)}`)).status).toBe(204);
+        await put(extensionUrl(target, `snapshot/${offset(6)}`), 'S6');
+        expect((await put(extensionUrl(target, `retention/${offset(6)}`))).status).toBe(204);
       }
       expect((await get(`${kept}?offset=-1`)).text).toBe('aaaabb');
     } finally {

@@ -2,10 +2,12 @@
  * `/v1/stream/{name}` (bucket-less, for unmodified Durable Streams clients) and
  * `/{bucket}/{stream}` serve the same streams protocol. The same scenario runs against
  * both; each step's answer is checked against the protocol and the two transcripts must
- * be identical.
+ * be identical. `/v1/stream` names may hold `/` and any segment (issue 36): its extensions
+ * are `?ext=`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
+import { STREAM_EXTENSIONS } from '../../src/protocol/ids.js';
 import { call, expectRefusal, offset, unique, type Reply } from './client.js';
 
 let server: RunningServer;
@@ -152,7 +154,7 @@ describe('/v1/stream names that hold "/"', () => {
     expect((await http('PUT', `/v1/stream/${name}/child/leaf`, { headers: TEXT, body: 'leaf' })).status).toBe(201);
     expect((await http('GET', `/v1/stream/${name}?offset=-1`)).text()).toBe('parent');
     expect((await http('GET', `/v1/stream/${name}/child/leaf?offset=-1`)).text()).toBe('leaf');
-    expect((await http('GET', `/v1/stream/${name}/child/leaf/attrs`)).json()).toEqual({});
+    expect((await http('GET', `/v1/stream/${name}/child/leaf?ext=attrs`)).json()).toEqual({});
     expectRefusal(await http('GET', `/v1/stream/${name}/child?offset=-1`), 'STREAM_NOT_FOUND');
     for (const from of [`/v1/stream/${name}/child/leaf`, `${server.url}/v1/stream/${name}/child/leaf`]) {
       const fork = await http('PUT', `/v1/stream/forks/${unique('f')}`, { headers: { 'stream-forked-from': from } });
@@ -161,13 +163,42 @@ describe('/v1/stream names that hold "/"', () => {
     }
   });
 
-  it('refuse a second spelling (%2F), a keyword inside a name, and "__ds" as a stream', async () => {
+  it('refuse a second spelling (%2F), an empty segment, and "__ds" as a stream', async () => {
     const name = unique('spell');
-    for (const path of [`/v1/stream/events%2F${name}`, `/v1/stream/events/${name}/attrs/x`, `/v1/stream/events//${name}`]) {
+    for (const path of [`/v1/stream/events%2F${name}`, `/v1/stream/events//${name}`]) {
       expectRefusal(await http('PUT', path, { headers: TEXT }), 'INVALID_ID');
     }
     expectRefusal(await http('PUT', '/v1/stream/__ds', { headers: TEXT }), 'NOT_FOUND');
     expectRefusal(await http('PUT', `/${bucket}/__ds`, { headers: TEXT }), 'NOT_FOUND');
     expectRefusal(await http('GET', `/v1/stream/events/${name}?offset=-1`), 'STREAM_NOT_FOUND');
+  });
+
+  it('take every name the Yjs provider builds: 256-character doc ids with "/", names ending in an extension keyword, .snapshots/{offset}_snapshot', async () => {
+    // A doc id of [a-zA-Z0-9_/-], 256 characters, with "/" in it (never two in a row, never at the end).
+    const docId = `${unique('doc')}-${'aB/c_9-'.repeat(40)}`.slice(0, 255) + 'z';
+    expect(docId).toMatch(/^[a-zA-Z0-9_/-]{256}$/);
+    const root = `/v1/stream/yjs/notes/docs/${docId}`;
+    const names = [`${root}/updates`, `${root}/.snapshots/00000000000000000042_snapshot`, ...STREAM_EXTENSIONS.map((ext) => `${root}/${ext}`), `${root}/snapshot/00000000000000000000`];
+    for (const path of names) {
+      expect((await http('PUT', path, { headers: TEXT, body: path.slice(-12) })).status, path).toBe(201);
+    }
+    // Each is its own plain stream: its bytes, its HEAD, its appends, and its own extensions by ?ext=.
+    for (const path of names) {
+      expect((await http('POST', path, { headers: TEXT, body: '+' })).status, path).toBe(204);
+      expect((await http('GET', `${path}?offset=-1`)).text(), path).toBe(`${path.slice(-12)}+`);
+      expect((await http('GET', `${path}?ext=stats`)).json(), path).toMatchObject({ messages: 2 });
+    }
+    expect((await http('GET', `${root}?offset=-1`)).status).toBe(404);
+    expect((await http('PUT', `${root}/updates?ext=attrs`, { headers: { 'content-type': 'application/json' }, body: '{"title":"doc"}' })).status).toBe(204);
+    expect((await http('GET', `${root}/updates?ext=attrs`)).json()).toEqual({ title: 'doc' });
+    expect((await http('GET', `${root}/attrs?ext=attrs`)).json()).toEqual({});
+  });
+
+  it('name the longest /v1/stream name 1024 bytes, counted in UTF-8', async () => {
+    const prefix = `/v1/stream/${unique('long')}/`;
+    const room = 1024 - Buffer.byteLength(prefix.slice('/v1/stream/'.length));
+    expect((await http('PUT', `${prefix}${'x'.repeat(room)}`, { headers: TEXT })).status).toBe(201);
+    expectRefusal(await http('PUT', `${prefix}${'x'.repeat(room + 1)}`, { headers: TEXT }), 'INVALID_ID');
+    expectRefusal(await http('PUT', `${prefix}${'x'.repeat(room - 1)}${encodeURIComponent('é')}`, { headers: TEXT }), 'INVALID_ID');
   });
 });

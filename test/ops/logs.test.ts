@@ -83,6 +83,8 @@ describe('redaction and sampling', () => {
   it("redactUrl hides token query values and keeps the rest", () => {
     expect(redactUrl(`/b/s?offset=-1&token=${QUERY_SECRET}&live=sse`)).toBe('/b/s?offset=-1&token=[redacted]&live=sse');
     expect(redactUrl(`/b/s?access_token=${QUERY_SECRET}`)).toBe('/b/s?access_token=[redacted]');
+    // Names are judged decoded, as the server reads them.
+    expect(redactUrl(`/b/s?%74oken=${QUERY_SECRET}&TOKEN=${QUERY_SECRET}`)).toBe('/b/s?%74oken=[redacted]&TOKEN=[redacted]');
     expect(redactUrl('/b/s')).toBe('/b/s');
   });
 

@@ -103,6 +103,17 @@ describe.each(ENGINES)('metrics on %s', (engine) => {
     expect([after.get('rill_live_readers{kind="sse"}'), after.get('rill_live_readers{kind="long_poll"}')]).toEqual([0, 0]);
   });
 
+  it('an append-batch on a /v1/stream name counts as an append, under the route template /v1/stream/{name}?ext=append-batch', async () => {
+    const stream = `${server.url}/v1/stream/ops-batch/append-batch`;
+    expect(await call(stream, { method: 'PUT', headers: { 'content-type': 'text/plain' } })).toBe(201);
+    const before = await scrape(server.url);
+    const oneFrame = Buffer.from([0, 0, 0, 1, 0x78]);
+    expect(await call(`${stream}?ext=append-batch`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: oneFrame })).toBe(200);
+    const after = await scrape(server.url);
+    const expected = { rill_append_duration_seconds_count: 1, 'rill_http_requests_total{method="POST",route="/v1/stream/{name}?ext=append-batch",status="200"}': 1 };
+    expect(moved(before, after, Object.keys(expected))).toEqual(expected);
+  });
+
   it('/readyz answers 200 with the store serving', async () => {
     const res = await fetch(`${server.url}/readyz`);
     expect([res.status, await res.json()]).toEqual([200, { status: 'ready' }]);

@@ -1,7 +1,8 @@
 /**
  * URL routing and the naming rules behind it (src/http/router.ts, src/protocol/ids.ts):
- * `/v1/stream` names that hold `/` (the upstream suite's `events/sync-1`, `wake/pool-1`),
- * the one spelling of each name, stream extensions after such names, and the control
+ * `/v1/stream` names that hold `/` (the upstream suite's `events/sync-1`, `wake/pool-1`,
+ * the Yjs provider's `yjs/{service}/docs/{docId}/...`), the one spelling of each name,
+ * stream extensions addressed by `?ext=` so that no name collides with one, and the control
  * routes under `{root}/__ds/` for subscriptions, in both URL families.
  */
 import fc from 'fast-check';
@@ -11,6 +12,7 @@ import {
   isValidStreamId,
   isValidSubscriptionId,
   isValidV1Name,
+  MAX_V1_NAME_BYTES,
   scopedPathProblem,
   STREAM_EXTENSIONS,
   v1StreamKey,
@@ -59,33 +61,45 @@ describe('/v1/stream names with "/"', () => {
   });
 
   test('empty, "." and ".." segments, control characters and over-long names are refused', () => {
-    const bad = ['a//b', 'a/', '/a', 'a/./b', 'a/../b', 'a/%2E%2E/b', 'a/b..c', '.', '..', 'a/%00', 'a/b%0A', 'a/%7F', '', `${'x'.repeat(61)}/${'y'.repeat(61)}`];
+    const bad = ['a//b', 'a/', '/a', 'a/./b', 'a/../b', 'a/%2E%2E/b', 'a/b..c', '.', '..', 'a/%00', 'a/b%0A', 'a/%7F', '', `${'x'.repeat(512)}/${'y'.repeat(512)}`];
     for (const path of bad) expect(refusal(`/v1/stream/${path}`), path).toBe('INVALID_ID');
-    expect(streamOf(`/v1/stream/${'x'.repeat(60)}/${'y'.repeat(61)}`).id).toHaveLength(122);
+    expect(streamOf(`/v1/stream/${'x'.repeat(511)}/${'y'.repeat(512)}`).id).toHaveLength(MAX_V1_NAME_BYTES);
+    // The limit counts bytes: é is two.
+    expect(streamOf(`/v1/stream/a/${encodeURIComponent('é'.repeat(511))}`).id).toHaveLength(513);
+    expect(refusal(`/v1/stream/a/${encodeURIComponent('é'.repeat(512))}`)).toBe('INVALID_ID');
     expect(refusal('/v1/stream/%E0%A4%A')).toBe('INVALID_ID');
   });
 
-  test('an extension keyword after the first segment starts the extension', () => {
-    expect(route('/v1/stream/events/x/snapshot')).toMatchObject({ kind: 'stream-ext', ext: 'snapshot', arg: null, stream: { id: 'events/x', path: '/v1/stream/events/x' } });
-    expect(route(`/v1/stream/events/x/snapshot/${OFFSET}`)).toMatchObject({ kind: 'stream-ext', ext: 'snapshot', arg: OFFSET, stream: { id: 'events/x' } });
-    expect(route(`/v1/stream/a/b/retention/${OFFSET}`)).toMatchObject({ kind: 'stream-ext', ext: 'retention', arg: OFFSET, stream: { id: 'a/b' } });
-    for (const ext of STREAM_EXTENSIONS) {
-      expect(route(`/v1/stream/a/b/${ext}`), ext).toMatchObject({ kind: 'stream-ext', ext, arg: null, stream: { key: 'v1/a/b' } });
+  test('the Yjs provider\'s names are streams: doc ids of [a-zA-Z0-9_/-] up to 256 characters, .snapshots/{offset}_snapshot', () => {
+    const docId = `${'a/B_c-9'.repeat(36)}wxyz`;
+    expect(docId).toHaveLength(256);
+    for (const name of [`yjs/notes/docs/${docId}/updates`, `yjs/notes/docs/${docId}/.snapshots/00000000000000000042_snapshot`, `yjs/notes/docs/${docId}/awareness/default`]) {
+      expect(streamOf(`/v1/stream/${name}`).id, name).toBe(name);
     }
   });
 
-  test('a keyword as the first segment is a name, as it always was', () => {
+  test('every segment spelled like an extension, last or not, is part of the name', () => {
     for (const ext of STREAM_EXTENSIONS) {
-      expect(streamOf(`/v1/stream/${ext}`).id).toBe(ext);
-      expect(streamOf(`/v1/stream/${ext}/x`).id).toBe(`${ext}/x`);
-      expect(route(`/v1/stream/${ext}/attrs`)).toMatchObject({ kind: 'stream-ext', ext: 'attrs', stream: { id: ext } });
+      for (const name of [ext, `${ext}/x`, `a/${ext}`, `a/b/${ext}`, `a/${ext}/${OFFSET}`, `a/${ext}/x/y`, `${ext}/${ext}`]) {
+        expect(streamOf(`/v1/stream/${name}`).id, name).toBe(name);
+      }
     }
   });
 
-  test('a keyword followed by more than its extension takes is refused as a name, with a message that says why', () => {
-    for (const path of ['a/attrs/x', 'a/stats/x', 'a/append-batch/b', `a/snapshot/${OFFSET}/x`, 'a/b/retention/x/y']) {
-      const r = route(`/v1/stream/${path}`);
-      expect(r.kind === 'error' && [r.error.code, r.error.message], path).toEqual(['INVALID_ID', expect.stringMatching(/names a stream extension/)]);
+  test('?ext= addresses an extension, with its offset after a "/" (snapshot/{offset}), on any name', () => {
+    expect(route('/v1/stream/events/x/snapshot', 'ext=snapshot')).toMatchObject({ kind: 'stream-ext', ext: 'snapshot', arg: null, stream: { id: 'events/x/snapshot', path: '/v1/stream/events/x/snapshot' } });
+    expect(route('/v1/stream/events/x', `ext=snapshot/${OFFSET}`)).toMatchObject({ kind: 'stream-ext', ext: 'snapshot', arg: OFFSET, stream: { id: 'events/x' } });
+    expect(route('/v1/stream/a/b', `record=3&ext=retention%2F${OFFSET}`)).toMatchObject({ kind: 'stream-ext', ext: 'retention', arg: OFFSET, stream: { id: 'a/b' } });
+    for (const ext of STREAM_EXTENSIONS) {
+      expect(route('/v1/stream/a/b', `ext=${ext}`), ext).toMatchObject({ kind: 'stream-ext', ext, arg: null, stream: { key: 'v1/a/b' } });
+      expect(route(`/v1/stream/${ext}`, `offset=-1&next=x`), ext).toMatchObject({ kind: 'stream', stream: { id: ext } });
+    }
+  });
+
+  test('an ext that is no extension, or with more than its extension takes, or given twice, is refused with INVALID_QUERY', () => {
+    for (const search of ['ext=nope', 'ext=', 'ext=attrs/x', 'ext=stats/x', `ext=snapshot/${OFFSET}/x`, 'ext=snapshot&ext=attrs', 'ext=Snapshot']) {
+      const r = route('/v1/stream/a', search);
+      expect(r.kind === 'error' && r.error.code, search).toBe('INVALID_QUERY');
     }
   });
 
@@ -166,12 +180,13 @@ describe('control routes under {root}/__ds/', () => {
   });
 
   test('a member path follows its scope\'s naming rule', () => {
-    for (const bad of ['a%2F%2Fb', 'a/..', '%2Fa', '__ds%2Fx', 'a/snapshot', '']) {
+    for (const bad of ['a%2F%2Fb', 'a/..', '%2Fa', '__ds%2Fx', '']) {
       expect(refusal(`/v1/stream/__ds/subscriptions/s/streams/${bad}`), bad).toBe('INVALID_ID');
     }
     expect(refusal('/my-bucket/__ds/subscriptions/s/streams/a%2Fb%2Fc')).toBe('INVALID_ID');
     // An affinity stream's path, `{affinity_key}/{stream}`, like a /v1 name with "/".
     expect(controlOf('/my-bucket/__ds/subscriptions/s/streams/a%2Fb').target).toMatchObject({ path: 'a/b' });
+    expect(controlOf('/v1/stream/__ds/subscriptions/s/streams/a/snapshot').target).toMatchObject({ path: 'a/snapshot' });
     expect(refusal('/my-bucket/__ds/subscriptions/s/streams/__ds')).toBe('INVALID_ID');
     expect(controlOf('/my-bucket/__ds/subscriptions/s/streams/a.b').target).toMatchObject({ path: 'a.b' });
     expect(scopedPathProblem('v1', 'events/a')).toBeNull();
@@ -225,7 +240,8 @@ describe('route templates', () => {
 
   test('leave slash names out too', () => {
     expect(routeTemplate(route('/v1/stream/events/sync-1'))).toBe('/v1/stream/{name}');
-    expect(routeTemplate(route(`/v1/stream/events/sync-1/snapshot/${OFFSET}`))).toBe('/v1/stream/{name}/snapshot/{offset}');
+    expect(routeTemplate(route('/v1/stream/events/sync-1', `ext=snapshot/${OFFSET}`))).toBe('/v1/stream/{name}?ext=snapshot/{offset}');
+    expect(routeTemplate(route('/v1/stream/events/sync-1/attrs'))).toBe('/v1/stream/{name}');
   });
 });
 
@@ -238,7 +254,9 @@ describe('stream references (Stream-Forked-From)', () => {
 
   test('refuse control routes, extensions and second spellings', () => {
     expect(resolveStreamReference('/v1/stream/__ds/subscriptions/s')).toMatchObject({ code: 'INVALID_HEADER' });
-    expect(resolveStreamReference('/v1/stream/events/x/attrs')).toMatchObject({ code: 'INVALID_HEADER' });
+    expect(resolveStreamReference('/v1/stream/events/x?ext=attrs')).toMatchObject({ code: 'INVALID_HEADER' });
+    expect(resolveStreamReference('http://example.com/v1/stream/events/x?ext=attrs')).toMatchObject({ code: 'INVALID_HEADER' });
+    expect(resolveStreamReference('/v1/stream/events/x/attrs')).toMatchObject({ id: 'events/x/attrs' });
     expect(resolveStreamReference('/v1/stream/events%2Fx')).toMatchObject({ code: 'INVALID_ID' });
     expect(resolveStreamReference('https://example.com/v1/stream/events%2Fx')).toMatchObject({ code: 'INVALID_ID' });
   });

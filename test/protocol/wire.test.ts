@@ -6,7 +6,7 @@ import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { nextCursor, CURSOR_EPOCH_MS, CURSOR_INTERVAL_MS } from '../../src/core/cursor.js';
 import { usableLength, utf8SafeLength } from '../../src/core/window.js';
-import { isJsonContentType, isTextualContentType, normalizeContentType } from '../../src/protocol/content-type.js';
+import { contentTypesMatch, isJsonContentType, isTextualContentType, normalizeContentType } from '../../src/protocol/content-type.js';
 import { frameJsonBody, JsonFramer, MAX_JSON_DEPTH, ndjsonToArray, splitStoredJson, type JsonFrameResult } from '../../src/protocol/json.js';
 import { encodeOffset, parseOffsetToken } from '../../src/protocol/offset.js';
 import { testSeed } from '../helpers/seed.js';
@@ -43,6 +43,34 @@ describe('content types', () => {
     expect(normalizeContentType('application/json; charset=utf-8')).not.toBe(normalizeContentType('application/json'));
     for (const bad of ['', 'text', '/plain', 'text/', 'te xt/plain', 'text/plain; =x', 'text/plain; a']) {
       expect(normalizeContentType(bad), bad).toBeUndefined();
+    }
+  });
+
+  test('match: a charset of UTF-8 (any case, quoted or not) is no charset; other parameters in any order, values exact', () => {
+    const match = (a: string, b: string) => contentTypesMatch(normalizeContentType(a)!, normalizeContentType(b)!);
+    for (const [a, b] of [
+      ['application/json; charset=utf-8', 'application/json'],
+      ['text/plain;charset=UTF-8', 'text/plain'],
+      ['text/plain; charset="UTF-8"', 'text/plain; charset=utf-8'],
+      ['text/csv; header=present; charset=utf-8', 'text/csv; header=present'],
+      ['text/plain; a=1; b=2', 'text/plain; b=2; a=1'],
+      ['text/plain; a="x y"', 'text/plain; a="x y"'],
+      ['text/plain; a="1"', 'text/plain; a=1'],
+      ['text/plain; charset=ISO-8859-1', 'text/plain; charset=iso-8859-1'],
+    ]) {
+      expect(match(a!, b!), `${a} ~ ${b}`).toBe(true);
+      expect(match(b!, a!), `${b} ~ ${a}`).toBe(true);
+    }
+    for (const [a, b] of [
+      ['text/plain; charset=iso-8859-1', 'text/plain'],
+      ['text/plain; charset=utf-16', 'text/plain; charset=utf-8'],
+      ['text/plain; charset=utf8', 'text/plain'],
+      ['text/plain; a=1', 'text/plain'],
+      ['text/plain; a=X', 'text/plain; a=x'],
+      ['text/html; charset=utf-8', 'text/plain'],
+    ]) {
+      expect(match(a!, b!), `${a} !~ ${b}`).toBe(false);
+      expect(match(b!, a!), `${b} !~ ${a}`).toBe(false);
     }
   });
 

@@ -14,6 +14,7 @@ import { offset, readAll } from '../helpers/http.js';
 import { startServer, type ServerProcess } from '../helpers/server.js';
 import { eventually } from '../helpers/webhooks.js';
 import { expectJsonRefusal, refusalOf } from './checks.js';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 
 const MiB = 1024 * 1024;
 const FS_BYTES = 48 * MiB;
@@ -76,7 +77,7 @@ describe('a full disk', () => {
     const early = [piece(100), piece(101)];
     for (const body of early) expect((await fetch(stream('second'), { method: 'POST', headers: binary, body })).status).toBe(204);
     const snapshotAt = offset(2 * MiB);
-    expect((await fetch(`${stream('second')}/snapshot/${snapshotAt}`, { method: 'PUT', headers: binary, body: 'summary' })).status).toBe(204);
+    expect((await fetch(extensionUrl(stream('second'), `snapshot/${snapshotAt}`), { method: 'PUT', headers: binary, body: 'summary' })).status).toBe(204);
 
     // Fill: the first stream takes what the disk has, then writes are refused.
     const filled = await fill(first, 0);
@@ -108,7 +109,7 @@ describe('a full disk', () => {
     expect(Buffer.compare(await contentOf(stream('second')), Buffer.concat(acknowledged))).toBe(0);
 
     // Retention works on the full disk: the two pieces under the snapshot are dropped.
-    expect((await fetch(`${stream('second')}/retention/${snapshotAt}`, { method: 'PUT' })).status).toBe(204);
+    expect((await fetch(extensionUrl(stream('second'), `retention/${snapshotAt}`), { method: 'PUT' })).status).toBe(204);
     expect((await fetch(`${stream('second')}?offset=${offset(0)}`)).status).toBe(410);
     const retained = await fetch(`${stream('second')}?offset=${snapshotAt}`);
     expect(Buffer.compare(Buffer.from(await retained.arrayBuffer()).subarray(0, MiB), acknowledged[2]!)).toBe(0);

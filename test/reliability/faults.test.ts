@@ -8,6 +8,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { createRillServer, type RillServer } from '../../src/http/server.js';
+import { DEFAULT_SUBSCRIPTION_SETTINGS, type ServerSettings } from '../../src/http/settings.js';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { SqliteStore } from '../../src/storage/sqlite/engine.js';
 import { removeDir, tempDataDir } from '../helpers/server.js';
@@ -23,10 +24,10 @@ interface Harness {
 
 const open: Harness[] = [];
 
-async function start(dataDir = tempDataDir('rill-faults-'), logger = pino({ level: 'silent' })): Promise<Harness> {
+async function start(dataDir = tempDataDir('rill-faults-'), logger = pino({ level: 'silent' }), settings: Partial<ServerSettings> = {}): Promise<Harness> {
   const store = new FaultyStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
   // The expiry sweep is pushed out so that only the test's own writes reach the store.
-  const rill = createRillServer({ store, settings: { port: 0, sweepIntervalMs: 3_600_000 }, logger });
+  const rill = createRillServer({ store, settings: { port: 0, sweepIntervalMs: 3_600_000, ...settings }, logger });
   await rill.listen();
   const harness = { rill, store, url: rill.url(), dataDir };
   open.push(harness);
@@ -146,6 +147,26 @@ describe('a failing commit', () => {
     h.store.failCommits = false;
     expect((await fetch(`${h.url}/v1/stream/never`, { method: 'HEAD' })).status).toBe(404);
     expect((await fetch(`${h.url}/v1/stream/never`, { method: 'PUT', headers: text })).status).toBe(201);
+  });
+});
+
+describe('a store whose reads fail', () => {
+  it('makes the subscription sweep log one line when it starts failing and one when it recovers, not one per sweep', async () => {
+    const lines: Array<{ level: number; msg: string; failures?: number; err?: unknown }> = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line)) });
+    const h = await start(undefined, logger, { subscriptions: { ...DEFAULT_SUBSCRIPTION_SETTINGS, sweepIntervalMs: 5 } });
+    h.store.failReads = true;
+    await h.store.sweepReads(10);
+    h.store.failReads = false;
+    // Sweeps never overlap: once a second read begins, the first that went through has ended.
+    await h.store.sweepReads(2);
+    const sweep = lines.filter((l) => /subscription sweep/.test(l.msg));
+    expect(sweep.map((l) => l.msg)).toEqual([
+      'the subscription sweep is failing; it runs again every sweep interval, and says when it recovers',
+      'the subscription sweep recovered',
+    ]);
+    expect(sweep[0]!.err).toBeDefined();
+    expect(sweep[1]!.failures).toBeGreaterThanOrEqual(10);
   });
 });
 

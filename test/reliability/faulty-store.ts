@@ -10,11 +10,15 @@
  *   the storage failing ('full': SQLITE_FULL) or as a broken invariant ('bug').
  * - `holdNext(n)`: queues the next `n` commands and releases them together in one turn
  *   of the event loop, so that concurrent HTTP writes are certain to share one batch.
+ * - `failReads`: the subscription sweep's read of due subscriptions fails as a read fails
+ *   while a networked database is down (ReadUnavailableError); `sweepReads(n)` waits for
+ *   the sweep to make `n` more of them.
  */
 import Database from 'better-sqlite3';
 import { SqliteStore, type SqliteStoreOptions } from '../../src/storage/sqlite/engine.js';
 import type { Txn } from '../../src/storage/executor.js';
 import type { CommandName, StoreCommands } from '../../src/storage/store.js';
+import { ReadUnavailableError } from '../../src/storage/errors.js';
 
 export class InjectedCommitFailure extends Error {}
 export class InjectedBug extends Error {}
@@ -27,6 +31,9 @@ export class FaultyStore extends SqliteStore {
   /** Transactions attempted, and how many of them failed. */
   attempted = 0;
   failed = 0;
+  failReads = false;
+  private dueReads = 0;
+  private dueReadWaiters: Array<{ at: number; resolve: () => void }> = [];
   private holding = 0;
   private held: Array<() => void> = [];
 
@@ -53,6 +60,19 @@ export class FaultyStore extends SqliteStore {
     this.indexingFailures++;
     if (this.failIndexing === 'bug') throw new InjectedBug('injected: indexing broke an invariant');
     throw new Database.SqliteError('injected: database or disk is full', 'SQLITE_FULL');
+  }
+
+  override dueSubscriptions(nowMs: number, limit: number): Promise<string[]> {
+    this.dueReads++;
+    for (const waiter of this.dueReadWaiters.filter((w) => w.at <= this.dueReads)) waiter.resolve();
+    this.dueReadWaiters = this.dueReadWaiters.filter((w) => w.at > this.dueReads);
+    if (this.failReads) return Promise.reject(new ReadUnavailableError(new Error('injected: the database cannot be reached')));
+    return super.dueSubscriptions(nowMs, limit);
+  }
+
+  /** Resolves when the subscription sweep has begun `count` more reads of due subscriptions. */
+  sweepReads(count: number): Promise<void> {
+    return new Promise((resolve) => this.dueReadWaiters.push({ at: this.dueReads + count, resolve }));
   }
 
   pageCount(): number {

@@ -63,7 +63,7 @@ beforeAll(async () => {
     args: [
       '--max-body', '65536', '--max-header-bytes', '8192', '--max-url-bytes', '2048',
       '--headers-timeout', '2s', '--request-timeout', '3s',
-      '--long-poll-timeout', '200ms', '--max-long-poll-timeout', '300ms', '--sse-lifetime', '300ms',
+      '--long-poll-timeout', '200ms', '--max-long-poll-timeout', '300ms', '--sse-lifetime', '1s',
     ],
   });
   await writeControl(server.url);

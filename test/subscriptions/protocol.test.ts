@@ -282,6 +282,7 @@ describe('pull-wake', () => {
     expect(errorCode(beyond)).toBe('INVALID_ACK_OFFSET');
     expect(errorCode(await ack([{ stream: 'elsewhere', offset: tail }]))).toBe('INVALID_ACK_OFFSET');
     expect(errorCode(await ack([{ stream: `${root}/s`, offset: '-1' }]))).toBe('INVALID_ACK_OFFSET');
+    expect([(await ack([null])).status, errorCode(await ack([null]))]).toEqual([400, 'BAD_REQUEST']);
     expect((await streamsOf(id))[0]!.acked_offset).toBe(middle);
     expect((await ack([{ stream: `${root}/s`, offset: middle }])).status).toBe(200);
     expect((await ack([{ stream: `${root}/s`, offset: tail }], true)).json).toEqual({ ok: true, next_wake: false });
@@ -375,5 +376,17 @@ describe('membership and deletion', () => {
     expect(errorCode(await post(sub(id, '/streams'), JSON.stringify({ streams: [] }), JSON_TYPE))).toBe('BAD_REQUEST');
     expect(errorCode(await post(sub(id, '/claim'), JSON.stringify({ worker: 'w'.repeat(257) }), JSON_TYPE))).toBe('BAD_REQUEST');
     expect((await get(sub(id, '/claim'))).status).toBe(405);
+  });
+
+  it('answers a JSON body that is not an object (null, an array, a number) with 400 and the JSON error, on every route that takes one', async () => {
+    const id = unique('hostile');
+    await putSub(id, { type: 'pull-wake', streams: ['h/0'], wake_stream: 'h-wake' });
+    for (const body of ['null', '[]', '7', '"x"']) {
+      for (const [method, url] of [['PUT', sub(unique('hostile'))], ['POST', sub(id, '/streams')], ['POST', sub(id, '/claim')]] as const) {
+        const reply = method === 'PUT' ? await put(url, body, JSON_TYPE) : await post(url, body, JSON_TYPE);
+        expect([reply.status, errorCode(reply)], `${method} ${url} ${body}`).toEqual([400, 'BAD_REQUEST']);
+      }
+    }
+    expect((await streamsOf(id)).map((s) => s.path)).toEqual(['h/0']);
   });
 });
