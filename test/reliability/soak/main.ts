@@ -24,6 +24,6 @@ if (!(minutes > 0) || !Number.isSafeInteger(seed) || !(gap[0] > 0 && gap[1] >= g
 }
 
 console.log(`rill crash soak: ${minutes} min, seed ${seed}, a SIGKILL every ${gap[0]}-${gap[1]} ms`);
-const result = await runSoak({ durationMs: minutes * 60_000, seed, killGapMs: gap, log: (line) => console.log(line) });
+const result = await runSoak({ end: { durationMs: minutes * 60_000 }, seed, killGapMs: gap, log: (line) => console.log(line) });
 console.log(formatReport(result));
 process.exit(result.lost === 0 && result.duplicated === 0 && result.violations === 0 ? 0 : 1);

@@ -12,7 +12,12 @@ import { Rng, sleep } from './support.js';
 import { casWriter, closer, createStream, jsonBatchWriter, plainWriter, producerWriter, type SoakContext } from './writers.js';
 
 export interface SoakOptions {
-  durationMs: number;
+  /**
+   * When the load ends: after this long (`npm run soak`), or once the server has been
+   * killed `restarts` times and `acknowledged` writes were answered (the test: counts, so
+   * that a slow machine makes the soak longer, never weaker).
+   */
+  end: { durationMs: number } | { restarts: number; acknowledged: number };
   seed: number;
   /** A kill comes a random time in this range after the previous restart. */
   killGapMs: [number, number];
@@ -133,10 +138,10 @@ interface Phase {
   log: (line: string) => void;
 }
 
-/** Kills and restarts the server at random moments until `untilMs`, checking after each restart. */
-async function crashLoop(p: Phase, untilMs: number, gapMs: [number, number]): Promise<number> {
+/** Kills and restarts the server at random moments until `ended`, checking after each restart. */
+async function crashLoop(p: Phase, ended: (nextGapMs: number) => boolean, gapMs: [number, number]): Promise<number> {
   let checks = 0;
-  while (Date.now() + gapMs[0] < untilMs) {
+  while (!ended(gapMs[0])) {
     // pacing: the time between kills, not a wait for an outcome
     await sleep(p.rng.int(gapMs[0], gapMs[1]));
     await p.supervisor.crash();
@@ -167,6 +172,12 @@ async function finish(p: Phase, finalTails: Map<string, number>, setReaderDeadli
   return 2;
 }
 
+/** Whether the load is over, given the shortest wait before the next kill. */
+function endOf(end: SoakOptions['end'], startedMs: number, p: Phase): (nextGapMs: number) => boolean {
+  if ('durationMs' in end) return (nextGapMs) => Date.now() + nextGapMs >= startedMs + end.durationMs;
+  return () => p.supervisor.restarts >= end.restarts && p.ledger.acknowledged >= end.acknowledged;
+}
+
 export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const started = Date.now();
   const rng = new Rng(options.seed);
@@ -182,7 +193,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
     await setUp(ctx, rng);
     const writers = startWriters(ctx, rng);
     const readerRuns = startReaders(readerCtx, rng, p.readers);
-    let checks = await crashLoop(p, started + options.durationMs, options.killGapMs);
+    let checks = await crashLoop(p, endOf(options.end, started, p), options.killGapMs);
     stopping = true;
     await Promise.all(writers);
     checks += await finish(p, finalTails, (ms) => (readerDeadline = ms), readerRuns);

@@ -1,0 +1,34 @@
+/**
+ * The order `npm test` starts its files in: the files that take longest first, so that
+ * none of them starts late and runs alone at the end while the other worker idles.
+ * vitest's own order groups files by project (main, then postgres, then postgres-engine)
+ * and knows durations only from a cache a fresh clone (CI) does not have, which started
+ * the seed-000 model (two and a half minutes) among the last files.
+ */
+import { relative } from 'node:path';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
+
+/** Files of 30 s or more on this machine, longest first (docs/testing.md). */
+const LONG_FIRST = [
+  'test/core/producer-model.test.ts',
+  'test/conformance-postgres.test.ts',
+  'test/storage/contract.test.ts',
+  'test/client/processor-crash.test.ts',
+  'test/reliability/soak.test.ts',
+  'test/conformance.test.ts',
+  'test/client/cli.test.ts',
+  'test/crash/records-sigkill.test.ts',
+  'test/reliability/limits.test.ts',
+];
+
+export class LongFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const ordered = await super.sort(files);
+    const rank = (spec: TestSpecification): number => {
+      const at = LONG_FIRST.indexOf(relative(spec.project.config.root, spec.moduleId));
+      return at < 0 ? LONG_FIRST.length : at;
+    };
+    // Stable: files of equal rank keep vitest's order; a later group (the serial files) stays later.
+    return ordered.sort((a, b) => a.project.config.sequence.groupOrder - b.project.config.sequence.groupOrder || rank(a) - rank(b));
+  }
+}
