@@ -13,6 +13,7 @@ import { addTxCommand } from './tx-command.js';
 import { EXIT_USAGE, reportFailure } from './errors.js';
 import { addServeOptions, settingsFrom, type ServeFlags } from './serve-options.js';
 import { addTokenCommand } from './token.js';
+import { checkServeFlags, startupMistake } from './serve-checks.js';
 import { isLoopbackName } from '../http/browsers.js';
 import { isAuthOn } from '../http/settings.js';
 
@@ -32,10 +33,16 @@ async function serve(flags: ServeFlags, command: Command): Promise<void> {
   const { values, sources } = effectiveConfiguration(command, redactedUrl);
   log.info({ config: values, from: sources }, 'configuration');
   const settings = settingsFrom(flags);
+  checkServeFlags(flags);
   // Loaded here, not at the top: the client commands start without the server, its engines
   // and their modules (better-sqlite3, pg, jose, prom-client).
   const { openRillServer } = await import('../http/server.js');
-  const rill = await openRillServer({ settings, logger: log });
+  let rill: Awaited<ReturnType<typeof openRillServer>>;
+  try {
+    rill = await openRillServer({ settings, logger: log });
+  } catch (error) {
+    throw await startupMistake(error, flags);
+  }
   rill.store.onFatal((error) => {
     // What a failed fsync covered may or may not be on disk, and a broken invariant leaves
     // memory untrusted: only a restart, reading the disk, can tell. Exit so that a
@@ -43,7 +50,9 @@ async function serve(flags: ServeFlags, command: Command): Promise<void> {
     log.fatal({ err: error }, 'storage cannot continue; exiting');
     process.exit(1);
   });
-  await rill.listen();
+  await rill.listen().catch(async (error: unknown) => {
+    throw await startupMistake(error, flags);
+  });
   const access = accessSummary(settings);
   if (!isAuthOn(settings.auth!) && !isLoopbackName(flags.host)) {
     log.warn({ host: flags.host }, `rill listens on ${flags.host}, beyond this machine, without auth: anyone who can reach it may read, write and delete every stream (see --auth-secret-file)`);

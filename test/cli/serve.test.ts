@@ -5,9 +5,17 @@
  */
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { formatBytes, formatDurationMs, parseBytes, parseDurationMs } from '../../src/cli/units.js';
-import { CLI, freePort, removeDir, startServer } from '../helpers/server.js';
+import { CLI, freePort, removeDir, startServer, tempDataDir } from '../helpers/server.js';
+
+/** Runs `rill ARGS` to its end: its exit code and stderr. */
+function rillSync(args: string[]): { status: number | null; stderr: string } {
+  const run = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, RILL_LOG_LEVEL: 'error' } });
+  return { status: run.status, stderr: run.stderr };
+}
 
 describe('rill serve', () => {
   it('--help shows defaults in the forms the flags accept, and names RILL_LOG_LEVEL', () => {
@@ -19,6 +27,31 @@ describe('rill serve', () => {
     for (const ms of [20_000, 60_000, 604_800_000, 1500]) expect(parseDurationMs(formatDurationMs(ms))).toBe(ms);
     for (const bytes of [33_554_432, 16_384, 1000]) expect(parseBytes(formatBytes(bytes))).toBe(bytes);
     expect(() => parseBytes('32MB')).toThrow(/32MiB/);
+  });
+
+  it('answers a mistake of the operator with exit 2, CONFIG or USAGE, the flag and what to do', async () => {
+    const dir = tempDataDir();
+    const server = await startServer({ process: true, store: 'sqlite' });
+    try {
+      const short = join(dir, 'short.key');
+      writeFileSync(short, 'too short\n');
+      const expectations: Array<[string[], string]> = [
+        [['serve', '--port', '0', '--store', 'memory', '--auth-secret-file', join(dir, 'missing.key')], `rill: CONFIG: --auth-secret-file ${join(dir, 'missing.key')}: no such file; write a secret of at least 32 random bytes there, such as: openssl rand -base64 32 > ${join(dir, 'missing.key')}\n`],
+        [['serve', '--port', '0', '--store', 'memory', '--auth-secret-file', short], `rill: CONFIG: --auth-secret-file ${short}: the secret is 9 bytes; an HS256 secret must be at least 32; write a secret of at least 32 random bytes there, such as: openssl rand -base64 32 > ${short}\n`],
+        [['token', '--secret-file', short, '--bucket', 'b', '--can', 'read'], `rill: CONFIG: --secret-file ${short}: the secret is 9 bytes; an HS256 secret must be at least 32; give the file rill serve --auth-secret-file reads (write one with: openssl rand -base64 32 > ${short})\n`],
+        [['serve', '--port', '0', '--store', 'postgres'], 'rill: CONFIG: --store postgres needs --postgres-url (or RILL_POSTGRES_URL): the database to use, such as postgres://user:password@host:5432/db\n'],
+        [['serve', '--port', String(server.port), '--store', 'memory'], `rill: CONFIG: --port ${server.port}: port ${server.port} on 127.0.0.1 is in use by another process: stop it, or choose another port with --port (0 picks a free one)\n`],
+        [['serve', '--port', '0', '--data', server.dataDir], `rill: CONFIG: --data ${server.dataDir}: the data directory is in use by another rill server (its rill.lock is held): stop that server, or give this one another --data directory\n`],
+        [['backup', join(dir, 'b.db'), '--data', join(dir, 'none')], `rill: CONFIG: --data ${join(dir, 'none')}: no such directory; point --data at the directory rill serve --data uses\n`],
+        [['backup', join(dir, 'none', 'b.db'), '--data', server.dataDir], `rill: CONFIG: ${join(dir, 'none', 'b.db')}: the directory ${join(dir, 'none')} does not exist; create it first (mkdir -p ${join(dir, 'none')})\n`],
+        [['restore', short, '--data', server.dataDir], `rill: USAGE: --data ${server.dataDir} already holds a database; add --force to replace it with ${short} (what it holds now is lost)\n`],
+      ];
+      for (const [args, stderr] of expectations) expect(rillSync(args)).toEqual({ status: 2, stderr });
+    } finally {
+      await server.stop();
+      removeDir(server.dataDir);
+      removeDir(dir);
+    }
   });
 
   it('refuses an unknown RILL_LOG_LEVEL at startup, saying which levels exist', () => {
