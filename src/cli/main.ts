@@ -85,7 +85,6 @@ export function buildProgram(): Command {
   const program = new Command('rill')
     .description('Durable streams server and toolkit')
     .version(packageVersion(), '-V, --version')
-    .showHelpAfterError()
     // Commander prints its own usage errors; main() turns them into exit code 2.
     .exitOverride();
   addServeOptions(program.command('serve').description('run the rill server'), process.env)
@@ -97,7 +96,21 @@ export function buildProgram(): Command {
   addSubsCommands(program);
   addAdminCommands(program);
   addTokenCommand(program);
+  teachUsage(program);
   return program;
+}
+
+/**
+ * After a usage error commander prints, the error in the one format and where the help of
+ * that very command is, not the whole help: one line to read instead of seventy.
+ */
+function teachUsage(command: Command): void {
+  const names: string[] = [];
+  for (let c: Command | null = command; c !== null; c = c.parent) names.unshift(c.name());
+  command
+    .showHelpAfterError(`see \`${names.join(' ')} --help\``)
+    .configureOutput({ outputError: (text, write) => write(`rill: USAGE: ${text.replace(/^error: /, '')}`) });
+  command.commands.forEach(teachUsage);
 }
 
 /** The version in the package's package.json (two levels above dist/cli/). */

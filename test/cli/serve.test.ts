@@ -27,6 +27,17 @@ describe('rill serve', () => {
     for (const ms of [20_000, 60_000, 604_800_000, 1500]) expect(parseDurationMs(formatDurationMs(ms))).toBe(ms);
     for (const bytes of [33_554_432, 16_384, 1000]) expect(parseBytes(formatBytes(bytes))).toBe(bytes);
     expect(() => parseBytes('32MB')).toThrow(/32MiB/);
+    // A duration needs its unit (0 is the same in every unit); a usage error names the
+    // command's own help instead of printing all of it.
+    expect(parseDurationMs('0')).toBe(0);
+    expect(rillSync(['serve', '--long-poll-timeout', '30'])).toEqual({
+      status: 2,
+      stderr: 'rill: USAGE: option \'--long-poll-timeout <duration>\' argument \'30\' is invalid. "30" has no unit: write 30s, 30ms or 30m (units: ms, s, m, h, d)\nsee `rill serve --help`\n',
+    });
+    expect(help).toContain('Durations need a unit');
+    const token = spawnSync(process.execPath, [CLI, 'token', '--help'], { encoding: 'utf8' }).stdout;
+    expect(token).toMatch(/--ttl <duration> .*\(default: 1h\)/);
+    expect(rillSync(['subs', 'create', 'x', '--bogus'])).toEqual({ status: 2, stderr: "rill: USAGE: unknown option '--bogus'\nsee `rill subs create --help`\n" });
   });
 
   it('answers a mistake of the operator with exit 2, CONFIG or USAGE, the flag and what to do', async () => {
