@@ -53,24 +53,43 @@ export function action<A extends unknown[]>(body: (...args: A) => Promise<void>)
       await body(...args);
     } catch (error) {
       const command = args.at(-1) as Command;
-      const json = command.optsWithGlobals<GlobalFlags>().json === true;
-      process.exitCode = reportFailure(withAdvice(error, args[0]), json);
+      const flags = command.optsWithGlobals<GlobalFlags>();
+      const advice = error instanceof RillError ? adviceFor(error, args[0], flags) : undefined;
+      process.exitCode = reportFailure(advice === undefined ? error : withMessage(error as RillError, `${(error as RillError).message}; ${advice}`), flags.json === true);
     }
   };
 }
 
+/** The same refusal, of the same class, with a message that says more. */
+function withMessage(error: RillError, message: string): RillError {
+  const Kind = error.constructor as typeof RillError;
+  return new Kind({ code: error.code, message, ...(error.status === undefined ? {} : { status: error.status }), fields: error.fields, cause: error });
+}
+
+/** What the user can do about a refusal, in the terms of this command: its flags and other commands. */
+function adviceFor(error: RillError, path: unknown, flags: GlobalFlags): string | undefined {
+  const tokenGiven = (flags.token ?? process.env.RILL_TOKEN) !== undefined;
+  switch (error.code) {
+    case 'CONNECTION_FAILED':
+      return 'start a server there (rill serve), or point the CLI at yours with --url or RILL_URL';
+    case 'UNAUTHORIZED':
+      return tokenGiven ? 'check the token given with --token or RILL_TOKEN' : 'this server has auth on: give a token with --token or RILL_TOKEN';
+    case 'TOKEN_EXPIRED':
+      return 'give a fresh token with --token or RILL_TOKEN';
+    default:
+      return error instanceof GoneError && typeof path === 'string' ? goneAdvice(error, path) : undefined;
+  }
+}
+
 /** A 410 on a read says where the stream's history starts now, and how to start from a snapshot. */
-function withAdvice(error: unknown, path: unknown): unknown {
-  if (!(error instanceof GoneError) || typeof path !== 'string') return error;
+function goneAdvice(error: GoneError, path: string): string | undefined {
   const first = error instanceof RecordTrimmedError ? error.recordFirst : undefined;
   const earliest = error.earliestOffset;
   let where: string;
   if (first !== undefined) where = `the first retained record is ${first}: read from there (rill read ${path} --record ${first})`;
   else if (earliest !== undefined) where = `the earliest offset is ${earliest}: read from there (rill read ${path} --offset ${earliest})`;
-  else return error;
-  const message = `${error.message}; ${where} or start from the snapshot (rill bootstrap ${path})`;
-  const Kind = error instanceof RecordTrimmedError ? RecordTrimmedError : GoneError;
-  return new Kind({ code: error.code, message, ...(error.status === undefined ? {} : { status: error.status }), fields: error.fields, cause: error });
+  else return undefined;
+  return `${where} or start from the snapshot (rill bootstrap ${path})`;
 }
 
 interface CreateFlags {

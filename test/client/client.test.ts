@@ -291,7 +291,7 @@ describe('stream handle', () => {
     const offline = new RillClient({ url: `http://127.0.0.1:${port}`, timeoutMs: 2000 });
     const error = await offline.stream('client/x').append('x').catch((e: unknown) => e);
     expect((error as RillError).code).toBe('CONNECTION_FAILED');
-    expect((error as RillError).message).toBe(`POST http://127.0.0.1:${port}/client/x: connection refused (ECONNREFUSED)`);
+    expect((error as RillError).message).toBe(`POST http://127.0.0.1:${port}/client/x: the connection was refused: nothing listens on 127.0.0.1:${port} (ECONNREFUSED)`);
     // Nothing was sent, so nothing can have been applied.
     expect((error as RillError).outcomeUnknown).toBe(false);
     expect((error as RillError).retryable).toBe(true);
