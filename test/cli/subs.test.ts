@@ -69,6 +69,9 @@ describe('rill subs', () => {
 
     const conflict = await rill(['subs', 'create', 'cli-1', '--wake-stream', 'cli-subs/wake', '--pattern', 'other/*']);
     expect([conflict.code, conflict.stderr]).toEqual([1, expect.stringMatching(/^rill: SUBSCRIPTION_ALREADY_EXISTS: .* \(HTTP 409\)\n$/)]);
+    // A localhost webhook in production mode names the flag that allows it in development.
+    const local = await rill(['subs', 'create', 'hook-1', '--webhook', 'http://localhost:9/hook', '--stream', 'cli-subs/a']);
+    expect([local.code, local.stderr]).toEqual([1, 'rill: WEBHOOK_URL_REJECTED: the webhook URL must use https; a server started with --webhook-allow-localhost (development only) calls localhost, over http too (HTTP 400)\n']);
     expect(await ok(['subs', 'rm', 'cli-1'])).toBe('deleted cli-1\n');
     expect(await ok(['subs', 'rotate-key'])).toMatch(/^signing with ds_\S+; published: ds_\S+ ds_\S+\n$/);
     const missing = await rill(['subs', 'get', 'cli-1']);
