@@ -296,7 +296,8 @@ export async function errorFromResponse(res: Response, url: string = res.url): P
   const challenge = res.status === 401 ? res.headers.get('www-authenticate') : null;
   code ??= challengeCode(challenge) ?? FALLBACK_CODE_BY_STATUS[res.status] ?? (res.status >= 500 ? 'INTERNAL' : 'UNEXPECTED_RESPONSE');
   if (message === `HTTP ${res.status}`) message = challengeDescription(challenge) ?? code.toLowerCase().replace(/_/g, ' ');
-  if (res.status === 404 && url) message = `${message}: ${pathOf(url)}`;
+  // A 404 names what was not found, and a refusal of a closed stream which stream it is.
+  if ((res.status === 404 || code === 'STREAM_CLOSED') && url) message = `${message}: ${pathOf(url)}`;
   const fields = { ...clientFields(errorFieldsFromHeaders((name) => res.headers.get(name))), ...bodyFields };
   return makeError({ code, message, status: res.status, fields });
 }

@@ -233,6 +233,10 @@ describe('stream handle', () => {
     const closed = await stream.appendJson({ a: 3 }).catch((e: unknown) => e);
     expect(closed).toBeInstanceOf(StreamClosedError);
     expect((closed as StreamClosedError).fields).toMatchObject({ closed: true, nextOffset: '00000000000000000008' });
+    expect((closed as StreamClosedError).message).toBe(`the stream is closed: ${new URL(stream.url).pathname}`);
+    // A path without a stream in it is refused before anything is sent: a create would make a bucket.
+    expect(() => env.client.stream('run-1')).toThrow(expect.objectContaining({ code: 'INVALID_ID', message: `"run-1" names a bucket, not a stream: a stream path is bucket/stream (client.bucket('run-1').stream(NAME)) or v1/stream/NAME` }));
+    expect(() => env.client.stream('v1/stream/')).toThrow(/names the \/v1\/stream family, not a stream/);
     const missing = await env.client.stream('client/never-created').head().catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(NotFoundError);
     expect((missing as NotFoundError).code).toBe('STREAM_NOT_FOUND');
