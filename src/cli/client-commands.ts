@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import { Command, Option } from 'commander';
 import { GoneError, IdempotentProducer, RecordTrimmedError, RillClient, RillError, type AppendResult, type LiveMode, type ProducerReceipt, type StreamHandle } from '../client/index.js';
 import { reportFailure, UsageError } from './errors.js';
-import { out, outJson, printInfo, printMessage } from './output.js';
+import { liveNotice, out, outJson, printInfo, printMessage } from './output.js';
 import { isRecordRead, parseRecordStart, printRecords, type RecordFlags } from './record-read.js';
 import { NO_PROGRESS, progressBar, type Progress } from './progress.js';
 import { parseNonNegativeInteger, parsePositiveInteger } from './units.js';
@@ -278,10 +278,19 @@ async function printBatches(stream: StreamHandle, flags: ReadFlags, json: boolea
   // A catch-up read whose output goes to a file or pipe shows its progress towards the tail.
   const bar = live === false && !bounded ? progressBar('read', 'bytes', 0, true) : NO_PROGRESS;
   const tail = live === false && !bounded && process.stderr.isTTY && !process.stdout.isTTY ? Number((await stream.head()).nextOffset) : 0;
-  const batches = stream.read({ offset: flags.offset, live: bounded ? false : live, signal, ...(bounded ? { maxBytes: flags.maxBytes } : {}) });
+  const notice = liveNotice(live !== false && !bounded);
+  // From now: the tail is asked first, so that the read can say at once from where it is
+  // live (a live read from `now` hears nothing until new data comes), and shows all after it.
+  let offset = flags.offset;
+  if (offset === 'now' && live !== false && !bounded) {
+    offset = (await stream.head()).nextOffset;
+    notice(`offset ${offset}`);
+  }
+  const batches = stream.read({ offset, live: bounded ? false : live, signal, ...(bounded ? { maxBytes: flags.maxBytes } : {}) });
   try {
     for await (const batch of batches) {
       for (const message of batch.messages) await printMessage(message, json, stream.contentType, stream.isJson);
+      if (batch.upToDate) notice(`offset ${batch.nextOffset}`);
       if (tail > 0) bar.update(Number(batch.nextOffset), tail);
       // --max-bytes: one answer of at most that size; say where to go on when there is more.
       if (bounded) {
