@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /** The `rill` command. */
-import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { effectiveConfiguration, showEnvironmentInHelp, unknownEnvironment } from '../ops/config.js';
+import { buildInfo } from '../ops/build-info.js';
 import { addAdminCommands } from './admin-commands.js';
 import { redactedUrl } from '../storage/postgres/settings.js';
 import type { ServerSettings } from '../http/settings.js';
@@ -57,7 +57,7 @@ async function serve(flags: ServeFlags, command: Command): Promise<void> {
   if (!isAuthOn(settings.auth!) && !isLoopbackName(flags.host)) {
     log.warn({ host: flags.host }, `rill listens on ${flags.host}, beyond this machine, without auth: anyone who can reach it may read, write and delete every stream (see --auth-secret-file)`);
   }
-  log.info({ url: rill.url(), auth: isAuthOn(settings.auth!), metrics: rill.metricsUrl(), store: flags.store, data: flags.store === 'sqlite' ? flags.data : null, postgres: flags.store === 'postgres' ? redactedUrl(flags.postgresUrl ?? '') : null }, `rill listening on ${rill.url()} (${access})`);
+  log.info({ ...buildInfo(), url: rill.url(), auth: isAuthOn(settings.auth!), metrics: rill.metricsUrl(), store: flags.store, data: flags.store === 'sqlite' ? flags.data : null, postgres: flags.store === 'postgres' ? redactedUrl(flags.postgresUrl ?? '') : null }, `rill listening on ${rill.url()} (${access})`);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -84,7 +84,7 @@ async function serve(flags: ServeFlags, command: Command): Promise<void> {
 export function buildProgram(): Command {
   const program = new Command('rill')
     .description('Durable streams server and toolkit')
-    .version(packageVersion(), '-V, --version')
+    .version(versionLine(), '-V, --version')
     // Commander prints its own usage errors; main() turns them into exit code 2.
     .exitOverride();
   addServeOptions(program.command('serve').description('run the rill server'), process.env)
@@ -113,10 +113,10 @@ function teachUsage(command: Command): void {
   command.commands.forEach(teachUsage);
 }
 
-/** The version in the package's package.json (two levels above dist/cli/). */
-function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
+/** `rill --version`: the package's version and the commit it was built from. */
+function versionLine(): string {
+  const { version, commit } = buildInfo();
+  return `${version} (commit ${commit})`;
 }
 
 buildProgram()

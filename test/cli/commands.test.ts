@@ -33,7 +33,10 @@ describe('rill commands, first hour', () => {
 
   it('prints its version, takes a URL without a scheme, and names a refused URL', async () => {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-    expect(await ok(['--version'])).toBe(`${pkg.version}\n`);
+    // The version and the commit the build was made from (dist/build-info.json, written by the build).
+    const built = JSON.parse(readFileSync(new URL('../../dist/build-info.json', import.meta.url), 'utf8')) as { commit: string };
+    expect(built.commit).toMatch(/^([0-9a-f]{40}|unknown)$/);
+    expect(await ok(['--version'])).toBe(`${pkg.version} (commit ${built.commit})\n`);
     expect(await ok(['--url', cli.server.url.replace('http://', ''), 'head', 'first'])).toMatch(/^id: first/);
     const port = await freePort();
     const refused = await rill(['--url', `127.0.0.1:${port}`, 'head', 'first/x']);

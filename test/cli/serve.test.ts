@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { formatBytes, formatDurationMs, parseBytes, parseDurationMs } from '../../src/cli/units.js';
@@ -90,6 +90,10 @@ describe('rill serve', () => {
       await fetch(`${server.url}/cfgx`, { method: 'PUT' });
       const big = await fetch(`${server.url}/cfgx/s`, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'x'.repeat(1025) });
       expect(big.status).toBe(413);
+      // What runs: /healthz, the rill_build_info metric and the startup line give the version and commit.
+      const built = JSON.parse(readFileSync(join(import.meta.dirname, '../../dist/build-info.json'), 'utf8')) as { version: string; commit: string };
+      expect(await (await fetch(`${server.url}/healthz`)).json()).toEqual({ status: 'ok', version: built.version, commit: built.commit });
+      expect(await (await fetch(`${server.url}/metrics`)).text()).toContain(`rill_build_info{version="${built.version}",commit="${built.commit}"} 1\n`);
       expect(await server.stop()).toBe(0);
       // 'exit' can come before the last output: wait for the end of stdout.
       const stdout = server.child.stdout!;
@@ -99,6 +103,7 @@ describe('rill serve', () => {
       const stopped = lines.find((l) => l.msg === 'stopped');
       expect(stopped, server.output()).toMatchObject({ signal: 'SIGTERM' });
       expect(Math.max(...lines.map((l) => l.time))).toBe(stopped!.time);
+      expect(lines.find((l) => l.msg.startsWith('rill listening on'))).toMatchObject({ version: built.version, commit: built.commit });
     } finally {
       removeDir(server.dataDir);
     }
