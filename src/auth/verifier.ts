@@ -37,22 +37,55 @@ interface Keys {
   jwks: JWTVerifyGetKey | null;
 }
 
+/**
+ * A key file that cannot be used: missing, unreadable, too short or malformed. Typed so
+ * that the command naming the file (`rill serve --auth-secret-file`, `rill token
+ * --secret-file`) can answer with its own flag and what to do, not a raw ENOENT.
+ */
+export class KeyFileError extends Error {
+  constructor(
+    readonly path: string,
+    readonly problem: string,
+  ) {
+    super(`${path}: ${problem}`);
+  }
+}
+
+/** Runs a read of `path`, turning a file system error into a KeyFileError. */
+function readingKeyFile<T>(path: string, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') throw new KeyFileError(path, 'no such file');
+    if (code === 'EACCES') throw new KeyFileError(path, 'not readable by this user');
+    if (code === 'EISDIR') throw new KeyFileError(path, 'is a directory, not a file');
+    throw error;
+  }
+}
+
 /** A file's identity and contents version: a change of any means "read it again". */
 function versionOf(path: string | null): string {
   if (path === null) return '';
-  const s = statSync(path);
+  const s = readingKeyFile(path, () => statSync(path));
   return `${s.ino}:${s.size}:${s.mtimeMs}`;
 }
 
 export function readSecretFile(path: string): Uint8Array {
-  const secret = Buffer.from(readFileSync(path, 'utf8').trim(), 'utf8');
-  if (secret.length < MIN_SECRET_BYTES) throw new Error(`${path}: an HS256 secret must be at least ${MIN_SECRET_BYTES} bytes`);
+  const secret = Buffer.from(readingKeyFile(path, () => readFileSync(path, 'utf8')).trim(), 'utf8');
+  if (secret.length < MIN_SECRET_BYTES) throw new KeyFileError(path, `the secret is ${secret.length} bytes; an HS256 secret must be at least ${MIN_SECRET_BYTES}`);
   return secret;
 }
 
 function readJwksFile(path: string): JWTVerifyGetKey {
-  const parsed = JSON.parse(readFileSync(path, 'utf8')) as JSONWebKeySet;
-  if (!Array.isArray(parsed.keys)) throw new Error(`${path}: a JWKS file holds {"keys": [...]}`);
+  const text = readingKeyFile(path, () => readFileSync(path, 'utf8'));
+  let parsed: JSONWebKeySet;
+  try {
+    parsed = JSON.parse(text) as JSONWebKeySet;
+  } catch {
+    throw new KeyFileError(path, 'is not JSON; a JWKS file holds {"keys": [...]}');
+  }
+  if (!Array.isArray(parsed?.keys)) throw new KeyFileError(path, 'a JWKS file holds {"keys": [...]}');
   return createLocalJWKSet(parsed);
 }
 

@@ -4,10 +4,12 @@
  * server, and `backup` needs no pause of one. PostgreSQL data is backed up with the
  * database's own tools (pg_dump), not these.
  */
-import { resolve } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import type { CheckReport } from '../storage/sqlite/check.js';
 import { action, globals } from './client-commands.js';
+import { ConfigMistake, UsageError } from './errors.js';
 import { out, outJson } from './output.js';
 import { progressBar } from './progress.js';
 
@@ -38,9 +40,28 @@ async function sqliteAdmin() {
   return { ...backupTools, ...checkTools };
 }
 
+/**
+ * The operator's mistakes a backup or restore can be told about before it starts, each
+ * naming the flag or argument and what to do (code CONFIG or USAGE, exit 2).
+ */
+function checkBackupPaths(file: string, dataDir: string, dataFile: string): void {
+  if (!existsSync(dataDir)) throw new ConfigMistake(`--data ${dataDir}: no such directory; point --data at the directory rill serve --data uses`);
+  if (!existsSync(join(dataDir, dataFile))) throw new ConfigMistake(`--data ${dataDir}: holds no rill database (${dataFile}); point --data at the directory rill serve --data uses`);
+  const target = dirname(resolve(file));
+  if (!existsSync(target)) throw new ConfigMistake(`${file}: the directory ${target} does not exist; create it first (mkdir -p ${target})`);
+}
+
+function checkRestorePaths(file: string, flags: { data: string; force?: boolean }, dataFile: string): void {
+  if (!existsSync(file)) throw new ConfigMistake(`${file}: no such backup file`);
+  if (flags.force !== true && existsSync(join(flags.data, dataFile))) {
+    throw new UsageError(`--data ${flags.data} already holds a database; add --force to replace it with ${file} (what it holds now is lost)`);
+  }
+}
+
 async function backup(file: string, flags: { data: string }, command: Command): Promise<void> {
   const { json } = globals(command);
   const { backupDataDir, DATA_FILE } = await sqliteAdmin();
+  checkBackupPaths(file, flags.data, DATA_FILE);
   const bar = progressBar('backup', 'pages');
   try {
     const result = await backupDataDir(flags.data, file, (done, total) => bar.update(done, total));
@@ -54,7 +75,8 @@ async function backup(file: string, flags: { data: string }, command: Command): 
 
 async function restore(file: string, flags: { data: string; force?: boolean }, command: Command): Promise<void> {
   const { json } = globals(command);
-  const { restoreDataDir } = await sqliteAdmin();
+  const { restoreDataDir, DATA_FILE } = await sqliteAdmin();
+  checkRestorePaths(file, flags, DATA_FILE);
   const bar = progressBar('restore', 'bytes');
   try {
     await restoreDataDir(file, flags.data, { force: flags.force === true }, (done, total) => bar.update(done, total));

@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import { Command, Option } from 'commander';
 import { GoneError, IdempotentProducer, RecordTrimmedError, RillClient, RillError, type AppendResult, type LiveMode, type ProducerReceipt, type StreamHandle } from '../client/index.js';
 import { reportFailure, UsageError } from './errors.js';
-import { out, outJson, printInfo, printMessage } from './output.js';
+import { liveNotice, out, outJson, printInfo, printMessage } from './output.js';
 import { isRecordRead, parseRecordStart, printRecords, type RecordFlags } from './record-read.js';
 import { NO_PROGRESS, progressBar, type Progress } from './progress.js';
 import { parseNonNegativeInteger, parsePositiveInteger } from './units.js';
@@ -53,24 +53,43 @@ export function action<A extends unknown[]>(body: (...args: A) => Promise<void>)
       await body(...args);
     } catch (error) {
       const command = args.at(-1) as Command;
-      const json = command.optsWithGlobals<GlobalFlags>().json === true;
-      process.exitCode = reportFailure(withAdvice(error, args[0]), json);
+      const flags = command.optsWithGlobals<GlobalFlags>();
+      const advice = error instanceof RillError ? adviceFor(error, args[0], flags) : undefined;
+      process.exitCode = reportFailure(advice === undefined ? error : withMessage(error as RillError, `${(error as RillError).message}; ${advice}`), flags.json === true);
     }
   };
 }
 
+/** The same refusal, of the same class, with a message that says more. */
+function withMessage(error: RillError, message: string): RillError {
+  const Kind = error.constructor as typeof RillError;
+  return new Kind({ code: error.code, message, ...(error.status === undefined ? {} : { status: error.status }), fields: error.fields, cause: error });
+}
+
+/** What the user can do about a refusal, in the terms of this command: its flags and other commands. */
+function adviceFor(error: RillError, path: unknown, flags: GlobalFlags): string | undefined {
+  const tokenGiven = (flags.token ?? process.env.RILL_TOKEN) !== undefined;
+  switch (error.code) {
+    case 'CONNECTION_FAILED':
+      return 'start a server there (rill serve), or point the CLI at yours with --url or RILL_URL';
+    case 'UNAUTHORIZED':
+      return tokenGiven ? 'check the token given with --token or RILL_TOKEN' : 'this server has auth on: give a token with --token or RILL_TOKEN';
+    case 'TOKEN_EXPIRED':
+      return 'give a fresh token with --token or RILL_TOKEN';
+    default:
+      return error instanceof GoneError && typeof path === 'string' ? goneAdvice(error, path) : undefined;
+  }
+}
+
 /** A 410 on a read says where the stream's history starts now, and how to start from a snapshot. */
-function withAdvice(error: unknown, path: unknown): unknown {
-  if (!(error instanceof GoneError) || typeof path !== 'string') return error;
+function goneAdvice(error: GoneError, path: string): string | undefined {
   const first = error instanceof RecordTrimmedError ? error.recordFirst : undefined;
   const earliest = error.earliestOffset;
   let where: string;
   if (first !== undefined) where = `the first retained record is ${first}: read from there (rill read ${path} --record ${first})`;
   else if (earliest !== undefined) where = `the earliest offset is ${earliest}: read from there (rill read ${path} --offset ${earliest})`;
-  else return error;
-  const message = `${error.message}; ${where} or start from the snapshot (rill bootstrap ${path})`;
-  const Kind = error instanceof RecordTrimmedError ? RecordTrimmedError : GoneError;
-  return new Kind({ code: error.code, message, ...(error.status === undefined ? {} : { status: error.status }), fields: error.fields, cause: error });
+  else return undefined;
+  return `${where} or start from the snapshot (rill bootstrap ${path})`;
 }
 
 interface CreateFlags {
@@ -259,10 +278,19 @@ async function printBatches(stream: StreamHandle, flags: ReadFlags, json: boolea
   // A catch-up read whose output goes to a file or pipe shows its progress towards the tail.
   const bar = live === false && !bounded ? progressBar('read', 'bytes', 0, true) : NO_PROGRESS;
   const tail = live === false && !bounded && process.stderr.isTTY && !process.stdout.isTTY ? Number((await stream.head()).nextOffset) : 0;
-  const batches = stream.read({ offset: flags.offset, live: bounded ? false : live, signal, ...(bounded ? { maxBytes: flags.maxBytes } : {}) });
+  const notice = liveNotice(live !== false && !bounded);
+  // From now: the tail is asked first, so that the read can say at once from where it is
+  // live (a live read from `now` hears nothing until new data comes), and shows all after it.
+  let offset = flags.offset;
+  if (offset === 'now' && live !== false && !bounded) {
+    offset = (await stream.head()).nextOffset;
+    notice(`offset ${offset}`);
+  }
+  const batches = stream.read({ offset, live: bounded ? false : live, signal, ...(bounded ? { maxBytes: flags.maxBytes } : {}) });
   try {
     for await (const batch of batches) {
       for (const message of batch.messages) await printMessage(message, json, stream.contentType, stream.isJson);
+      if (batch.upToDate) notice(`offset ${batch.nextOffset}`);
       if (tail > 0) bar.update(Number(batch.nextOffset), tail);
       // --max-bytes: one answer of at most that size; say where to go on when there is more.
       if (bounded) {

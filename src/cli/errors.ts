@@ -6,7 +6,9 @@
  *
  * or, with --json, one JSON line on stderr: {"error":{"code","message","status"}} (plus
  * "operation", the index of the operation a refused group transaction names).
- * Exit codes: 1 when the server refused or could not be reached, 2 for a usage error.
+ * Exit codes: 1 when the server refused or could not be reached, 2 for a mistake of the
+ * user: `USAGE` (how the command was called) or `CONFIG` (a flag, file or directory it
+ * names is wrong: a port in use, a missing secret file, a data directory in use).
  */
 import { InvalidArgumentError } from 'commander';
 import { RillError } from '../client/index.js';
@@ -23,6 +25,12 @@ export interface CliFailure {
 /** A mistake in how the command was called: no request was sent. */
 export class UsageError extends Error {}
 
+/**
+ * A mistake in what the command was pointed at: a flag names a file, directory or port
+ * that cannot serve as asked. Its message names the flag and says what to do.
+ */
+export class ConfigMistake extends Error {}
+
 export const EXIT_FAILED = 1;
 export const EXIT_USAGE = 2;
 
@@ -36,6 +44,7 @@ export function failureOf(error: unknown): CliFailure {
     };
   }
   if (error instanceof UsageError || error instanceof InvalidArgumentError) return { code: 'USAGE', message: error.message };
+  if (error instanceof ConfigMistake) return { code: 'CONFIG', message: error.message };
   return { code: 'INTERNAL', message: error instanceof Error ? error.message : String(error) };
 }
 
@@ -44,5 +53,5 @@ export function reportFailure(error: unknown, json: boolean): number {
   const failure = failureOf(error);
   if (json) process.stderr.write(`${JSON.stringify({ error: failure })}\n`);
   else process.stderr.write(`rill: ${failure.code}: ${failure.message}${failure.status === undefined ? '' : ` (HTTP ${failure.status})`}\n`);
-  return failure.code === 'USAGE' ? EXIT_USAGE : EXIT_FAILED;
+  return failure.code === 'USAGE' || failure.code === 'CONFIG' ? EXIT_USAGE : EXIT_FAILED;
 }

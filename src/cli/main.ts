@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /** The `rill` command. */
-import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import { effectiveConfiguration, showEnvironmentInHelp, unknownEnvironment } from '../ops/config.js';
+import { buildInfo } from '../ops/build-info.js';
 import { addAdminCommands } from './admin-commands.js';
 import { redactedUrl } from '../storage/postgres/settings.js';
 import type { ServerSettings } from '../http/settings.js';
@@ -13,6 +13,7 @@ import { addTxCommand } from './tx-command.js';
 import { EXIT_USAGE, reportFailure } from './errors.js';
 import { addServeOptions, settingsFrom, type ServeFlags } from './serve-options.js';
 import { addTokenCommand } from './token.js';
+import { checkServeFlags, startupMistake } from './serve-checks.js';
 import { isLoopbackName } from '../http/browsers.js';
 import { isAuthOn } from '../http/settings.js';
 
@@ -32,10 +33,16 @@ async function serve(flags: ServeFlags, command: Command): Promise<void> {
   const { values, sources } = effectiveConfiguration(command, redactedUrl);
   log.info({ config: values, from: sources }, 'configuration');
   const settings = settingsFrom(flags);
+  checkServeFlags(flags);
   // Loaded here, not at the top: the client commands start without the server, its engines
   // and their modules (better-sqlite3, pg, jose, prom-client).
   const { openRillServer } = await import('../http/server.js');
-  const rill = await openRillServer({ settings, logger: log });
+  let rill: Awaited<ReturnType<typeof openRillServer>>;
+  try {
+    rill = await openRillServer({ settings, logger: log });
+  } catch (error) {
+    throw await startupMistake(error, flags);
+  }
   rill.store.onFatal((error) => {
     // What a failed fsync covered may or may not be on disk, and a broken invariant leaves
     // memory untrusted: only a restart, reading the disk, can tell. Exit so that a
@@ -43,12 +50,14 @@ async function serve(flags: ServeFlags, command: Command): Promise<void> {
     log.fatal({ err: error }, 'storage cannot continue; exiting');
     process.exit(1);
   });
-  await rill.listen();
+  await rill.listen().catch(async (error: unknown) => {
+    throw await startupMistake(error, flags);
+  });
   const access = accessSummary(settings);
   if (!isAuthOn(settings.auth!) && !isLoopbackName(flags.host)) {
     log.warn({ host: flags.host }, `rill listens on ${flags.host}, beyond this machine, without auth: anyone who can reach it may read, write and delete every stream (see --auth-secret-file)`);
   }
-  log.info({ url: rill.url(), auth: isAuthOn(settings.auth!), metrics: rill.metricsUrl(), store: flags.store, data: flags.store === 'sqlite' ? flags.data : null, postgres: flags.store === 'postgres' ? redactedUrl(flags.postgresUrl ?? '') : null }, `rill listening on ${rill.url()} (${access})`);
+  log.info({ ...buildInfo(), url: rill.url(), auth: isAuthOn(settings.auth!), metrics: rill.metricsUrl(), store: flags.store, data: flags.store === 'sqlite' ? flags.data : null, postgres: flags.store === 'postgres' ? redactedUrl(flags.postgresUrl ?? '') : null }, `rill listening on ${rill.url()} (${access})`);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
@@ -75,8 +84,7 @@ async function serve(flags: ServeFlags, command: Command): Promise<void> {
 export function buildProgram(): Command {
   const program = new Command('rill')
     .description('Durable streams server and toolkit')
-    .version(packageVersion(), '-V, --version')
-    .showHelpAfterError()
+    .version(versionLine(), '-V, --version')
     // Commander prints its own usage errors; main() turns them into exit code 2.
     .exitOverride();
   addServeOptions(program.command('serve').description('run the rill server'), process.env)
@@ -88,13 +96,27 @@ export function buildProgram(): Command {
   addSubsCommands(program);
   addAdminCommands(program);
   addTokenCommand(program);
+  teachUsage(program);
   return program;
 }
 
-/** The version in the package's package.json (two levels above dist/cli/). */
-function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
+/**
+ * After a usage error commander prints, the error in the one format and where the help of
+ * that very command is, not the whole help: one line to read instead of seventy.
+ */
+function teachUsage(command: Command): void {
+  const names: string[] = [];
+  for (let c: Command | null = command; c !== null; c = c.parent) names.unshift(c.name());
+  command
+    .showHelpAfterError(`see \`${names.join(' ')} --help\``)
+    .configureOutput({ outputError: (text, write) => write(`rill: USAGE: ${text.replace(/^error: /, '')}`) });
+  command.commands.forEach(teachUsage);
+}
+
+/** `rill --version`: the package's version and the commit it was built from. */
+function versionLine(): string {
+  const { version, commit } = buildInfo();
+  return `${version} (commit ${commit})`;
 }
 
 buildProgram()

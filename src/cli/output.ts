@@ -53,3 +53,16 @@ export function printInfo(info: StreamInfo, json: boolean): Promise<void> {
       .join(''),
   );
 }
+
+/**
+ * A live read says once on stderr when it has caught up and waits for new data, and from
+ * where: until then, a silent tail cannot be told from a stuck one.
+ */
+export function liveNotice(live: boolean): (from: string) => void {
+  let said = !live;
+  return (from) => {
+    if (said) return;
+    said = true;
+    process.stderr.write(`rill: live from ${from}: waiting for new data (Ctrl-C to stop)\n`);
+  };
+}

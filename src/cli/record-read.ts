@@ -7,7 +7,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
 import type { JsonRecord, LiveMode, RecordReadOptions, StreamHandle } from '../client/index.js';
 import { UsageError } from './errors.js';
-import { out, outJson } from './output.js';
+import { liveNotice, out, outJson } from './output.js';
 
 export interface RecordFlags {
   record?: number | 'now';
@@ -55,8 +55,10 @@ export async function printRecords(run: RecordReadRun, flags: RecordFlags): Prom
     ...(flags.maxRecords === undefined ? {} : { maxRecords: flags.maxRecords }),
     ...(run.maxBytes === undefined ? {} : { maxBytes: run.maxBytes }),
   };
+  const notice = liveNotice(options.live !== false);
   for await (const batch of run.stream.recordBatches(options)) {
     for (const record of batch.records) await printRecord(record, run.json, flags.ordinals === true);
+    if (batch.upToDate) notice(`record ${batch.recordNext}`);
     if (run.bounded) {
       if (!batch.upToDate) process.stderr.write(`rill: more to read: --record ${batch.recordNext}\n`);
       return;

@@ -230,7 +230,7 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--metrics-port <port>', 'serve /metrics on this port instead of the main one', parsePort)
     .option('--config <file>', 'read settings from a TOML or JSON file (keys are these flags without "--"); flags and RILL_* variables win')
     .addHelpText('after', `
-Durations take ms, s, m, h or d (a bare number is ms); sizes take KiB, MiB or GiB (a bare number is bytes).`)
+Durations need a unit: ms, s, m, h or d (30s, not 30); sizes take KiB, MiB or GiB (a bare number is bytes).`)
     // Every flag also comes from RILL_<FLAG> and from the --config file (ops/config.ts),
     // flags declared above and any declared later alike.
     .hook('preAction', async (command) => {

@@ -1,7 +1,8 @@
 /** `rill token`: prints an HS256 token for the grants asked, signed with the server's secret file. */
 import { Command, InvalidArgumentError } from 'commander';
 import { isPermission, type Permission } from '../core/access.js';
-import { parseDurationMs } from './units.js';
+import { ConfigMistake } from './errors.js';
+import { durationOption } from './units.js';
 
 interface TokenFlags {
   secretFile: string;
@@ -33,7 +34,7 @@ export function addTokenCommand(program: Command): void {
     .requiredOption('--bucket <bucket>', 'a bucket id, "v1" for /v1/stream, or "*" for every bucket (repeatable)', collect)
     .requiredOption('--can <permissions>', 'read, write, manage, admin (comma-separated; each includes those before it)', parsePermissions)
     .option('--prefix <prefix>', 'only the streams whose names start with this')
-    .option('--ttl <duration>', 'lifetime (such as 15m, 1h, 7d)', parseDurationMs, 3_600_000)
+    .addOption(durationOption('--ttl <duration>', 'lifetime (such as 15m, 1h, 7d)', 3_600_000))
     .option('--sub <subject>', 'the subject (quotas count per subject)')
     .option('--issuer <iss>', 'the issuer, when the server checks one (--auth-issuer)')
     .option('--audience <aud>', 'the audience, when the server checks one (--auth-audience)')
@@ -41,14 +42,27 @@ export function addTokenCommand(program: Command): void {
       // jose is loaded for this command only, so that the others start faster.
       const { signTokenWithFile } = await import('../auth/sign.js');
       const grants = flags.bucket.map((bucket) => ({ bucket, can: flags.can, ...(flags.prefix ? { prefix: flags.prefix } : {}) }));
-      const token = await signTokenWithFile(flags.secretFile, {
+      const request = {
         grants,
         ttlMs: flags.ttl,
         nowMs: Date.now(),
         ...(flags.sub ? { subject: flags.sub } : {}),
         ...(flags.issuer ? { issuer: flags.issuer } : {}),
         ...(flags.audience ? { audience: flags.audience } : {}),
-      });
+      };
+      let token: string;
+      try {
+        token = await signTokenWithFile(flags.secretFile, request);
+      } catch (error) {
+        throw await secretFileMistake(error);
+      }
       process.stdout.write(`${token}\n`);
     });
+}
+
+/** A missing or too-short --secret-file as the user's mistake (CONFIG, exit 2), saying what to do. */
+async function secretFileMistake(error: unknown): Promise<unknown> {
+  const { KeyFileError } = await import('../auth/verifier.js');
+  if (!(error instanceof KeyFileError)) return error;
+  return new ConfigMistake(`--secret-file ${error.path}: ${error.problem}; give the file rill serve --auth-secret-file reads (write one with: openssl rand -base64 32 > ${error.path})`);
 }

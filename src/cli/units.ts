@@ -1,6 +1,6 @@
 /**
  * Durations and sizes on the command line: parsed from the forms the flags accept
- * (`500ms`, `20s`, `7d`; `4096`, `64KiB`, `32MiB`) and shown in `--help` in those same
+ * (`500ms`, `20s`, `7d`, the unit required; `4096`, `64KiB`, `32MiB`) and shown in `--help` in those same
  * forms, so a default can be copied into a flag as it is printed.
  */
 import { InvalidArgumentError, Option } from 'commander';
@@ -23,9 +23,15 @@ export function parseNonNegativeInteger(value: string): number {
   return n;
 }
 
-/** Durations: a number with a unit (ms, s, m, h, d); a bare number is milliseconds. */
+/**
+ * Durations: a number with its unit (ms, s, m, h, d). A bare number is refused (but 0, the
+ * same in every unit): `--long-poll-timeout 30` meant seconds to one reader and
+ * milliseconds to the parser, so the unit is always written.
+ */
 export function parseDurationMs(value: string): number {
-  const match = /^(\d+)(ms|s|m|h|d)?$/.exec(value.trim());
+  const text = value.trim();
+  if (/^\d+$/.test(text) && Number(text) !== 0) throw new InvalidArgumentError(`"${text}" has no unit: write ${text}s, ${text}ms or ${text}m (units: ms, s, m, h, d)`);
+  const match = /^(\d+)(ms|s|m|h|d)?$/.exec(text);
   if (!match) throw new InvalidArgumentError('expected a duration such as 500ms, 30s, 1h or 7d');
   return Number(match[1]) * UNITS_MS[match[2] ?? 'ms']!;
 }

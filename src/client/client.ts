@@ -76,6 +76,18 @@ function encodePath(path: string): string {
     .join('/');
 }
 
+/** A relative stream path: a bucket and at least one segment more, or `v1/stream/` and a name. */
+function checkStreamPath(path: string): void {
+  const segments = path.split('/').filter((segment) => segment.length > 0);
+  const family = segments[0] === 'v1' && segments[1] === 'stream';
+  if (segments.length >= (family ? 3 : 2)) return;
+  const name = segments.join('/');
+  const message = family
+    ? `${path} names the /v1/stream family, not a stream: give a name after it (v1/stream/NAME)`
+    : `${JSON.stringify(path)} names a bucket, not a stream: a stream path is bucket/stream (client.bucket('${name}').stream(NAME)) or v1/stream/NAME`;
+  throw new RillError({ code: 'INVALID_ID', message });
+}
+
 export class RillClient {
   readonly baseUrl: string;
   readonly transport: Transport;
@@ -93,8 +105,13 @@ export class RillClient {
     return `${this.baseUrl}/${encodePath(path)}`;
   }
 
-  /** A handle on the stream at `path` (`bucket/stream` or `v1/stream/name`). */
+  /**
+   * A handle on the stream at `path` (`bucket/stream` or `v1/stream/name`, or an absolute
+   * URL, taken as given). A relative path that names no stream is refused (INVALID_ID):
+   * `run-1` alone is a bucket, and a create would make a bucket, not a stream.
+   */
   stream(path: string, options: StreamHandleOptions = {}): StreamHandle {
+    if (!/^https?:\/\//i.test(path)) checkStreamPath(path);
     return new StreamHandle(this.urlOf(path), this.transport, { trackIncarnation: this.trackIncarnation, ...options });
   }
 

@@ -290,13 +290,24 @@ export async function errorFromResponse(res: Response, url: string = res.url): P
   } catch {
     // A body that is not our JSON (a proxy's page, an empty 404 on HEAD): keep the status.
   }
-  code ??= FALLBACK_CODE_BY_STATUS[res.status] ?? (res.status >= 500 ? 'INTERNAL' : 'UNEXPECTED_RESPONSE');
   // Answers to HEAD have no body: the status and the headers are all there is. A refused
-  // token's reason is in its challenge (RFC 6750's error_description).
-  if (message === `HTTP ${res.status}`) message = challengeDescription(res.headers.get('www-authenticate')) ?? code.toLowerCase().replace(/_/g, ' ');
-  if (res.status === 404 && url) message = `${message}: ${pathOf(url)}`;
+  // token's reason and code are in its challenge (RFC 6750's error_description, and rill's
+  // `code` parameter): an expired token is TOKEN_EXPIRED on HEAD too.
+  const challenge = res.status === 401 ? res.headers.get('www-authenticate') : null;
+  code ??= challengeCode(challenge) ?? FALLBACK_CODE_BY_STATUS[res.status] ?? (res.status >= 500 ? 'INTERNAL' : 'UNEXPECTED_RESPONSE');
+  if (message === `HTTP ${res.status}`) message = challengeDescription(challenge) ?? code.toLowerCase().replace(/_/g, ' ');
+  // A 404 names what was not found, and a refusal of a closed stream which stream it is.
+  if ((res.status === 404 || code === 'STREAM_CLOSED') && url) message = `${message}: ${pathOf(url)}`;
   const fields = { ...clientFields(errorFieldsFromHeaders((name) => res.headers.get(name))), ...bodyFields };
   return makeError({ code, message, status: res.status, fields });
+}
+
+/** The 401 codes a Bearer challenge's `code` parameter may name. */
+const CHALLENGE_CODES: readonly ErrorCode[] = ['UNAUTHORIZED', 'TOKEN_EXPIRED', 'TOKEN_INVALID'];
+
+function challengeCode(challenge: string | null): ErrorCode | undefined {
+  const named = challenge === null ? undefined : /[ ,]code="([A-Z_]+)"/.exec(challenge)?.[1];
+  return CHALLENGE_CODES.find((c) => c === named);
 }
 
 /** The error_description of a Bearer challenge, if it has one. */

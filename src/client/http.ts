@@ -149,9 +149,13 @@ function abortedError(reason: unknown): RillError {
   return new RillError({ code: 'ABORTED', message: 'the request was aborted', cause: reason });
 }
 
-/** Socket errors raised before a connection exists: the request never left this machine. */
+/**
+ * Socket errors raised before a connection exists: the request never left this machine.
+ * `HOST` stands for the URL's host and port, so that the message says where nothing answered.
+ */
 const NOT_CONNECTED: Record<string, string> = {
-  ECONNREFUSED: 'connection refused',
+  ECONNREFUSED: 'the connection was refused: nothing listens on HOST',
+  ERR_SSL_WRONG_VERSION_NUMBER: 'HOST does not speak TLS (https): it may be an http server; use an http:// URL',
   ENOTFOUND: 'unknown host',
   EAI_AGAIN: 'host name lookup failed',
   EHOSTUNREACH: 'host unreachable',
@@ -162,12 +166,20 @@ const NOT_CONNECTED: Record<string, string> = {
 function socketCode(error: unknown): string | undefined {
   for (let e: unknown = error, depth = 0; e !== null && typeof e === 'object' && depth < 4; depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && /^(E[A-Z]+|UND_ERR_\w+)$/.test(code)) return code;
+    if (typeof code === 'string' && /^(E[A-Z]+|UND_ERR_\w+|ERR_SSL_\w+)$/.test(code)) return code;
     const inner = (e as { errors?: unknown[] }).errors;
     if (Array.isArray(inner) && inner.length > 0) e = inner[0];
     else e = (e as { cause?: unknown }).cause;
   }
   return undefined;
+}
+
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return url;
+  }
 }
 
 function transportError(error: unknown, url: string, signal: AbortSignal, options: RequestOptions, defaultTimeoutMs: number): unknown {
@@ -183,7 +195,7 @@ function transportError(error: unknown, url: string, signal: AbortSignal, option
     return new RillError({ code: 'CONNECTION_FAILED', message: `${target}: fetch does not connect to this port`, cause: error });
   }
   const refused = code === undefined ? undefined : NOT_CONNECTED[code];
-  if (refused !== undefined) return new RillError({ code: 'CONNECTION_FAILED', message: `${target}: ${refused} (${code})`, cause: error });
+  if (refused !== undefined) return new RillError({ code: 'CONNECTION_FAILED', message: `${target}: ${refused.replace('HOST', hostOf(url))} (${code})`, cause: error });
   const detail = code ?? (error instanceof Error ? error.message : String(error));
   return new RillError({ code: 'NETWORK_ERROR', message: `${target}: no answer (${detail})`, cause: error });
 }

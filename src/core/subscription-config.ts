@@ -108,6 +108,16 @@ function parseDelivery(
   return { webhookUrl: null, wakeStream };
 }
 
+/**
+ * A pull-wake subscription's wake stream must exist when the subscription is created: its
+ * wake events would otherwise go nowhere, and the worker wait for a wake that never comes.
+ * (A wake stream deleted later is the operator's to recreate; wakes resume on it.)
+ */
+export function wakeStreamRefusal(wakeStream: string | null, exists: boolean): ConfigRefusal | null {
+  if (wakeStream === null || exists) return null;
+  return { code: 'BAD_REQUEST', message: `the wake stream ${wakeStream} does not exist: create it (a JSON stream) before the subscription` };
+}
+
 /** The configuration's canonical text: equal configurations, however sent, give equal text (its hash is their identity). */
 export function canonicalConfig(config: SubscriptionConfig): string {
   return JSON.stringify([config.type, config.pattern, config.streams, config.webhookUrl, config.wakeStream, config.leaseTtlMs, config.description]);

@@ -246,8 +246,21 @@ function checkHolder(
     reference.generation === subscription.generation &&
     claims.wakeId === wake.id &&
     reference.wakeId === wake.id;
-  if (!current) return refuse('FENCED', 'the wake is stale: another generation holds the subscription, or the lease ran out', { generation: subscription.generation });
+  if (!current) return refuse('FENCED', staleWakeMessage(subscription, claims, reference, nowMs), { generation: subscription.generation });
   return null;
+}
+
+/**
+ * Why a holder's request names no current wake, most specific first: a replayed callback
+ * or ack of a wake that ended (done or released, its generation still the latest) is told
+ * the wake is finished, not that another generation holds the subscription.
+ */
+function staleWakeMessage(subscription: SubscriptionState, claims: TokenClaims, reference: WakeReference, nowMs: number): string {
+  const latest = claims.generation === subscription.generation && reference.generation === subscription.generation;
+  const wake = subscription.wake;
+  if (latest && wake === null) return 'the wake is finished (ended with done, or released): nothing is left to acknowledge; new data starts a new wake';
+  if (latest && wake !== null && claims.wakeId === wake.id && reference.wakeId === wake.id && leaseExpired(wake, nowMs)) return "the wake's lease ran out: claim the subscription again";
+  return 'the wake is stale: another generation holds the subscription, or the lease ran out';
 }
 
 // ---- webhook delivery -------------------------------------------------------------------

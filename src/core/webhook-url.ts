@@ -23,6 +23,9 @@ export const MAX_WEBHOOK_URL_BYTES = 2048;
 
 export type WebhookUrlCheck = { ok: true; url: URL } | { ok: false; reason: string };
 
+/** What a refused local webhook adds: the server flag that allows it, for development. */
+export const LOCALHOST_FLAG_HINT = 'a server started with --webhook-allow-localhost (development only) calls localhost, over http too';
+
 const refuse = (reason: string): WebhookUrlCheck => ({ ok: false, reason });
 
 export function checkWebhookUrl(raw: string, allowLocalhost: boolean): WebhookUrlCheck {
@@ -46,15 +49,17 @@ export function checkWebhookUrl(raw: string, allowLocalhost: boolean): WebhookUr
   const host = hostOf(url);
   if (host.kind === 'none') return refuse('the webhook URL has no host');
   const local = isLocalHost(host);
+  // A local webhook refused in production names the flag that allows it in development.
+  const devOnly = local && !allowLocalhost ? `; ${LOCALHOST_FLAG_HINT}` : '';
   if (url.protocol === 'http:' && !(allowLocalhost && local)) {
-    return refuse(allowLocalhost ? 'the webhook URL must use https unless its host is localhost' : 'the webhook URL must use https');
+    return refuse(allowLocalhost ? 'the webhook URL must use https unless its host is localhost' : `the webhook URL must use https${devOnly}`);
   }
   if (host.kind === 'name') {
-    if (local && !allowLocalhost) return refuse(`the webhook URL's host ${host.value} is local`);
+    if (local && !allowLocalhost) return refuse(`the webhook URL's host ${host.value} is local${devOnly}`);
     return { ok: true, url };
   }
   if (isForbiddenAddress(host.value, allowLocalhost)) {
-    return refuse(`the webhook URL's host ${host.value} is not a public address`);
+    return refuse(`the webhook URL's host ${host.value} is not a public address${devOnly}`);
   }
   return { ok: true, url };
 }

@@ -160,13 +160,24 @@ function bearerOf(header: string | undefined): string | null {
   return header.length > 7 && header.slice(0, 7).toLowerCase() === 'bearer ' ? header.slice(7).trim() : '';
 }
 
+/**
+ * The refusal of an Authorization header without `Bearer `: the commonest slip is the
+ * token alone, so the answer says to add the scheme. The value itself is never echoed
+ * (it may be a secret); a scheme name of another kind is.
+ */
+function notBearer(header: string): ProtocolError {
+  const scheme = /^([A-Za-z][A-Za-z0-9-]{0,19}) /.exec(header)?.[1];
+  if (scheme === undefined) return unauthorized('the Authorization header has no scheme: send Authorization: Bearer <token> (add "Bearer " before the token)');
+  return unauthorized(`the Authorization header uses the ${scheme} scheme: rill takes Authorization: Bearer <token>`);
+}
+
 /** The token of a request: the Authorization header, or on GET the `token` query parameter (taken out of the query). */
 function tokenOf(req: IncomingMessage, search: string): { token: string | null; search: string } | ProtocolError {
   const fromHeader = bearerOf(req.headers.authorization);
-  if (!mayHoldParam(search, 'token')) return { token: fromHeader, search };
-  const params = new URLSearchParams(search);
-  const fromQuery = params.get('token');
+  const fromQuery = mayHoldParam(search, 'token') ? new URLSearchParams(search).get('token') : null;
+  if (fromHeader === '' && fromQuery === null) return notBearer(req.headers.authorization!);
   if (fromQuery === null) return { token: fromHeader, search };
+  const params = new URLSearchParams(search);
   if (req.method !== 'GET') return unauthorized('a token in the query is accepted on GET only; send Authorization: Bearer');
   if (fromHeader !== null || params.getAll('token').length > 1) return protocolError('INVALID_QUERY', 'send one token, in the Authorization header or the query');
   params.delete('token');
@@ -255,16 +266,17 @@ export class AccessControl {
 
 function refusal(error: ProtocolError): Admission {
   if (error.code !== 'UNAUTHORIZED' && error.code !== 'TOKEN_EXPIRED') return { ok: false, error };
-  return { ok: false, error, headers: { 'www-authenticate': invalidTokenChallenge(error.message) } };
+  return { ok: false, error, headers: { 'www-authenticate': invalidTokenChallenge(error) } };
 }
 
 /**
  * The challenge of a token that was sent and refused, saying why (RFC 6750's
- * error_description): an answer to HEAD has no body, so it is the only place a client
- * finds the reason. The quoted string may not hold `"` or `\`, nor anything unprintable.
+ * error_description) and with which code (an extension parameter, `code`): an answer to
+ * HEAD has no body, so it is the only place a client finds them, and an expired token
+ * says so on HEAD too. The quoted string may not hold `"` or `\`, nor anything unprintable.
  */
-function invalidTokenChallenge(message: string): string {
-  return `${INVALID_TOKEN_CHALLENGE}, error_description="${message.replace(/[^\x20-\x21\x23-\x5b\x5d-\x7e]/g, "'")}"`;
+function invalidTokenChallenge(error: ProtocolError): string {
+  return `${INVALID_TOKEN_CHALLENGE}, error_description="${error.message.replace(/[^\x20-\x21\x23-\x5b\x5d-\x7e]/g, "'")}", code="${error.code}"`;
 }
 
 function principalOfRequest(req: IncomingMessage): Principal | undefined {

@@ -11,6 +11,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { LiveHub } from '../live/hub.js';
+import { buildInfo } from '../ops/build-info.js';
 import { LiveReaders } from '../ops/live-readers.js';
 import { createLogger, redactUrl } from '../ops/logger.js';
 import { RillMetrics } from '../ops/metrics.js';
@@ -138,7 +139,7 @@ function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext
     return handleConsole(req, res, ctx.settings.consoleDir, pathname);
   }
   // Liveness and readiness answer without a token: probes carry none.
-  if (target.kind === 'health') return sendJson(res, 200, { status: ctx.hub.isDraining ? 'draining' : 'ok' });
+  if (target.kind === 'health') return sendJson(res, 200, { status: ctx.hub.isDraining ? 'draining' : 'ok', ...buildInfo() });
   if (target.kind === 'admin' && target.name === 'readyz') return handleAdmin(req, res, ctx, target.name, search);
   if (!ctx.access.on) return serve(req, res, ctx, target, search);
   // The JWK Set is public; a webhook's callback and a worker's ack or release carry the wake token, not an access token.

@@ -6,11 +6,11 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createHash } from 'node:crypto';
-import { canonicalConfig, normalizePath, parseSubscriptionConfig, type PathCheck } from '../core/subscription-config.js';
+import { canonicalConfig, normalizePath, parseSubscriptionConfig, wakeStreamRefusal, type PathCheck } from '../core/subscription-config.js';
 import { statusOf as subscriptionStatusOf, wakeStreamOf, type AckItem, type SubscriptionRefusal, type TokenClaims } from '../core/subscription.js';
 import type { SubscriptionState } from '../core/subscription-types.js';
 import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
-import { scopedPathProblem } from '../protocol/ids.js';
+import { bucketOfScope, scopedPathProblem } from '../protocol/ids.js';
 import { parsePosition } from '../protocol/offset.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
 import { newIncarnation } from '../storage/executor.js';
@@ -123,12 +123,22 @@ export function pathCheckOf(scope: string): PathCheck {
   return (path) => scopedPathProblem(scope, path);
 }
 
+/** Whether a wake stream is there to take wake events (true for none; true in a missing bucket, which the create refuses as such). */
+async function wakeStreamExists(ctx: HandlerContext, scope: string, wakeStream: string | null): Promise<boolean> {
+  if (wakeStream === null) return true;
+  const bucket = bucketOfScope(scope);
+  if (bucket !== null && (await ctx.store.getBucket(bucket)) === undefined) return true;
+  return (await ctx.store.getStream(`${scope}/${wakeStream}`)) !== undefined;
+}
+
 async function putSubscription(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, route: SubscriptionRoute, id: string): Promise<void> {
   const body = await readJsonObject(req, res);
   if (body === undefined) return;
   const { limits, allowLocalhost } = ctx.settings.subscriptions;
   const parsed = parseSubscriptionConfig(body, limits, pathCheckOf(route.scope), allowLocalhost);
   if (!parsed.ok) return sendSubscriptionError(res, protocolError(parsed.refusal.code, parsed.refusal.message));
+  const missing = wakeStreamRefusal(parsed.config.wakeStream, await wakeStreamExists(ctx, route.scope, parsed.config.wakeStream));
+  if (missing) return sendSubscriptionError(res, protocolError(missing.code, missing.message));
   const candidate: SubscriptionState = {
     key: `${route.scope}/${id}`,
     scope: route.scope,

@@ -7,6 +7,7 @@
  * labelled `inc` hashes its labels on every call. No label holds a stream or bucket name:
  * routes are templates (`/{bucket}/{stream}`), so the series stay few whatever the load.
  */
+import { buildInfo } from './build-info.js';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { StorageObserver, Store } from '../storage/store.js';
 import type { LiveReaders } from './live-readers.js';
@@ -236,6 +237,9 @@ export class RillMetrics implements StorageObserver {
   private registerGauges(): void {
     const registers = [this.registry];
     const sources = this.sources;
+    // What runs, the Prometheus way: a gauge of 1 whose labels are the facts.
+    const { version, commit } = buildInfo();
+    new Gauge({ name: 'rill_build_info', help: 'The version of rill running and the commit it was built from (always 1)', labelNames: ['version', 'commit'], registers }).set({ version, commit }, 1);
     new Gauge({
       name: 'rill_live_readers',
       help: 'Live readers held now (SSE connections, long-polls waiting)',

@@ -68,6 +68,8 @@ describe('subscriptions under access control', () => {
       const bucket = family === 'v1' ? 'v1' : 'subsperm';
       const root = family === 'v1' ? '/v1/stream' : '/subsperm';
       if (family === 'bucket') expect((await send('PUT', '/subsperm', admin)).status).toBe(201);
+      // The subscriptions' wake stream must exist.
+      expect((await send('PUT', `${root}/wake`, admin, [])).status).toBe(201);
       for (const row of ROWS) {
         for (const who of WHO) {
           const id = `p-${++n}`;

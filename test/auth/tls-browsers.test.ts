@@ -50,6 +50,9 @@ describe('TLS', () => {
     expect(await curl(`${env.url}/tlsb/logs-1?offset=-1&token=${writer}`)).toBe('over tls');
     expect(await curl('-o', '/dev/null', '-w', '%{http_code}', '-H', `Authorization: Bearer ${writer}`, `${env.url}/tlsb/other?offset=-1`)).toBe('404');
     expect(await rill(['--url', env.url, '--token', writer, 'read', 'tlsb/logs-1'])).toBe('over tls');
+    // A 401 in the CLI names --token and RILL_TOKEN.
+    const refused = await rill(['--url', env.url, 'head', 'tlsb/logs-1']).catch((error: { code: number; stderr: string }) => error);
+    expect(refused).toMatchObject({ code: 1, stderr: 'rill: UNAUTHORIZED: unauthorized; this server has auth on: give a token with --token or RILL_TOKEN (HTTP 401)\n' });
     // Without the test's CA the certificate is not trusted.
     await expect(run('curl', ['-sS', '-f', `${env.url}/healthz`])).rejects.toThrow();
   });

@@ -72,7 +72,13 @@ describe('tokens', () => {
     expect(reply.headers['www-authenticate']).toBe('Bearer realm="rill"');
     expect((await get(null, '/healthz')).status).toBe(200);
     expect401(await call(env.url, 'PUT', `/${BUCKET}/s`, {}));
-    expect401(await call(env.url, 'GET', '/v1/stream/x', { headers: { authorization: 'Basic dXNlcjpwYXNz' } }));
+    const basic = await call(env.url, 'GET', '/v1/stream/x', { headers: { authorization: 'Basic dXNlcjpwYXNz' } });
+    expect401(basic);
+    expect((basic.json() as { message: string }).message).toBe('the Authorization header uses the Basic scheme: rill takes Authorization: Bearer <token>');
+    // The token alone, without its scheme: the answer says to add it, and never echoes the value.
+    const bare = await call(env.url, 'GET', `/${BUCKET}`, { headers: { authorization: await hs256() } });
+    expect401(bare);
+    expect((bare.json() as { message: string }).message).toBe('the Authorization header has no scheme: send Authorization: Bearer <token> (add "Bearer " before the token)');
   });
 
   it('says why a sent token was refused in its challenge too, the only place an answer to HEAD has for it, and the client reads it there', async () => {
@@ -81,7 +87,7 @@ describe('tokens', () => {
     expect(why).toMatch(/signature/);
     const head = await call(env.url, 'HEAD', `/${BUCKET}`, { headers: bearer(forged) });
     expect(head.status).toBe(401);
-    expect(head.headers['www-authenticate']).toBe(`Bearer realm="rill", error="invalid_token", error_description="${why}"`);
+    expect(head.headers['www-authenticate']).toBe(`Bearer realm="rill", error="invalid_token", error_description="${why}", code="UNAUTHORIZED"`);
     const client = new RillClient({ url: env.url, token: forged });
     await expect(client.stream(`${BUCKET}/s`).head()).rejects.toMatchObject({ code: 'UNAUTHORIZED', status: 401, message: why });
   });
@@ -118,6 +124,9 @@ describe('tokens', () => {
     expect((await get(token)).status).toBe(200);
     env.clock.stopAt(expMs);
     expect401(await get(token), 'TOKEN_EXPIRED');
+    // HEAD has no body: the challenge's code says expired, and the client reads it there.
+    const head = new RillClient({ url: env.url, token }).stream(`${BUCKET}/s`).head();
+    await expect(head).rejects.toMatchObject({ code: 'TOKEN_EXPIRED', status: 401, message: 'the token has expired' });
     // Never seen before, verified at the boundary:
     const other = await hs256({ nowMs: issuedMs + 1000, ttlMs: 59_000 });
     expect401(await get(other), 'TOKEN_EXPIRED');

@@ -33,12 +33,22 @@ describe('rill commands, first hour', () => {
 
   it('prints its version, takes a URL without a scheme, and names a refused URL', async () => {
     const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-    expect(await ok(['--version'])).toBe(`${pkg.version}\n`);
+    // The version and the commit the build was made from (dist/build-info.json, written by the build).
+    const built = JSON.parse(readFileSync(new URL('../../dist/build-info.json', import.meta.url), 'utf8')) as { commit: string };
+    expect(built.commit).toMatch(/^([0-9a-f]{40}|unknown)$/);
+    expect(await ok(['--version'])).toBe(`${pkg.version} (commit ${built.commit})\n`);
     expect(await ok(['--url', cli.server.url.replace('http://', ''), 'head', 'first'])).toMatch(/^id: first/);
     const port = await freePort();
     const refused = await rill(['--url', `127.0.0.1:${port}`, 'head', 'first/x']);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toBe(`rill: CONNECTION_FAILED: HEAD http://127.0.0.1:${port}/first/x: connection refused (ECONNREFUSED)\n`);
+    expect(refused.stderr).toBe(
+      `rill: CONNECTION_FAILED: HEAD http://127.0.0.1:${port}/first/x: the connection was refused: nothing listens on 127.0.0.1:${port} (ECONNREFUSED); start a server there (rill serve), or point the CLI at yours with --url or RILL_URL\n`,
+    );
+    // https:// against a server that speaks http says so.
+    const https = cli.server.url.replace('http://', 'https://');
+    const tls = await rill(['--url', https, 'head', 'first/x']);
+    expect(tls.code).toBe(1);
+    expect(tls.stderr).toMatch(/^rill: CONNECTION_FAILED: HEAD https:\/\/127\.0\.0\.1:\d+\/first\/x: 127\.0\.0\.1:\d+ does not speak TLS \(https\): it may be an http server; use an http:\/\/ URL \(ERR_SSL_WRONG_VERSION_NUMBER\); /);
   });
 
   it('reports errors as JSON with --json: code, message, status', async () => {

@@ -5,10 +5,18 @@
  */
 import { spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { serveSettingsOf } from '../../src/cli/serve-options.js';
 import { formatBytes, formatDurationMs, parseBytes, parseDurationMs } from '../../src/cli/units.js';
-import { CLI, freePort, removeDir, startServer } from '../helpers/server.js';
+import { CLI, freePort, removeDir, startServer, tempDataDir } from '../helpers/server.js';
+
+/** Runs `rill ARGS` to its end: its exit code and stderr. */
+function rillSync(args: string[]): { status: number | null; stderr: string } {
+  const run = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, RILL_LOG_LEVEL: 'error' } });
+  return { status: run.status, stderr: run.stderr };
+}
 
 describe('rill serve', () => {
   it('--help shows defaults in the forms the flags accept, and names RILL_LOG_LEVEL', () => {
@@ -20,6 +28,42 @@ describe('rill serve', () => {
     for (const ms of [20_000, 60_000, 604_800_000, 1500]) expect(parseDurationMs(formatDurationMs(ms))).toBe(ms);
     for (const bytes of [33_554_432, 16_384, 1000]) expect(parseBytes(formatBytes(bytes))).toBe(bytes);
     expect(() => parseBytes('32MB')).toThrow(/32MiB/);
+    // A duration needs its unit (0 is the same in every unit); a usage error names the
+    // command's own help instead of printing all of it.
+    expect(parseDurationMs('0')).toBe(0);
+    expect(rillSync(['serve', '--long-poll-timeout', '30'])).toEqual({
+      status: 2,
+      stderr: 'rill: USAGE: option \'--long-poll-timeout <duration>\' argument \'30\' is invalid. "30" has no unit: write 30s, 30ms or 30m (units: ms, s, m, h, d)\nsee `rill serve --help`\n',
+    });
+    expect(help).toContain('Durations need a unit');
+    const token = spawnSync(process.execPath, [CLI, 'token', '--help'], { encoding: 'utf8' }).stdout;
+    expect(token).toMatch(/--ttl <duration> .*\(default: 1h\)/);
+    expect(rillSync(['subs', 'create', 'x', '--bogus'])).toEqual({ status: 2, stderr: "rill: USAGE: unknown option '--bogus'\nsee `rill subs create --help`\n" });
+  });
+
+  it('answers a mistake of the operator with exit 2, CONFIG or USAGE, the flag and what to do', async () => {
+    const dir = tempDataDir();
+    const server = await startServer({ process: true, store: 'sqlite' });
+    try {
+      const short = join(dir, 'short.key');
+      writeFileSync(short, 'too short\n');
+      const expectations: Array<[string[], string]> = [
+        [['serve', '--port', '0', '--store', 'memory', '--auth-secret-file', join(dir, 'missing.key')], `rill: CONFIG: --auth-secret-file ${join(dir, 'missing.key')}: no such file; write a secret of at least 32 random bytes there, such as: openssl rand -base64 32 > ${join(dir, 'missing.key')}\n`],
+        [['serve', '--port', '0', '--store', 'memory', '--auth-secret-file', short], `rill: CONFIG: --auth-secret-file ${short}: the secret is 9 bytes; an HS256 secret must be at least 32; write a secret of at least 32 random bytes there, such as: openssl rand -base64 32 > ${short}\n`],
+        [['token', '--secret-file', short, '--bucket', 'b', '--can', 'read'], `rill: CONFIG: --secret-file ${short}: the secret is 9 bytes; an HS256 secret must be at least 32; give the file rill serve --auth-secret-file reads (write one with: openssl rand -base64 32 > ${short})\n`],
+        [['serve', '--port', '0', '--store', 'postgres'], 'rill: CONFIG: --store postgres needs --postgres-url (or RILL_POSTGRES_URL): the database to use, such as postgres://user:password@host:5432/db\n'],
+        [['serve', '--port', String(server.port), '--store', 'memory'], `rill: CONFIG: --port ${server.port}: port ${server.port} on 127.0.0.1 is in use by another process: stop it, or choose another port with --port (0 picks a free one)\n`],
+        [['serve', '--port', '0', '--data', server.dataDir], `rill: CONFIG: --data ${server.dataDir}: the data directory is in use by another rill server (its rill.lock is held): stop that server, or give this one another --data directory\n`],
+        [['backup', join(dir, 'b.db'), '--data', join(dir, 'none')], `rill: CONFIG: --data ${join(dir, 'none')}: no such directory; point --data at the directory rill serve --data uses\n`],
+        [['backup', join(dir, 'none', 'b.db'), '--data', server.dataDir], `rill: CONFIG: ${join(dir, 'none', 'b.db')}: the directory ${join(dir, 'none')} does not exist; create it first (mkdir -p ${join(dir, 'none')})\n`],
+        [['restore', short, '--data', server.dataDir], `rill: USAGE: --data ${server.dataDir} already holds a database; add --force to replace it with ${short} (what it holds now is lost)\n`],
+      ];
+      for (const [args, stderr] of expectations) expect(rillSync(args)).toEqual({ status: 2, stderr });
+    } finally {
+      await server.stop();
+      removeDir(server.dataDir);
+      removeDir(dir);
+    }
   });
 
   it('refuses an unknown RILL_LOG_LEVEL at startup, saying which levels exist', () => {
@@ -57,6 +101,10 @@ describe('rill serve', () => {
       await fetch(`${server.url}/cfgx`, { method: 'PUT' });
       const big = await fetch(`${server.url}/cfgx/s`, { method: 'PUT', headers: { 'content-type': 'text/plain' }, body: 'x'.repeat(1025) });
       expect(big.status).toBe(413);
+      // What runs: /healthz, the rill_build_info metric and the startup line give the version and commit.
+      const built = JSON.parse(readFileSync(join(import.meta.dirname, '../../dist/build-info.json'), 'utf8')) as { version: string; commit: string };
+      expect(await (await fetch(`${server.url}/healthz`)).json()).toEqual({ status: 'ok', version: built.version, commit: built.commit });
+      expect(await (await fetch(`${server.url}/metrics`)).text()).toContain(`rill_build_info{version="${built.version}",commit="${built.commit}"} 1\n`);
       expect(await server.stop()).toBe(0);
       // 'exit' can come before the last output: wait for the end of stdout.
       const stdout = server.child.stdout!;
@@ -66,6 +114,7 @@ describe('rill serve', () => {
       const stopped = lines.find((l) => l.msg === 'stopped');
       expect(stopped, server.output()).toMatchObject({ signal: 'SIGTERM' });
       expect(Math.max(...lines.map((l) => l.time))).toBe(stopped!.time);
+      expect(lines.find((l) => l.msg.startsWith('rill listening on'))).toMatchObject({ version: built.version, commit: built.commit });
     } finally {
       removeDir(server.dataDir);
     }

@@ -57,6 +57,8 @@ describe('rill client commands', () => {
     await ok(['append', 'v1/stream/cli-tail', 'after', '--close']);
     expect(await within(tail.exited, 15_000, 'the tail to end at the close'), tail.stderr()).toBe(0);
     expect(tail.stdout()).toBe('before after');
+    // Caught up, it said on stderr that it was live, and from where.
+    expect(tail.stderr()).toBe('rill: live from offset 00000000000000000007: waiting for new data (Ctrl-C to stop)\n');
   });
 
   it('stops a tail on Ctrl-C', async () => {
@@ -69,6 +71,7 @@ describe('rill client commands', () => {
     await until(() => tail.stdout() === 'x', 'the tail to print the append');
     tail.child.kill('SIGINT');
     expect(await within(tail.exited, 10_000, 'the tail to stop on SIGINT'), tail.stderr()).toBe(0);
+    expect(tail.stderr()).toBe('rill: live from offset 00000000000000000000: waiting for new data (Ctrl-C to stop)\n');
   });
 
   it('reports typed errors on stderr with exit code 1, and honours --url', async () => {

@@ -233,6 +233,10 @@ describe('stream handle', () => {
     const closed = await stream.appendJson({ a: 3 }).catch((e: unknown) => e);
     expect(closed).toBeInstanceOf(StreamClosedError);
     expect((closed as StreamClosedError).fields).toMatchObject({ closed: true, nextOffset: '00000000000000000008' });
+    expect((closed as StreamClosedError).message).toBe(`the stream is closed: ${new URL(stream.url).pathname}`);
+    // A path without a stream in it is refused before anything is sent: a create would make a bucket.
+    expect(() => env.client.stream('run-1')).toThrow(expect.objectContaining({ code: 'INVALID_ID', message: `"run-1" names a bucket, not a stream: a stream path is bucket/stream (client.bucket('run-1').stream(NAME)) or v1/stream/NAME` }));
+    expect(() => env.client.stream('v1/stream/')).toThrow(/names the \/v1\/stream family, not a stream/);
     const missing = await env.client.stream('client/never-created').head().catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(NotFoundError);
     expect((missing as NotFoundError).code).toBe('STREAM_NOT_FOUND');
@@ -291,7 +295,7 @@ describe('stream handle', () => {
     const offline = new RillClient({ url: `http://127.0.0.1:${port}`, timeoutMs: 2000 });
     const error = await offline.stream('client/x').append('x').catch((e: unknown) => e);
     expect((error as RillError).code).toBe('CONNECTION_FAILED');
-    expect((error as RillError).message).toBe(`POST http://127.0.0.1:${port}/client/x: connection refused (ECONNREFUSED)`);
+    expect((error as RillError).message).toBe(`POST http://127.0.0.1:${port}/client/x: the connection was refused: nothing listens on 127.0.0.1:${port} (ECONNREFUSED)`);
     // Nothing was sent, so nothing can have been applied.
     expect((error as RillError).outcomeUnknown).toBe(false);
     expect((error as RillError).retryable).toBe(true);

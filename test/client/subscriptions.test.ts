@@ -202,6 +202,7 @@ describe('subscriptions API', () => {
   });
 
   it('lists a scope page by page, and keeps a bucket scope apart from /v1/stream', async () => {
+    await jsonStream('subs-list/wake');
     for (const id of ['list-a', 'list-b', 'list-c']) await subs.put(id, { type: 'pull-wake', streams: ['subs-list/x'], wakeStream: 'subs-list/wake' });
     const page = await subs.list({ after: 'list-', limit: 2 });
     expect(page.subscriptions.map((s) => s.id)).toEqual(['list-a', 'list-b']);

@@ -51,6 +51,7 @@ describe('creating subscriptions', () => {
   it('creates with 201, re-confirms the same configuration with 200 whatever its order, refuses another with 409, and never shows a secret', async () => {
     const id = unique('conf');
     const config = { type: 'pull-wake', streams: ['b/x', 'a/y', 'b/x'], wake_stream: 'wake/conf', lease_ttl_ms: 5000, description: 'd' };
+    await createJson('wake/conf', '[]');
     const created = await putSub(id, config);
     expect(created.status).toBe(201);
     expect(created.headers.get('location')).toBe(`/v1/stream/__ds/subscriptions/${id}`);
@@ -104,6 +105,7 @@ describe('creating subscriptions', () => {
     for (const path of [`${root}/a`, `${root}/a/b`, `${root}/c/d/e`, root]) await createJson(path, '[{"old":true}]');
     const one = unique('one');
     const many = unique('many');
+    await createJson(`${root}-wake`, '[]');
     await putSub(one, { type: 'pull-wake', pattern: `${root}/*`, wake_stream: `${root}-wake` });
     await putSub(many, { type: 'pull-wake', pattern: `${root}/**`, wake_stream: `${root}-wake` });
     expect((await streamsOf(one)).map((s) => s.path)).toEqual([`${root}/a`]);
@@ -368,6 +370,7 @@ describe('membership and deletion', () => {
 
   it('limits streams per subscription (409) and answers bad membership requests with 400', async () => {
     const id = unique('full');
+    await createJson('f-wake', '[]');
     await putSub(id, { type: 'pull-wake', streams: ['f/0'], wake_stream: 'f-wake' });
     const many = Array.from({ length: 20 }, (_, i) => `f/${i + 1}`);
     const full = await post(sub(id, '/streams'), JSON.stringify({ streams: many }), JSON_TYPE);
@@ -380,6 +383,7 @@ describe('membership and deletion', () => {
 
   it('answers a JSON body that is not an object (null, an array, a number) with 400 and the JSON error, on every route that takes one', async () => {
     const id = unique('hostile');
+    await createJson('h-wake', '[]');
     await putSub(id, { type: 'pull-wake', streams: ['h/0'], wake_stream: 'h-wake' });
     for (const body of ['null', '[]', '7', '"x"']) {
       for (const [method, url] of [['PUT', sub(unique('hostile'))], ['POST', sub(id, '/streams')], ['POST', sub(id, '/claim')]] as const) {

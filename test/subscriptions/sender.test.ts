@@ -153,9 +153,9 @@ describe('sendWebhook', () => {
 
 describe('sendWebhook refuses private destinations before connecting', () => {
   test('URLs the check refuses: loopback without the development setting, private addresses with it', async () => {
-    expect(await send(`${base}/done`, { allowLocalhost: false })).toEqual({ kind: 'failed', error: 'refused: the webhook URL must use https' });
-    expect(await send(`https://127.0.0.1:${port}/done`, { allowLocalhost: false })).toEqual({ kind: 'failed', error: 'refused: the webhook URL\'s host 127.0.0.1 is not a public address' });
-    expect(await send(`https://localhost:${port}/done`, { allowLocalhost: false })).toEqual({ kind: 'failed', error: 'refused: the webhook URL\'s host localhost is local' });
+    expect(await send(`${base}/done`, { allowLocalhost: false })).toEqual({ kind: 'failed', error: 'refused: the webhook URL must use https; a server started with --webhook-allow-localhost (development only) calls localhost, over http too' });
+    expect(await send(`https://127.0.0.1:${port}/done`, { allowLocalhost: false })).toEqual({ kind: 'failed', error: 'refused: the webhook URL\'s host 127.0.0.1 is not a public address; a server started with --webhook-allow-localhost (development only) calls localhost, over http too' });
+    expect(await send(`https://localhost:${port}/done`, { allowLocalhost: false })).toEqual({ kind: 'failed', error: 'refused: the webhook URL\'s host localhost is local; a server started with --webhook-allow-localhost (development only) calls localhost, over http too' });
     expect(await send('https://10.0.0.1/hook')).toEqual({ kind: 'failed', error: 'refused: the webhook URL\'s host 10.0.0.1 is not a public address' });
     expect(connections).toBe(0);
   });
