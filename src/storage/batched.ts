@@ -61,9 +61,11 @@ export abstract class BatchedStore implements Store {
   /** Sliding-TTL renewals from reads, stored with the next batch. */
   protected readonly pendingTouches = new Map<number, number>();
   /**
-   * Renewals taken into an asynchronous engine's batch that has not committed yet. Until
-   * it has, the stored rows lack them (PostgreSQL commits over the network), so reads
-   * still apply them: a read in that window would otherwise see a renewed stream as expired.
+   * Renewals taken into a batch that is not yet answered. Until it is, reads may see the
+   * streams without them: an asynchronous engine's rows lack them until its COMMIT
+   * returns (PostgreSQL commits over the network), and SQLite's readers see a stream as
+   * it was before a commit still waiting for its fsync. So reads still apply them: a read
+   * in that window would otherwise see a renewed stream as expired.
    */
   private readonly committingTouches = new Set<ReadonlyMap<number, number>>();
   protected closed = false;
@@ -226,8 +228,8 @@ export abstract class BatchedStore implements Store {
     // stored and core decides whether each renewal applies.
     const touches = new Map(this.pendingTouches);
     this.pendingTouches.clear();
-    // A synchronous engine commits before any read can run, and its loads inside the
-    // transaction must see the rows as stored (they go through withPendingTouch).
+    // A synchronous engine's loads inside its transaction must see the rows as stored
+    // (they go through withPendingTouch): it adds them once committed (see committed).
     if (this.transactAsync) this.committingTouches.add(touches);
     const work: BatchWork = { batch, touches, failed: new Map(), outcomes: new Map(), events: [], next: 0 };
     this.settling++;
@@ -274,7 +276,7 @@ export abstract class BatchedStore implements Store {
 
   /** The batch committed: measured (when observed), then answered once durable. */
   private committed(work: BatchWork, startedMs: number): void {
-    this.committingTouches.delete(work.touches);
+    if (!this.transactAsync) this.committingTouches.add(work.touches);
     const observers = this.observers;
     if (observers.length === 0) return this.whenDurable((error) => this.settle(work, error));
     const committedMs = performance.now();
@@ -341,6 +343,7 @@ export abstract class BatchedStore implements Store {
 
   /** Answers a committed batch once it is durable; only then do readers hear of it. */
   private settle(work: BatchWork, error?: unknown): void {
+    this.committingTouches.delete(work.touches);
     if (error !== undefined) this.failFatally(error);
     for (const op of work.batch) {
       const failure = work.failed.get(op);

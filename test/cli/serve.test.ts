@@ -89,7 +89,7 @@ describe('rill serve', () => {
     const REASON = 'expected at least 1s: with shorter SSE connections the official Durable Streams client gives up SSE after three of them and ends its read silently';
     const run = spawnSync(process.execPath, [CLI, 'serve', '--store', 'memory', '--port', '0', '--sse-lifetime', '999ms'], { encoding: 'utf8' });
     expect(run.status).toBe(2);
-    expect(run.stderr).toContain(`error: option '--sse-lifetime <duration>' argument '999ms' is invalid. ${REASON}`);
+    expect(run.stderr).toContain(`rill: USAGE: option '--sse-lifetime <duration>' argument '999ms' is invalid. ${REASON}`);
     await expect(serveSettingsOf(['--sse-lifetime', '500ms'], {})).rejects.toThrow(REASON);
     await expect(serveSettingsOf([], { RILL_SSE_LIFETIME: '0' })).rejects.toThrow(`environment variable RILL_SSE_LIFETIME: "0": ${REASON}`);
     expect((await serveSettingsOf(['--sse-lifetime', '1s'], {})).settings.sseLifetimeMs).toBe(1000);

@@ -181,4 +181,17 @@ describe('bucket reads while a commit waits for its fsync', () => {
     expect((await store.listStreams('shelf', '', null, 10)).names).toEqual(['b']);
     expect((await store.getBucket('shelf'))!.streamCount).toBe(1);
   });
+
+  it("a read's TTL renewal, stored by a commit whose fsync is held, still reaches readers", async () => {
+    let nowMs = 1_700_000_000_000;
+    const { store, disk } = stores.open('rill-durable-reads-', () => nowMs);
+    const name = v1StreamKey('renewed');
+    await store.run('createStream', createRequest(name, { ttlSeconds: 2 }));
+    nowMs += 1_500;
+    store.touch((await store.getStream(name))!, nowMs);
+    // The next batch (another command's) stores the renewal; its fsync is held.
+    const seen = await readWhileHeld(disk, [() => store.run('createStream', createRequest(v1StreamKey('other')))], () => store.getStream(name));
+    // Read while the fsync was held: the stream as renewed, not as created (which expired at +2 s).
+    expect(seen?.lastAccessMs).toBe(nowMs);
+  });
 });

@@ -52,10 +52,11 @@ export function watch<T>(promise: Promise<T>): { answered: () => boolean; value:
 export class HeldStores {
   private readonly opened: Array<{ store: SqliteStore; disk: HeldFlush; dir: string }> = [];
 
-  open(prefix: string): { store: SqliteStore; disk: HeldFlush; dir: string } {
+  /** `nowMs`: the store's clock, when the test moves time. */
+  open(prefix: string, nowMs?: () => number): { store: SqliteStore; disk: HeldFlush; dir: string } {
     const dir = mkdtempSync(join(tmpdir(), prefix));
     const disk = new HeldFlush();
-    const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, fdatasync: disk.flush });
+    const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, fdatasync: disk.flush, ...(nowMs ? { nowMs } : {}) });
     const entry = { store, disk, dir };
     this.opened.push(entry);
     return entry;

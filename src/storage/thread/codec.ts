@@ -16,7 +16,11 @@ export interface Packet {
   /** The JSON text, UTF-8. */
   text: Uint8Array;
   buffers: Uint8Array[];
-  /** What postMessage may transfer instead of copy: buffers this packet alone holds. */
+}
+
+/** A packet, and what postMessage may transfer instead of copying: buffers only the packet holds. */
+export interface Encoded {
+  packet: Packet;
   transfer: ArrayBuffer[];
 }
 
@@ -25,30 +29,29 @@ type Marked = ['b', number] | ['u'] | ['n', string] | ['m', Array<[unknown, unkn
 const utf8 = new TextEncoder();
 const text = new TextDecoder();
 
-export function encode(value: unknown): Packet {
-  const packet: Packet = { text: new Uint8Array(0), buffers: [], transfer: [] };
-  packet.text = utf8.encode(JSON.stringify(encoded(value, packet)));
-  packet.transfer.push(packet.text.buffer as ArrayBuffer);
-  return packet;
+export function encode(value: unknown): Encoded {
+  const out: Encoded = { packet: { text: new Uint8Array(0), buffers: [] }, transfer: [] };
+  out.packet.text = utf8.encode(JSON.stringify(encoded(value, out)));
+  out.transfer.push(out.packet.text.buffer as ArrayBuffer);
+  return out;
 }
 
-/** The value of a packet as it arrived (its `transfer` list is not sent). */
-export function decode(packet: Pick<Packet, 'text' | 'buffers'>): unknown {
+export function decode(packet: Packet): unknown {
   return decoded(JSON.parse(text.decode(packet.text)), packet.buffers);
 }
 
 const mark = (marked: Marked): Record<string, Marked> => ({ [MARK]: marked });
 
-function encoded(value: unknown, packet: Packet): unknown {
+function encoded(value: unknown, out: Encoded): unknown {
   if (value === undefined) return mark(['u']);
   if (typeof value === 'number') return Number.isFinite(value) ? value : mark(['n', String(value)]);
   if (value === null || typeof value !== 'object') return value;
-  if (value instanceof Uint8Array) return mark(['b', packet.buffers.push(bytesToSend(value, packet)) - 1]);
-  if (Array.isArray(value)) return value.map((entry) => encoded(entry, packet));
-  if (value instanceof Map) return mark(['m', [...value].map(([key, entry]) => [encoded(key, packet), encoded(entry, packet)])]);
-  const out: Record<string, unknown> = {};
-  for (const key in value) out[key] = encoded((value as Record<string, unknown>)[key], packet);
-  return out;
+  if (value instanceof Uint8Array) return mark(['b', out.packet.buffers.push(bytesToSend(value, out)) - 1]);
+  if (Array.isArray(value)) return value.map((entry) => encoded(entry, out));
+  if (value instanceof Map) return mark(['m', [...value].map(([key, entry]) => [encoded(key, out), encoded(entry, out)])]);
+  const object: Record<string, unknown> = {};
+  for (const key in value) object[key] = encoded((value as Record<string, unknown>)[key], out);
+  return object;
 }
 
 /**
@@ -56,10 +59,10 @@ function encoded(value: unknown, packet: Packet): unknown {
  * it); a view into a larger buffer is copied, so that only its own bytes cross, and the
  * copy is transferred.
  */
-function bytesToSend(bytes: Uint8Array, packet: Packet): Uint8Array {
+function bytesToSend(bytes: Uint8Array, out: Encoded): Uint8Array {
   if (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength) return bytes;
   const copy = new Uint8Array(bytes);
-  packet.transfer.push(copy.buffer);
+  out.transfer.push(copy.buffer);
   return copy;
 }
 

@@ -1,14 +1,13 @@
 /**
- * What the store's thread and the event loop's thread say to each other (host.ts,
- * worker.ts). Values cross by structured clone; errors cross as `WireError`, rebuilt on
- * the other side as the storage error they were, so that the HTTP layer's one mapping
+ * What the storage thread and the event loop's thread say to each other (host.ts,
+ * worker.ts). Messages cross in packets (codec.ts); errors cross as `WireError`, rebuilt
+ * on the other side as the storage error they were, so that the HTTP layer's one mapping
  * (`storageRefusal`) and every `instanceof` check work as if the store were local.
  */
 import type { StorageObserver, Store, StoreCommands } from '../store.js';
 import { decode, encode, type Packet } from './codec.js';
-import type { StreamState } from '../../core/types.js';
+import type { ProducerSettings, StreamState } from '../../core/types.js';
 import type { RecentIndexing } from '../sqlite/held-writes.js';
-import type { ProducerSettings } from '../../core/types.js';
 import {
   CommandFailedError,
   CommitOutcomeUnknownError,
@@ -96,9 +95,10 @@ export function toWire(error: unknown, depth = 0): WireError {
   if (!(error instanceof Error)) return { className: null, name: 'Error', message: String(error), stack: undefined, fields: {}, cause: undefined };
   const className = Object.hasOwn(STORAGE_ERRORS, error.constructor.name) ? error.constructor.name : null;
   const fields: Record<string, unknown> = {};
-  // Own fields that clone: `protocol`, `freeBytes`, `dataDir`, a SqliteError's `code`.
+  // Own fields of plain values (`freeBytes`, `dataDir`, a SqliteError's `code`) and a
+  // refusal's typed outcome; any other object might not be data (or hold a cycle).
   for (const [key, value] of Object.entries(error)) {
-    if (key !== 'cause' && (value === null || ['string', 'number', 'boolean', 'object'].includes(typeof value))) fields[key] = value;
+    if (key === 'protocol' || value === null || ['string', 'number', 'boolean'].includes(typeof value)) fields[key] = value;
   }
   const cause = depth < MAX_CAUSE_DEPTH && error.cause !== undefined ? toWire(error.cause, depth + 1) : undefined;
   return { className, name: error.name, message: error.message, stack: error.stack, fields, cause };
@@ -132,8 +132,8 @@ export class Outbox<T> {
   private flush(): void {
     const messages = this.pending;
     this.pending = [];
-    const { transfer, ...packet } = encode(messages);
-    this.deliver({ ...packet, transfer: [] }, transfer);
+    const { packet, transfer } = encode(messages);
+    this.deliver(packet, transfer);
   }
 }
 
