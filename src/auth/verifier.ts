@@ -13,6 +13,7 @@
 import { statSync, readFileSync } from 'node:fs';
 import { createLocalJWKSet, errors, jwtVerify, decodeProtectedHeader, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { lifetimeRefusal } from '../core/token.js';
 import { principalOf, type Principal } from './claims.js';
 
 export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
@@ -30,6 +31,8 @@ export interface VerifierOptions {
   audience: string | null;
   /** How often key files are checked for changes (0: on every verification). */
   keysCheckMs: number;
+  /** Longest lifetime a token may have (exp - iat); a token without exp is refused. */
+  maxTtlMs: number;
 }
 
 interface Keys {
@@ -130,6 +133,8 @@ export class TokenVerifier {
       else return unauthorized('the token is signed with an algorithm this server does not accept');
       const claims = principalOf(payload);
       if (!claims.ok) return unauthorized(`the token's claims are malformed: ${claims.reason}`);
+      const tooLong = lifetimeRefusal(claims.principal, this.options.maxTtlMs, nowMs);
+      if (tooLong) return tooLong;
       // Keys changed while this was verified: do not remember a verdict of the old ones.
       if (keys === this.keys) this.remember(token, claims.principal);
       return claims.principal;

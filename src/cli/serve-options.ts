@@ -60,6 +60,8 @@ export interface ServeFlags {
   authIssuer?: string;
   authAudience?: string;
   authKeysCheck: number;
+  authMaxTtl: number;
+  authRevocationsCheck: number;
   quotaAppends: number;
   quotaBytes: number;
   quotaLive: number;
@@ -129,6 +131,8 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
       issuer: flags.authIssuer ?? null,
       audience: flags.authAudience ?? null,
       keysCheckMs: flags.authKeysCheck,
+      maxTtlMs: flags.authMaxTtl,
+      revocationsCheckMs: flags.authRevocationsCheck,
       quotas: { appendsPerSecond: flags.quotaAppends, bytesPerSecond: flags.quotaBytes, liveConnections: flags.quotaLive },
     },
     tlsCertFile: flags.tlsCert ?? null,
@@ -193,6 +197,8 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--auth-issuer <iss>', 'accept only tokens with this issuer (iss)')
     .option('--auth-audience <aud>', 'accept only tokens with this audience (aud)')
     .addOption(durationOption('--auth-keys-check <duration>', 'how often the key files are checked for changes (rotation)', d.auth.keysCheckMs))
+    .addOption(durationOption('--auth-max-ttl <duration>', 'refuse tokens that live longer than this (exp - iat) or have no exp', d.auth.maxTtlMs))
+    .addOption(durationOption('--auth-revocations-check <duration>', 'how often revocations are re-read from the store (other nodes\' revocations apply within it)', d.auth.revocationsCheckMs))
     .option('--quota-appends <n>', 'append requests per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--quota-bytes <n>', 'body bytes per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--quota-live <n>', 'long-poll and SSE readers per token subject (0: unlimited)', parseNonNegativeInteger, 0)

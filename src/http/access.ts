@@ -15,7 +15,7 @@ import { decideAccess, readablePrefixes, V1_BUCKET, type AccessTarget, type Perm
 import type { Principal } from '../auth/claims.js';
 import { Quotas } from '../auth/quota.js';
 import { TokenVerifier, timeRefusal, unauthorized } from '../auth/verifier.js';
-import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
 import { bucketOfScope } from '../protocol/ids.js';
 import type { HeaderMap } from './response.js';
 import { asksParam, mayHoldParam } from './request.js';
@@ -254,7 +254,7 @@ export class AccessControl {
 }
 
 function refusal(error: ProtocolError): Admission {
-  if (error.code !== 'UNAUTHORIZED' && error.code !== 'TOKEN_EXPIRED') return { ok: false, error };
+  if (statusOf(error.code) !== 401) return { ok: false, error };
   return { ok: false, error, headers: { 'www-authenticate': invalidTokenChallenge(error.message) } };
 }
 

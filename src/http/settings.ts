@@ -137,10 +137,14 @@ export interface AuthSettings {
   audience: string | null;
   /** How often the key files are checked for changes (rotation). */
   keysCheckMs: number;
+  /** Longest lifetime a token may have (exp - iat, or exp - now without iat); tokens without exp are refused. */
+  maxTtlMs: number;
+  /** How often the revocations are re-read from the store, so that another node's apply here. */
+  revocationsCheckMs: number;
   quotas: QuotaSettings;
 }
 
-export const AUTH_OFF: AuthSettings = { secretFile: null, jwksFile: null, issuer: null, audience: null, keysCheckMs: 1_000, quotas: NO_QUOTAS };
+export const AUTH_OFF: AuthSettings = { secretFile: null, jwksFile: null, issuer: null, audience: null, keysCheckMs: 1_000, maxTtlMs: 86_400_000, revocationsCheckMs: 1_000, quotas: NO_QUOTAS };
 
 export function isAuthOn(auth: AuthSettings): boolean {
   return auth.secretFile !== null || auth.jwksFile !== null;

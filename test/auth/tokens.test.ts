@@ -52,7 +52,7 @@ function asymmetric(kid: string): Promise<string> {
 
 const get = (token: string | null, path = `/${BUCKET}`): Promise<Reply> => call(env.url, 'GET', path, { headers: token === null ? {} : bearer(token) });
 
-function expect401(reply: Reply, code: 'UNAUTHORIZED' | 'TOKEN_EXPIRED' = 'UNAUTHORIZED'): void {
+function expect401(reply: Reply, code: 'UNAUTHORIZED' | 'TOKEN_EXPIRED' | 'TOKEN_LIFETIME_TOO_LONG' = 'UNAUTHORIZED'): void {
   expect(reply.status, reply.text()).toBe(401);
   expect(reply.headers['www-authenticate']).toMatch(/^Bearer realm="rill"/);
   expect(reply.headers['content-type']).toBe('application/json');
@@ -120,6 +120,28 @@ describe('tokens', () => {
     // Never seen before, verified at the boundary:
     const other = await hs256({ nowMs: issuedMs + 1000, ttlMs: 59_000 });
     expect401(await get(other), 'TOKEN_EXPIRED');
+    env.clock.reset();
+  });
+
+  it('refuses a token without exp, or living longer than --auth-max-ttl (24 h by default) from iat, or from now without iat', async () => {
+    const signed = (payload: Record<string, unknown>) => new SignJWT({ ...claims, ...payload }).setProtectedHeader({ alg: 'HS256' }).setIssuer(ISSUER).setAudience(AUDIENCE).sign(env.secret);
+    const nowSeconds = Math.floor(Date.now() / 1000);
+    env.clock.stopAt(nowSeconds * 1000);
+    const day = 86_400;
+    expect401(await get(await signed({})), 'TOKEN_LIFETIME_TOO_LONG');
+    expect401(await get(await signed({ exp: 1e308 })), 'TOKEN_LIFETIME_TOO_LONG');
+    expect401(await get(await signed({ iat: nowSeconds, exp: 1e308 })), 'TOKEN_LIFETIME_TOO_LONG');
+    expect401(await get(await signed({ iat: nowSeconds, exp: nowSeconds + day + 1 })), 'TOKEN_LIFETIME_TOO_LONG');
+    expect401(await get(await signed({ exp: nowSeconds + day + 1 })), 'TOKEN_LIFETIME_TOO_LONG');
+    // An iat in the future does not make a long token short.
+    expect401(await get(await signed({ iat: nowSeconds + day, exp: nowSeconds + 2 * day })), 'TOKEN_LIFETIME_TOO_LONG');
+    expect((await get(await signed({ iat: nowSeconds, exp: nowSeconds + day }))).status).toBe(200);
+    expect((await get(await signed({ exp: nowSeconds + day }))).status).toBe(200);
+    // Issued a while ago for exactly a day: its lifetime is a day, though less of it is left.
+    expect((await get(await signed({ iat: nowSeconds - 3600, exp: nowSeconds - 3600 + day }))).status).toBe(200);
+    expect401(await get(await signed({ iat: nowSeconds - 3600, exp: nowSeconds + day })), 'TOKEN_LIFETIME_TOO_LONG');
+    const message = ((await get(await signed({}))).json() as { message: string }).message;
+    expect(message).toMatch(/no exp/);
     env.clock.reset();
   });
 
