@@ -21,6 +21,7 @@ import { storageRefusal } from '../storage/errors.js';
 import { openStore, openStoreNow } from '../storage/open.js';
 import type { Store } from '../storage/store.js';
 import { AccessControl, guardsSubscriptionRoute, type Admission } from './access.js';
+import { handleRevocations } from './revocations.js';
 import { handleAdmin, handleStreamStats, metricsServer, StorageHealth } from './admin.js';
 import { BrowserPolicy } from './browsers.js';
 import { handleBucket, handleListStreams } from './buckets.js';
@@ -172,6 +173,8 @@ function serve(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, t
       return handleTransaction(req, res, ctx, target);
     case 'subscriptions':
       return handleSubscriptions(req, res, ctx, target, search);
+    case 'revocations':
+      return handleRevocations(req, res, ctx);
   }
 }
 
@@ -370,6 +373,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const access = new AccessControl(settings.auth, now());
   const browsers = new BrowserPolicy({ corsOrigins: settings.corsOrigins, authOn: isAuthOn(settings.auth), listenHost: settings.host, allowedHosts: settings.allowedHosts, tls: settings.tlsCertFile !== null, publicUrl: settings.publicUrl });
   const store = options.store ?? openStoreNow(settings, { nowMs: now, onDiskSpace: diskSpaceLog(settings, log) });
+  access.keepRevocationsIn(store);
   const hub = new LiveHub(store, settings.maxLiveConnections, settings.remoteCheckMs);
   const storageFailures = new StorageFailureLog(log, Date.now);
   const ops = operations(settings, store, hub, log);

@@ -48,7 +48,7 @@ export interface AuthServer {
   secretFile: string;
   clock: Clock;
   /** A token for these grants, valid for an hour of the server's clock unless told. */
-  token(grants: GrantSpec[], options?: { subject?: string; ttlMs?: number; nowMs?: number }): Promise<string>;
+  token(grants: GrantSpec[], options?: { subject?: string; ttlMs?: number; nowMs?: number; jti?: string }): Promise<string>;
 }
 
 export type AuthSettings = Partial<Omit<ServerSettings, 'auth'>> & { auth?: Partial<ServerSettings['auth']> };
@@ -72,7 +72,7 @@ export function useAuthServer(settings: AuthSettings = {}): AuthServer {
     await env.rill.listen();
     env.url = env.rill.url();
     env.token = (grants, options = {}) =>
-      signToken(env.secret, { grants, ttlMs: options.ttlMs ?? 3_600_000, nowMs: options.nowMs ?? env.clock.now(), ...(options.subject ? { subject: options.subject } : {}) });
+      signToken(env.secret, { grants, ttlMs: options.ttlMs ?? 3_600_000, nowMs: options.nowMs ?? env.clock.now(), ...(options.subject ? { subject: options.subject } : {}), ...(options.jti ? { jti: options.jti } : {}) });
   });
   afterAll(async () => {
     await env.rill?.close();
