@@ -14,6 +14,7 @@ import { statSync, readFileSync } from 'node:fs';
 import { createLocalJWKSet, errors, jwtVerify, decodeProtectedHeader, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { lifetimeRefusal } from '../core/token.js';
+import { refuseSharedKeyFile, secretTextProblem } from './key-files.js';
 import { principalOf, type Principal } from './claims.js';
 
 export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
@@ -47,8 +48,13 @@ function versionOf(path: string | null): string {
   return `${s.ino}:${s.size}:${s.mtimeMs}`;
 }
 
+/** The HS256 secret of a file only its owner may read, refusing a public key set or a PEM key given by mistake. */
 export function readSecretFile(path: string): Uint8Array {
-  const secret = Buffer.from(readFileSync(path, 'utf8').trim(), 'utf8');
+  refuseSharedKeyFile(path, 'the HS256 secret');
+  const text = readFileSync(path, 'utf8').trim();
+  const problem = secretTextProblem(text);
+  if (problem !== null) throw new Error(`${path}: ${problem}`);
+  const secret = Buffer.from(text, 'utf8');
   if (secret.length < MIN_SECRET_BYTES) throw new Error(`${path}: an HS256 secret must be at least ${MIN_SECRET_BYTES} bytes`);
   return secret;
 }

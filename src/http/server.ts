@@ -21,6 +21,7 @@ import { storageRefusal } from '../storage/errors.js';
 import { openStore, openStoreNow } from '../storage/open.js';
 import type { Store } from '../storage/store.js';
 import { AccessControl, guardsSubscriptionRoute, type Admission } from './access.js';
+import { refuseSharedKeyFile } from '../auth/key-files.js';
 import { handleRevocations } from './revocations.js';
 import { handleAdmin, handleStreamStats, metricsServer, StorageHealth } from './admin.js';
 import { BrowserPolicy } from './browsers.js';
@@ -371,6 +372,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const now = options.now ?? Date.now;
   // Key files are read before anything opens, so a bad one stops the start with nothing to undo.
   const access = new AccessControl(settings.auth, now());
+  if (settings.tlsKeyFile !== null) refuseSharedKeyFile(settings.tlsKeyFile, 'the TLS private key');
   const browsers = new BrowserPolicy({ corsOrigins: settings.corsOrigins, authOn: isAuthOn(settings.auth), listenHost: settings.host, allowedHosts: settings.allowedHosts, tls: settings.tlsCertFile !== null, publicUrl: settings.publicUrl });
   const store = options.store ?? openStoreNow(settings, { nowMs: now, onDiskSpace: diskSpaceLog(settings, log) });
   access.keepRevocationsIn(store);

@@ -60,7 +60,7 @@ export function useAuthServer(settings: AuthSettings = {}): AuthServer {
     env.dir = tempDataDir('rill-auth-');
     env.secret = randomBytes(32);
     env.secretFile = join(env.dir, 'secret');
-    writeFileSync(env.secretFile, Buffer.from(env.secret).toString('base64url'));
+    writeFileSync(env.secretFile, Buffer.from(env.secret).toString('base64url'), { mode: 0o600 });
     // The file holds text: the secret is its bytes as written.
     env.secret = Buffer.from(Buffer.from(env.secret).toString('base64url'), 'utf8');
     const auth = { ...AUTH_OFF, secretFile: env.secretFile, keysCheckMs: 0, ...settings.auth };

@@ -4,12 +4,16 @@
  * file, tampering, `alg: none`, and an HS256 token signed with an RSA public key.
  */
 import { randomBytes } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { exportJWK, exportSPKI, generateKeyPair, SignJWT, UnsecuredJWT, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
 import { signToken } from '../../src/auth/sign.js';
+import { readSecretFile } from '../../src/auth/verifier.js';
 import { RillClient } from '../../src/client/index.js';
+import { createRillServer } from '../../src/http/server.js';
+import { AUTH_OFF } from '../../src/http/settings.js';
 import { withoutToken } from '../../src/http/access.js';
 import { call, type Reply } from '../http/client.js';
 import { bearer, useAuthServer, type GrantSpec } from './setup.js';
@@ -143,6 +147,27 @@ describe('tokens', () => {
     const message = ((await get(await signed({}))).json() as { message: string }).message;
     expect(message).toMatch(/no exp/);
     env.clock.reset();
+  });
+
+  it('will not start with a secret file others may read, or one holding a JWKS, a JWK or a PEM key; nor with a TLS key others may read', () => {
+    const start = (settings: Parameters<typeof createRillServer>[0]) => () => createRillServer({ ...settings, logger: pino({ level: 'silent' }) });
+    const file = (name: string, text: string, mode = 0o600) => {
+      const path = join(env.dir, name);
+      writeFileSync(path, text, { mode });
+      chmodSync(path, mode);
+      return path;
+    };
+    const secretIn = (path: string) => start({ settings: { auth: { ...AUTH_OFF, secretFile: path } } });
+    const shared = file('shared-secret', 'x'.repeat(40), 0o644);
+    expect(secretIn(shared)).toThrow(`${shared}: the HS256 secret is readable by other users (mode 644); make it private with chmod 600 ${shared}`);
+    expect(secretIn(file('group-secret', 'x'.repeat(40), 0o640))).toThrow(/readable by other users \(mode 640\)/);
+    expect(secretIn(file('jwks-secret', JSON.stringify({ keys: [keys.k1!.jwk] })))).toThrow(/is JSON \(a JWK or JWKS\?\), not a shared secret/);
+    expect(secretIn(file('jwk-secret', JSON.stringify(keys.k1!.jwk)))).toThrow(/is JSON/);
+    expect(secretIn(file('pem-secret', keys.k1!.pem))).toThrow(/is a PEM key or certificate/);
+    // Random text that merely starts with a bracket is a secret.
+    expect(readSecretFile(file('bracket-secret', `{${'x'.repeat(40)}`)).length).toBe(41);
+    const tlsKey = file('tls-key', keys.k1!.pem, 0o604);
+    expect(start({ settings: { tlsCertFile: tlsKey, tlsKeyFile: tlsKey } })).toThrow(/the TLS private key is readable by other users/);
   });
 
   it('refuses a token before its nbf and accepts it from that second on', async () => {
