@@ -323,6 +323,15 @@ export function writableOrMissing(req: IncomingMessage, address: StreamAddress):
   return verdict === 'allow' ? address : phantomStream(address);
 }
 
+/**
+ * Whether the request may manage a bucket as a whole (true with auth off): what a
+ * subscription answer shows of a webhook's URL and errors depends on it.
+ */
+export function mayManageBucket(req: IncomingMessage, bucket: string): boolean {
+  const principal = principalOfRequest(req);
+  return principal === undefined || decideAccess(principal.grants, 'manage', { kind: 'bucket', bucket }) === 'allow';
+}
+
 /** The name prefixes a bucket listing may show this request ('all' without auth). */
 export function listingScope(req: IncomingMessage, bucket: string): 'all' | string[] {
   const principal = principalOfRequest(req);
