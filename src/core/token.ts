@@ -38,15 +38,29 @@ export interface RevocableToken {
   subject: string;
 }
 
-/** The revocation that refuses this token at `nowMs`, as a refusal, or null. */
-export function revocationRefusal(token: RevocableToken, revocations: ReadonlyArray<Revocation>, nowMs: number): ProtocolError | null {
+/** Revocations by name, the latest `until` of each: a token is looked up, not compared with every one. */
+export interface RevocationIndex {
+  jti: ReadonlyMap<string, number>;
+  sub: ReadonlyMap<string, number>;
+}
+
+export function indexRevocations(revocations: ReadonlyArray<Revocation>): RevocationIndex {
+  const jti = new Map<string, number>();
+  const sub = new Map<string, number>();
   for (const r of revocations) {
-    if (nowMs >= r.untilMs) continue;
-    if ('jti' in r ? token.jti === r.jti : token.subject !== '' && token.subject === r.sub) {
-      return protocolError('TOKEN_REVOKED', `the token has been revoked (by ${'jti' in r ? 'jti' : 'subject'}) until ${new Date(r.untilMs).toISOString()}`);
-    }
+    const [map, name] = 'jti' in r ? [jti, r.jti] : [sub, r.sub];
+    map.set(name, Math.max(map.get(name) ?? -Infinity, r.untilMs));
   }
-  return null;
+  return { jti, sub };
+}
+
+/** The revocation that refuses this token at `nowMs`, as a refusal, or null. */
+export function revocationRefusal(token: RevocableToken, index: RevocationIndex, nowMs: number): ProtocolError | null {
+  const byJti = token.jti === null ? undefined : index.jti.get(token.jti);
+  const bySub = token.subject === '' ? undefined : index.sub.get(token.subject);
+  const [kind, untilMs] = byJti !== undefined && nowMs < byJti ? ['jti', byJti] : ['subject', bySub];
+  if (untilMs === undefined || nowMs >= untilMs) return null;
+  return protocolError('TOKEN_REVOKED', `the token has been revoked (by ${kind}) until ${new Date(untilMs).toISOString()}`);
 }
 
 /** The revocations still in force at `nowMs`: those past their time are forgotten. */

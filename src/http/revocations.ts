@@ -13,7 +13,7 @@
  * dropped whenever it is written, and it holds at most MAX_REVOCATIONS.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { liveRevocations, revocationOf, revocationRefusal, type Revocation, type RevocableToken } from '../core/token.js';
+import { indexRevocations, liveRevocations, revocationOf, revocationRefusal, type Revocation, type RevocableToken, type RevocationIndex } from '../core/token.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { updateMeta, type MetaStore } from '../subscriptions/meta.js';
 import type { HandlerContext } from './context.js';
@@ -21,7 +21,7 @@ import { readBody } from './request.js';
 import { sendBodyRefusal, sendError, sendJson } from './response.js';
 
 export const REVOCATIONS_META_KEY = 'auth.revocations';
-/** Revocations in force at once: each request's token is compared with every one. */
+/** Revocations in force at once: they are one value in the store, and every node holds them all in memory. */
 export const MAX_REVOCATIONS = 10_000;
 
 type Stored = { jti?: string; sub?: string; until_ms: number };
@@ -43,6 +43,7 @@ export function revocationJson(r: Revocation): Record<string, string> {
 
 export class Revocations {
   private list: Revocation[] = [];
+  private index: RevocationIndex = indexRevocations([]);
   /** -Infinity: never read, so the first request after a start reads them. */
   private readAtMs = Number.NEGATIVE_INFINITY;
   private reading: Promise<void> | null = null;
@@ -66,7 +67,7 @@ export class Revocations {
   refresh(nowMs: number): Promise<void> {
     this.reading ??= this.meta
       .getMeta(REVOCATIONS_META_KEY)
-      .then((text) => void (this.list = parseStored(text)))
+      .then((text) => this.use(parseStored(text)))
       .catch(() => undefined)
       .finally(() => {
         this.readAtMs = nowMs;
@@ -77,7 +78,12 @@ export class Revocations {
 
   /** Why this token is refused as revoked at `nowMs`, or null. */
   refusal(token: RevocableToken, nowMs: number): ProtocolError | null {
-    return this.list.length === 0 ? null : revocationRefusal(token, this.list, nowMs);
+    return this.list.length === 0 ? null : revocationRefusal(token, this.index, nowMs);
+  }
+
+  private use(list: Revocation[]): void {
+    this.list = list;
+    this.index = indexRevocations(list);
   }
 
   /** The revocations in force at `nowMs`, as last read. */
@@ -95,7 +101,7 @@ export class Revocations {
       return full ? (text ?? '[]') : storedOf(next);
     });
     if (full) return protocolError('REVOCATION_LIMIT', `at most ${MAX_REVOCATIONS} revocations may be in force at once`);
-    this.list = parseStored(stored);
+    this.use(parseStored(stored));
     return this.list;
   }
 }
