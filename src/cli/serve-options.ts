@@ -67,6 +67,7 @@ export interface ServeFlags {
   quotaLive: number;
   tlsCert?: string;
   tlsKey?: string;
+  tlsMinVersion: '1.2' | '1.3';
   corsOrigin?: string[];
   allowedHost: string[];
   /** False with --no-console. */
@@ -137,6 +138,7 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     },
     tlsCertFile: flags.tlsCert ?? null,
     tlsKeyFile: flags.tlsKey ?? null,
+    tlsMinVersion: flags.tlsMinVersion === '1.3' ? 'TLSv1.3' : 'TLSv1.2',
     corsOrigins: flags.corsOrigin ?? null,
     allowedHosts: flags.allowedHost,
     ...(flags.console ? {} : { consoleDir: null }),
@@ -204,6 +206,7 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--quota-live <n>', 'long-poll and SSE readers per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM; with --tls-key)')
     .option('--tls-key <file>', 'the private key of --tls-cert (PEM)')
+    .addOption(new Option('--tls-min-version <version>', 'oldest TLS version served').choices(['1.2', '1.3']).default('1.2'))
     .option('--cors-origin <origin>', 'an origin whose pages may call rill, or * for any (repeatable; default: loopback pages with auth off, any with auth on)', repeatable)
     .option('--allowed-host <host>', 'a Host name served besides loopback ones when listening on loopback (repeatable)', repeatable, [])
     .option('--no-console', 'do not serve the web console at /console/')

@@ -319,12 +319,39 @@ class Drain {
   }
 }
 
+/**
+ * Forward-secret AEAD suites only: TLS 1.3's three, and on TLS 1.2 ECDHE with AES-GCM or
+ * ChaCha20-Poly1305 (no RSA key exchange, no CBC, no SHA-1 MACs). Node passes the TLS_
+ * names to TLS 1.3 and the rest to TLS 1.2.
+ */
+export const TLS_CIPHERS = [
+  'TLS_AES_128_GCM_SHA256',
+  'TLS_AES_256_GCM_SHA384',
+  'TLS_CHACHA20_POLY1305_SHA256',
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+].join(':');
+
+/** A year: browsers then reach this host over HTTPS only. */
+const HSTS = 'max-age=31536000';
+
 /** Plain HTTP, or HTTPS when the settings name a certificate and its key. */
 function createHttpServer(settings: ServerSettings, listener: (req: IncomingMessage, res: ServerResponse) => void): { server: Server; tls: boolean } {
   const options = { maxHeaderSize: settings.maxHeaderBytes, ...timeoutOptions(settings), keepAliveTimeout: 5_000 };
   if ((settings.tlsCertFile === null) !== (settings.tlsKeyFile === null)) throw new Error('TLS needs both --tls-cert and --tls-key');
   if (settings.tlsCertFile === null || settings.tlsKeyFile === null) return { server: createServer(options, listener), tls: false };
-  const tls = { cert: readFileSync(settings.tlsCertFile), key: readFileSync(settings.tlsKeyFile), handshakeTimeout: settings.headersTimeoutMs };
+  const tls = {
+    cert: readFileSync(settings.tlsCertFile),
+    key: readFileSync(settings.tlsKeyFile),
+    handshakeTimeout: settings.headersTimeoutMs,
+    minVersion: settings.tlsMinVersion,
+    ciphers: TLS_CIPHERS,
+    honorCipherOrder: true,
+  };
   // An https.Server is a tls.Server serving the same HTTP requests: everything rill uses of
   // it (listen, close, address, connections, request events) has the same shape.
   return { server: createHttpsServer({ ...options, ...tls }, listener) as unknown as Server, tls: true };
@@ -383,8 +410,11 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   let baseUrl = '';
   const subscriptions = new SubscriptionService(store, { ...settings.subscriptions, observer: metrics, nowMs: now, log, baseUrl: () => baseUrl });
   const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, readiness: ops.readiness, now, access, browsers, subscriptions, recordMarks: new RecordMarks() };
+  const servedOverTls = settings.tlsCertFile !== null;
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     guard.requestArrived(req.socket);
+    // Every answer over TLS, errors included, tells browsers to stay on HTTPS.
+    if (servedOverTls) res.setHeader('strict-transport-security', HSTS);
     drain.track(req, res, requests.begin(req, res));
     const fail = (error: unknown) => {
       const failure = failureOf(error);

@@ -93,6 +93,8 @@ export interface ServerSettings {
   /** HTTPS: both files, or neither for plain HTTP. */
   tlsCertFile: string | null;
   tlsKeyFile: string | null;
+  /** Oldest TLS version served. */
+  tlsMinVersion: 'TLSv1.2' | 'TLSv1.3';
   /**
    * Origins whose pages may call rill from a browser (CORS); `*` allows any. Null: the
    * default, loopback pages only with auth off, any origin with auth on.
@@ -185,6 +187,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   auth: AUTH_OFF,
   tlsCertFile: null,
   tlsKeyFile: null,
+  tlsMinVersion: 'TLSv1.2',
   corsOrigins: null,
   allowedHosts: [],
   consoleDir: DEFAULT_CONSOLE_DIR,

@@ -4,6 +4,7 @@
  * Host check against DNS rebinding), and what the startup line says about access.
  */
 import { execFile, execFileSync } from 'node:child_process';
+import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -35,6 +36,18 @@ async function rill(args: string[], extraEnv: Record<string, string> = {}): Prom
   return (await run(process.execPath, [CLI, ...args], { env: { ...process.env, NODE_EXTRA_CA_CERTS: cert, ...extraEnv }, encoding: 'utf8' })).stdout;
 }
 
+/** A TLS handshake with the server: the version and suite agreed, or the handshake's failure. */
+function handshake(url: string, options: ConnectionOptions): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = tlsConnect({ host: hostname, port: Number(port), rejectUnauthorized: false, ...options }, () => {
+      resolve(`${socket.getProtocol()} ${socket.getCipher().name}`);
+      socket.end();
+    });
+    socket.once('error', reject);
+  });
+}
+
 async function curl(...args: string[]): Promise<string> {
   return (await run('curl', ['-sS', '--cacert', cert, ...args], { encoding: 'utf8' })).stdout;
 }
@@ -52,6 +65,19 @@ describe('TLS', () => {
     expect(await rill(['--url', env.url, '--token', writer, 'read', 'tlsb/logs-1'])).toBe('over tls');
     // Without the test's CA the certificate is not trusted.
     await expect(run('curl', ['-sS', '-f', `${env.url}/healthz`])).rejects.toThrow();
+  });
+
+  it('offers forward-secret AEAD suites only, sends Strict-Transport-Security, and refuses TLS 1.2 with --tls-min-version 1.3', async () => {
+    expect(await handshake(env.url, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-GCM-SHA256' })).toBe('TLSv1.2 ECDHE-ECDSA-AES128-GCM-SHA256');
+    expect(await handshake(env.url, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-CHACHA20-POLY1305' })).toBe('TLSv1.2 ECDHE-ECDSA-CHACHA20-POLY1305');
+    expect(await handshake(env.url, {})).toMatch(/^TLSv1\.3 TLS_/);
+    // CBC (not AEAD) on TLS 1.2 is refused at the handshake, though forward-secret.
+    await expect(handshake(env.url, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA384' })).rejects.toThrow();
+    expect(await curl('-sS', '-D', '-', '-o', '/dev/null', `${env.url}/healthz`)).toMatch(/^strict-transport-security: max-age=31536000\r$/im);
+    expect(await curl('-sS', '-D', '-', '-o', '/dev/null', `${env.url}/no-such-bucket`)).toMatch(/^strict-transport-security: max-age=31536000\r$/im);
+    const only13 = await plainServer({ tlsCertFile: cert, tlsKeyFile: key, tlsMinVersion: 'TLSv1.3' });
+    expect(await handshake(only13, {})).toMatch(/^TLSv1\.3 /);
+    await expect(handshake(only13, { maxVersion: 'TLSv1.2' })).rejects.toThrow();
   });
 });
 
