@@ -79,6 +79,16 @@ describe('TLS', () => {
     expect(await handshake(only13, {})).toMatch(/^TLSv1\.3 /);
     await expect(handshake(only13, { maxVersion: 'TLSv1.2' })).rejects.toThrow();
   });
+
+  it("builds a created stream's Location from the served scheme, or from --public-url behind a proxy", async () => {
+    const tlsUrl = await plainServer({ tlsCertFile: cert, tlsKeyFile: key });
+    const created = await curl('-sS', '-D', '-', '-o', '/dev/null', '-X', 'PUT', '-H', 'content-type: text/plain', `${tlsUrl}/v1/stream/located`);
+    expect(created).toMatch(/^HTTP\/1\.1 201/);
+    expect(created).toContain(`\nlocation: ${tlsUrl}/v1/stream/located\r\n`);
+    const proxied = await plainServer({ publicUrl: 'https://streams.example/' });
+    const reply = await call(proxied, 'PUT', '/v1/stream/located', { headers: { 'content-type': 'text/plain' } });
+    expect([reply.status, reply.headers['location']]).toEqual([201, 'https://streams.example/v1/stream/located']);
+  });
 });
 
 /** Plain in-process servers for the browser checks, auth off unless told. */
