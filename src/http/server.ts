@@ -5,10 +5,10 @@
  */
 import { hostname } from 'node:os';
 import { RecordMarks } from '../live/records.js';
-import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
+import type { Server as TlsServer } from 'node:tls';
 import type { Logger } from 'pino';
 import { LiveHub } from '../live/hub.js';
 import { LiveReaders } from '../ops/live-readers.js';
@@ -22,6 +22,7 @@ import { openStore, openStoreNow } from '../storage/open.js';
 import type { Store } from '../storage/store.js';
 import { AccessControl, guardsSubscriptionRoute, type Admission } from './access.js';
 import { refuseSharedKeyFile } from '../auth/key-files.js';
+import { HSTS, readCertificate, watchCertificate } from './tls.js';
 import { handleRevocations } from './revocations.js';
 import { handleAdmin, handleStreamStats, metricsServer, StorageHealth } from './admin.js';
 import { BrowserPolicy } from './browsers.js';
@@ -319,39 +320,13 @@ class Drain {
   }
 }
 
-/**
- * Forward-secret AEAD suites only: TLS 1.3's three, and on TLS 1.2 ECDHE with AES-GCM or
- * ChaCha20-Poly1305 (no RSA key exchange, no CBC, no SHA-1 MACs). Node passes the TLS_
- * names to TLS 1.3 and the rest to TLS 1.2.
- */
-export const TLS_CIPHERS = [
-  'TLS_AES_128_GCM_SHA256',
-  'TLS_AES_256_GCM_SHA384',
-  'TLS_CHACHA20_POLY1305_SHA256',
-  'ECDHE-ECDSA-AES128-GCM-SHA256',
-  'ECDHE-RSA-AES128-GCM-SHA256',
-  'ECDHE-ECDSA-AES256-GCM-SHA384',
-  'ECDHE-RSA-AES256-GCM-SHA384',
-  'ECDHE-ECDSA-CHACHA20-POLY1305',
-  'ECDHE-RSA-CHACHA20-POLY1305',
-].join(':');
-
-/** A year: browsers then reach this host over HTTPS only. */
-const HSTS = 'max-age=31536000';
-
 /** Plain HTTP, or HTTPS when the settings name a certificate and its key. */
 function createHttpServer(settings: ServerSettings, listener: (req: IncomingMessage, res: ServerResponse) => void): { server: Server; tls: boolean } {
   const options = { maxHeaderSize: settings.maxHeaderBytes, ...timeoutOptions(settings), keepAliveTimeout: 5_000 };
   if ((settings.tlsCertFile === null) !== (settings.tlsKeyFile === null)) throw new Error('TLS needs both --tls-cert and --tls-key');
   if (settings.tlsCertFile === null || settings.tlsKeyFile === null) return { server: createServer(options, listener), tls: false };
-  const tls = {
-    cert: readFileSync(settings.tlsCertFile),
-    key: readFileSync(settings.tlsKeyFile),
-    handshakeTimeout: settings.headersTimeoutMs,
-    minVersion: settings.tlsMinVersion,
-    ciphers: TLS_CIPHERS,
-    honorCipherOrder: true,
-  };
+  const files = { certFile: settings.tlsCertFile, keyFile: settings.tlsKeyFile };
+  const tls = { ...readCertificate(files), handshakeTimeout: settings.headersTimeoutMs, minVersion: settings.tlsMinVersion };
   // An https.Server is a tls.Server serving the same HTTP requests: everything rill uses of
   // it (listen, close, address, connections, request events) has the same shape.
   return { server: createHttpsServer({ ...options, ...tls }, listener) as unknown as Server, tls: true };
@@ -434,6 +409,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
     }
   };
   const { server, tls } = createHttpServer(settings, listener);
+  const stopWatchingCertificate = tls ? watchCertificate(server as unknown as TlsServer, { certFile: settings.tlsCertFile!, keyFile: settings.tlsKeyFile! }) : () => {};
   // A TLS connection is served on its TLS socket, announced once the handshake is done.
   const connectionEvent = tls ? 'secureConnection' : 'connection';
   server.on('clientError', onClientError);
@@ -473,6 +449,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
         metricsListener?.close();
         metricsListener?.closeAllConnections();
         clearInterval(sweep);
+        stopWatchingCertificate();
         await subscriptions.close();
         await drain.run(() => hub.drain());
         hub.close();

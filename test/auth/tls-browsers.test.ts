@@ -4,7 +4,7 @@
  * Host check against DNS rebinding), and what the startup line says about access.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
+import { connect as tlsConnect, type ConnectionOptions, type TLSSocket } from 'node:tls';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -37,11 +37,11 @@ async function rill(args: string[], extraEnv: Record<string, string> = {}): Prom
 }
 
 /** A TLS handshake with the server: the version and suite agreed, or the handshake's failure. */
-function handshake(url: string, options: ConnectionOptions): Promise<string> {
+function handshake(url: string, options: ConnectionOptions, what: (socket: TLSSocket) => string = (s) => `${s.getProtocol()} ${s.getCipher().name}`): Promise<string> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const socket = tlsConnect({ host: hostname, port: Number(port), rejectUnauthorized: false, ...options }, () => {
-      resolve(`${socket.getProtocol()} ${socket.getCipher().name}`);
+      resolve(what(socket));
       socket.end();
     });
     socket.once('error', reject);
@@ -78,6 +78,23 @@ describe('TLS', () => {
     const only13 = await plainServer({ tlsCertFile: cert, tlsKeyFile: key, tlsMinVersion: 'TLSv1.3' });
     expect(await handshake(only13, {})).toMatch(/^TLSv1\.3 /);
     await expect(handshake(only13, { maxVersion: 'TLSv1.2' })).rejects.toThrow();
+  });
+
+  it('serves a renewed certificate to new connections once its files change, without a restart', async () => {
+    const dir = tempDataDir('rill-cert-');
+    const [renewedCert, renewedKey] = [join(dir, 'cert.pem'), join(dir, 'key.pem')];
+    const makeCert = (cn: string) =>
+      run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-keyout', renewedKey, '-out', renewedCert, '-subj', `/CN=${cn}`]);
+    try {
+      await makeCert('first.test');
+      const url = await plainServer({ tlsCertFile: renewedCert, tlsKeyFile: renewedKey });
+      const served = (options: ConnectionOptions = {}) => handshake(url, options, (socket) => String(socket.getPeerCertificate().subject.CN));
+      expect(await served()).toBe('first.test');
+      await makeCert('second.test');
+      await expect.poll(() => served(), { interval: 100, timeout: 10_000 }).toBe('second.test');
+    } finally {
+      removeDir(dir);
+    }
   });
 
   it("builds a created stream's Location from the served scheme, or from --public-url behind a proxy", async () => {
