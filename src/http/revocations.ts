@@ -47,6 +47,8 @@ export class Revocations {
   /** -Infinity: never read, so the first request after a start reads them. */
   private readAtMs = Number.NEGATIVE_INFINITY;
   private reading: Promise<void> | null = null;
+  /** Counts lists stored here: a read begun before one was stored must not put back the list before it. */
+  private stores = 0;
 
   constructor(
     private readonly meta: MetaStore,
@@ -65,9 +67,12 @@ export class Revocations {
    * those requests' work anyway.
    */
   refresh(nowMs: number): Promise<void> {
+    const stores = this.stores;
     this.reading ??= this.meta
       .getMeta(REVOCATIONS_META_KEY)
-      .then((text) => this.use(parseStored(text)))
+      .then((text) => {
+        if (stores === this.stores) this.use(parseStored(text));
+      })
       .catch(() => undefined)
       .finally(() => {
         this.readAtMs = nowMs;
@@ -101,6 +106,7 @@ export class Revocations {
       return full ? (text ?? '[]') : storedOf(next);
     });
     if (full) return protocolError('REVOCATION_LIMIT', `at most ${MAX_REVOCATIONS} revocations may be in force at once`);
+    this.stores++;
     this.use(parseStored(stored));
     return this.list;
   }
