@@ -25,6 +25,10 @@ export interface Principal {
   expiresAtMs: number | null;
   /** `nbf` in milliseconds; null when the token has none. */
   notBeforeMs: number | null;
+  /** `iat` in milliseconds; null when the token has none. */
+  issuedAtMs: number | null;
+  /** `jti`, which a revocation may name; null when the token has none. */
+  jti: string | null;
 }
 
 export type ClaimsResult = { ok: true; principal: Principal } | { ok: false; reason: string };
@@ -66,7 +70,9 @@ export function principalOf(payload: Record<string, unknown>): ClaimsResult {
     grants.push(grant);
   }
   const subject = typeof payload.sub === 'string' ? payload.sub : '';
-  return { ok: true, principal: { subject, grants, expiresAtMs: secondsToMs(payload.exp), notBeforeMs: secondsToMs(payload.nbf) } };
+  const jti = typeof payload.jti === 'string' ? payload.jti : null;
+  const times = { expiresAtMs: secondsToMs(payload.exp), notBeforeMs: secondsToMs(payload.nbf), issuedAtMs: secondsToMs(payload.iat) };
+  return { ok: true, principal: { subject, grants, ...times, jti } };
 }
 
 /** The claims `rill token` signs: the inverse of principalOf. */

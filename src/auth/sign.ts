@@ -1,4 +1,5 @@
 /** Signing HS256 tokens with a secret file, for `rill token` and for tests. */
+import { randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
 import type { Permission } from '../core/access.js';
 import { grantClaims } from './claims.js';
@@ -9,6 +10,8 @@ export interface TokenRequest {
   subject?: string;
   issuer?: string;
   audience?: string;
+  /** The token's id, which `rill revoke --jti` names; a random UUID unless given. */
+  jti?: string;
   /** Lifetime from `nowMs`. */
   ttlMs: number;
   nowMs: number;
@@ -19,7 +22,8 @@ export async function signToken(secret: Uint8Array, request: TokenRequest): Prom
   let jwt = new SignJWT(grantClaims(request.grants))
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setIssuedAt(nowSeconds)
-    .setExpirationTime(nowSeconds + Math.ceil(request.ttlMs / 1000));
+    .setExpirationTime(nowSeconds + Math.ceil(request.ttlMs / 1000))
+    .setJti(request.jti ?? randomUUID());
   if (request.subject) jwt = jwt.setSubject(request.subject);
   if (request.issuer) jwt = jwt.setIssuer(request.issuer);
   if (request.audience) jwt = jwt.setAudience(request.audience);

@@ -13,6 +13,10 @@
 import { statSync, readFileSync } from 'node:fs';
 import { createLocalJWKSet, errors, jwtVerify, decodeProtectedHeader, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { lifetimeRefusal } from '../core/token.js';
+import { KeyFileError, refuseSharedKeyFile, secretTextProblem } from './key-files.js';
+
+export { KeyFileError };
 import { principalOf, type Principal } from './claims.js';
 
 export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
@@ -30,25 +34,13 @@ export interface VerifierOptions {
   audience: string | null;
   /** How often key files are checked for changes (0: on every verification). */
   keysCheckMs: number;
+  /** Longest lifetime a token may have (exp - iat); a token without exp is refused. */
+  maxTtlMs: number;
 }
 
 interface Keys {
   secret: Uint8Array | null;
   jwks: JWTVerifyGetKey | null;
-}
-
-/**
- * A key file that cannot be used: missing, unreadable, too short or malformed. Typed so
- * that the command naming the file (`rill serve --auth-secret-file`, `rill token
- * --secret-file`) can answer with its own flag and what to do, not a raw ENOENT.
- */
-export class KeyFileError extends Error {
-  constructor(
-    readonly path: string,
-    readonly problem: string,
-  ) {
-    super(`${path}: ${problem}`);
-  }
 }
 
 /** Runs a read of `path`, turning a file system error into a KeyFileError. */
@@ -71,8 +63,15 @@ function versionOf(path: string | null): string {
   return `${s.ino}:${s.size}:${s.mtimeMs}`;
 }
 
+/** The HS256 secret of a file only its owner may read, refusing a public key set or a PEM key given by mistake. */
 export function readSecretFile(path: string): Uint8Array {
-  const secret = Buffer.from(readingKeyFile(path, () => readFileSync(path, 'utf8')).trim(), 'utf8');
+  const text = readingKeyFile(path, () => {
+    refuseSharedKeyFile(path, 'the HS256 secret');
+    return readFileSync(path, 'utf8');
+  }).trim();
+  const problem = secretTextProblem(text);
+  if (problem !== null) throw new KeyFileError(path, problem);
+  const secret = Buffer.from(text, 'utf8');
   if (secret.length < MIN_SECRET_BYTES) throw new KeyFileError(path, `the secret is ${secret.length} bytes; an HS256 secret must be at least ${MIN_SECRET_BYTES}`);
   return secret;
 }
@@ -163,6 +162,8 @@ export class TokenVerifier {
       else return unauthorized('the token is signed with an algorithm this server does not accept');
       const claims = principalOf(payload);
       if (!claims.ok) return unauthorized(`the token's claims are malformed: ${claims.reason}`);
+      const tooLong = lifetimeRefusal(claims.principal, this.options.maxTtlMs, nowMs);
+      if (tooLong) return tooLong;
       // Keys changed while this was verified: do not remember a verdict of the old ones.
       if (keys === this.keys) this.remember(token, claims.principal);
       return claims.principal;

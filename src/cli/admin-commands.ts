@@ -6,12 +6,13 @@
  */
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import type { CheckReport } from '../storage/sqlite/check.js';
 import { action, globals } from './client-commands.js';
 import { ConfigMistake, UsageError } from './errors.js';
 import { out, outJson } from './output.js';
 import { progressBar } from './progress.js';
+import { parseDurationMs } from './units.js';
 
 const DEFAULT_DATA = './data';
 
@@ -105,7 +106,41 @@ async function check(file: string | undefined, flags: { data: string }, command:
   process.exitCode = 1;
 }
 
+/** `--until`: an RFC 3339 time, or a duration from now (2h, 7d). */
+function untilOf(raw: string | undefined): Date | undefined {
+  if (raw === undefined) return undefined;
+  const at = /^\d{4}-/.test(raw) ? Date.parse(raw) : Date.now() + parseDurationMs(raw);
+  if (!Number.isFinite(at)) throw new InvalidArgumentError(`--until takes a time (2026-12-31T00:00:00Z) or a duration (2h, 7d): ${raw}`);
+  return new Date(at);
+}
+
+async function revoke(flags: { jti?: string; sub?: string; until?: string }, command: Command): Promise<void> {
+  const { client, json } = globals(command);
+  if ((flags.jti === undefined) === (flags.sub === undefined)) throw new InvalidArgumentError('name exactly one of --jti and --sub');
+  const until = untilOf(flags.until);
+  const target = flags.jti !== undefined ? { jti: flags.jti } : { sub: flags.sub! };
+  const revocation = await client.revoke(target, until ? { until } : {});
+  if (json) return outJson(revocation);
+  await out(`revoked ${'jti' in revocation ? `jti ${revocation.jti}` : `subject ${revocation.sub}`} until ${revocation.until}\n`);
+}
+
+async function revocations(_flags: unknown, command: Command): Promise<void> {
+  const { client, json } = globals(command);
+  for (const r of await client.revocations()) {
+    if (json) await outJson(r);
+    else await out(`${'jti' in r ? `jti\t${r.jti}` : `sub\t${r.sub}`}\tuntil ${r.until}\n`);
+  }
+}
+
 export function addAdminCommands(program: Command): void {
+  program
+    .command('revoke')
+    .description('refuse tokens (admin on *): one by its jti, or every one of a subject, until a time (default: the server\'s --auth-max-ttl from now)')
+    .option('--jti <jti>', "the token's jti")
+    .option('--sub <subject>', "every token of this subject (sub)")
+    .option('--until <time>', 'an RFC 3339 time, or a duration from now (2h, 7d)')
+    .action(action(revoke));
+  program.command('revocations').description('list the revocations in force (admin on *)').action(action(revocations));
   const buckets = program.commands.find((c) => c.name() === 'buckets')!;
   buckets.command('ls').description('list buckets with their stream counts').option('--limit <n>', 'buckets per request (1-1000)').action(action(bucketsLs));
   program.command('stats [stream]').description("the server's totals, or one stream's (bucket/stream): bytes, messages, producers, live readers").action(action(stats));

@@ -70,11 +70,14 @@ export interface ServeFlags {
   authIssuer?: string;
   authAudience?: string;
   authKeysCheck: number;
+  authMaxTtl: number;
+  authRevocationsCheck: number;
   quotaAppends: number;
   quotaBytes: number;
   quotaLive: number;
   tlsCert?: string;
   tlsKey?: string;
+  tlsMinVersion: '1.2' | '1.3';
   corsOrigin?: string[];
   allowedHost: string[];
   /** False with --no-console. */
@@ -139,10 +142,13 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
       issuer: flags.authIssuer ?? null,
       audience: flags.authAudience ?? null,
       keysCheckMs: flags.authKeysCheck,
+      maxTtlMs: flags.authMaxTtl,
+      revocationsCheckMs: flags.authRevocationsCheck,
       quotas: { appendsPerSecond: flags.quotaAppends, bytesPerSecond: flags.quotaBytes, liveConnections: flags.quotaLive },
     },
     tlsCertFile: flags.tlsCert ?? null,
     tlsKeyFile: flags.tlsKey ?? null,
+    tlsMinVersion: flags.tlsMinVersion === '1.3' ? 'TLSv1.3' : 'TLSv1.2',
     corsOrigins: flags.corsOrigin ?? null,
     allowedHosts: flags.allowedHost,
     ...(flags.console ? {} : { consoleDir: null }),
@@ -203,11 +209,14 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--auth-issuer <iss>', 'accept only tokens with this issuer (iss)')
     .option('--auth-audience <aud>', 'accept only tokens with this audience (aud)')
     .addOption(durationOption('--auth-keys-check <duration>', 'how often the key files are checked for changes (rotation)', d.auth.keysCheckMs))
+    .addOption(durationOption('--auth-max-ttl <duration>', 'refuse tokens that live longer than this (exp - iat) or have no exp', d.auth.maxTtlMs))
+    .addOption(durationOption('--auth-revocations-check <duration>', 'how often revocations are re-read from the store (other nodes\' revocations apply within it)', d.auth.revocationsCheckMs))
     .option('--quota-appends <n>', 'append requests per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--quota-bytes <n>', 'body bytes per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--quota-live <n>', 'long-poll and SSE readers per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM; with --tls-key)')
     .option('--tls-key <file>', 'the private key of --tls-cert (PEM)')
+    .addOption(new Option('--tls-min-version <version>', 'oldest TLS version served').choices(['1.2', '1.3']).default('1.2'))
     .option('--cors-origin <origin>', 'an origin whose pages may call rill, or * for any (repeatable; default: loopback pages with auth off, any with auth on)', repeatable)
     .option('--allowed-host <host>', 'a Host name served besides loopback ones when listening on loopback (repeatable)', repeatable, [])
     .option('--no-console', 'do not serve the web console at /console/')

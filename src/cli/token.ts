@@ -13,6 +13,7 @@ interface TokenFlags {
   sub?: string;
   issuer?: string;
   audience?: string;
+  jti?: string;
 }
 
 function parsePermissions(value: string): Permission[] {
@@ -38,6 +39,7 @@ export function addTokenCommand(program: Command): void {
     .option('--sub <subject>', 'the subject (quotas count per subject)')
     .option('--issuer <iss>', 'the issuer, when the server checks one (--auth-issuer)')
     .option('--audience <aud>', 'the audience, when the server checks one (--auth-audience)')
+    .option('--jti <id>', 'the token id, which rill revoke --jti names (default: a random UUID)')
     .action(async (flags: TokenFlags) => {
       // jose is loaded for this command only, so that the others start faster.
       const { signTokenWithFile } = await import('../auth/sign.js');
@@ -49,6 +51,7 @@ export function addTokenCommand(program: Command): void {
         ...(flags.sub ? { subject: flags.sub } : {}),
         ...(flags.issuer ? { issuer: flags.issuer } : {}),
         ...(flags.audience ? { audience: flags.audience } : {}),
+        ...(flags.jti ? { jti: flags.jti } : {}),
       };
       let token: string;
       try {

@@ -60,6 +60,9 @@ export interface StreamStats {
   closed: boolean;
 }
 
+/** A revocation in force: tokens with this `jti`, or of this subject, are refused until `until` (RFC 3339). */
+export type Revocation = ({ jti: string } | { sub: string }) & { until: string };
+
 export interface ListOptions {
   prefix?: string;
   after?: string;
@@ -150,6 +153,22 @@ export class RillClient {
   /** One stream's figures (`GET {stream}/stats`). */
   streamStats(path: string, options: { signal?: AbortSignal } = {}): Promise<StreamStats> {
     return this.getJson<StreamStats>(extensionUrl(this.urlOf(path), 'stats'), options.signal);
+  }
+
+  /**
+   * Revokes tokens (admin on `*`): one by its `jti`, or every token of a subject, until
+   * `until` (default: the server's --auth-max-ttl from now, outliving every token it accepts).
+   */
+  async revoke(target: { jti: string } | { sub: string }, options: { until?: Date; signal?: AbortSignal } = {}): Promise<Revocation> {
+    const body = JSON.stringify({ ...target, ...(options.until ? { until: options.until.toISOString() } : {}) });
+    const res = await this.transport.request(`${this.baseUrl}/v1/auth/revocations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: options.signal });
+    if (res.status !== 201) throw await errorFromResponse(res.response);
+    return parseJson<Revocation>(res.body);
+  }
+
+  /** The revocations in force (admin on `*`). */
+  async revocations(options: { signal?: AbortSignal } = {}): Promise<Revocation[]> {
+    return (await this.getJson<{ revocations: Revocation[] }>(`${this.baseUrl}/v1/auth/revocations`, options.signal)).revocations;
   }
 
   private async getJson<T>(url: string, signal?: AbortSignal): Promise<T> {

@@ -13,6 +13,7 @@ export {
   type StreamStats,
   type StreamListing,
   type ListOptions,
+  type Revocation,
 } from './client.js';
 export {
   StreamHandle,

@@ -12,13 +12,19 @@ import { ackBody, postWithWakeToken, streamInfoOf, type Ack, type SubscriptionSt
 
 export type WebhookVerification =
   | { valid: true; kid: string; timestampSeconds: number }
-  | { valid: false; reason: 'malformed' | 'stale' | 'unknown-kid' | 'bad-signature' };
+  | { valid: false; reason: 'malformed' | 'stale' | 'unknown-kid' | 'bad-signature' | 'wrong-subscription' };
 
 export interface VerifyOptions {
   /** How far the signature's time may be from now (default 300 s), against replays. */
   toleranceSeconds?: number;
   /** The time to judge against (default Date.now()). */
   nowMs?: number;
+  /**
+   * The subscription this endpoint serves: a delivery whose body names another is refused
+   * ('wrong-subscription'). Every subscription of a server is signed with the same keys,
+   * so without it a delivery meant for another subscription's endpoint verifies here too.
+   */
+  subscriptionId?: string;
 }
 
 export const DEFAULT_TOLERANCE_SECONDS = 300;
@@ -89,9 +95,21 @@ export async function verifyWebhook(rawBody: string | Uint8Array, signatureHeade
   if (jwk === undefined) return { valid: false, reason: 'unknown-kid' };
   const data = signedBytes(parts.timestamp, rawBody);
   for (const signature of parts.signatures) {
-    if (await verifyWith(jwk, signature, data)) return { valid: true, kid: parts.kid, timestampSeconds };
+    if (!(await verifyWith(jwk, signature, data))) continue;
+    if (options.subscriptionId !== undefined && subscriptionIdOf(rawBody) !== options.subscriptionId) return { valid: false, reason: 'wrong-subscription' };
+    return { valid: true, kid: parts.kid, timestampSeconds };
   }
   return { valid: false, reason: 'bad-signature' };
+}
+
+/** The `subscription_id` of a delivery's body, or undefined when it has none. */
+function subscriptionIdOf(rawBody: string | Uint8Array): string | undefined {
+  try {
+    const body = JSON.parse(typeof rawBody === 'string' ? rawBody : new TextDecoder().decode(rawBody)) as { subscription_id?: unknown } | null;
+    return typeof body?.subscription_id === 'string' ? body.subscription_id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export interface JwksCacheOptions {

@@ -8,8 +8,10 @@
  * characters and spaces (the URL parser would silently drop some of them); port 0;
  * `localhost` and `*.localhost`; and IP addresses that are not public unicast: loopback,
  * "this network" 0/8, RFC 1918, CGNAT 100.64/10, link-local, IETF protocol assignments
- * 192.0.0/24, benchmarking 198.18/15, multicast, reserved 240/4 and broadcast; IPv6 `::`,
- * `::1`, the IPv4-compatible and IPv4-mapped forms, unique-local fc00::/7, link-local
+ * 192.0.0/24, benchmarking 198.18/15, documentation 192.0.2/24, 198.51.100/24 and
+ * 203.0.113/24, the 6to4 relay anycast 192.88.99/24, multicast, reserved 240/4 and
+ * broadcast; IPv6 `::`, `::1`, the IPv4-compatible form, the IPv4-mapped form
+ * (::ffff:0:0/96) of every refused IPv4 address, documentation 2001:db8::/32, unique-local fc00::/7, link-local
  * fe80::/10, site-local fec0::/10, multicast, Teredo 2001::/32, and NAT64 (64:ff9b::/96,
  * 64:ff9b:1::/48) and 6to4 (2002::/16) addresses whose embedded IPv4 address is refused.
  *
@@ -113,8 +115,13 @@ const FORBIDDEN_IPV4: Array<[string, number]> = [
   ['169.254.0.0', 16],
   ['172.16.0.0', 12],
   ['192.0.0.0', 24],
+  // Documentation (TEST-NET-1, -2, -3) and the retired 6to4 relay anycast: never a real receiver.
+  ['192.0.2.0', 24],
+  ['192.88.99.0', 24],
   ['192.168.0.0', 16],
   ['198.18.0.0', 15],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
   ['224.0.0.0', 4],
   ['240.0.0.0', 4],
 ];
@@ -134,6 +141,7 @@ function isForbiddenIpv6(groups: number[]): boolean {
   if ((g0 & 0xffc0) === 0xfe80 || (g0 & 0xffc0) === 0xfec0) return true; // link-local, site-local
   if ((g0 & 0xff00) === 0xff00) return true; // multicast
   if (g0 === 0x2001 && g1 === 0) return true; // Teredo: its IPv4 address is obscured
+  if (g0 === 0x2001 && g1 === 0x0db8) return true; // documentation 2001:db8::/32
   if (g0 === 0x64 && g1 === 0xff9b && (g2 === 1 || groups.slice(2, 6).every((g) => g === 0))) {
     return isForbiddenIpv4(embeddedIpv4(groups, 6)); // NAT64 well-known and local-use prefixes
   }

@@ -14,8 +14,10 @@ import type { Socket } from 'node:net';
 import { decideAccess, readablePrefixes, V1_BUCKET, type AccessTarget, type Permission } from '../core/access.js';
 import type { Principal } from '../auth/claims.js';
 import { Quotas } from '../auth/quota.js';
+import { Revocations } from './revocations.js';
 import { TokenVerifier, timeRefusal, unauthorized } from '../auth/verifier.js';
-import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import type { MetaStore } from '../subscriptions/meta.js';
+import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
 import { bucketOfScope } from '../protocol/ids.js';
 import type { HeaderMap } from './response.js';
 import { asksParam, mayHoldParam } from './request.js';
@@ -62,6 +64,10 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, Permission>> = {
   'subscription-claim POST': 'write',
   // The webhook signing keys serve every subscription of the server.
   'subscription-rotate-key POST': 'admin',
+  // Revoking tokens acts on every bucket's.
+  'revocations GET': 'admin',
+  'revocations HEAD': 'admin',
+  'revocations POST': 'admin',
 };
 
 /** ROUTE_PERMISSIONS by route and then method: looked up by constant strings, no key built per request. */
@@ -191,11 +197,18 @@ export class AccessControl {
   readonly on: boolean;
   private readonly verifier: TokenVerifier | null;
   private readonly quotas: Quotas;
+  /** Null with auth off, and until the store is open (keepRevocationsIn). */
+  revocations: Revocations | null = null;
 
-  constructor(settings: AuthSettings, nowMs: number) {
+  constructor(private readonly settings: AuthSettings, nowMs: number) {
     this.on = isAuthOn(settings);
     this.verifier = this.on ? new TokenVerifier(settings, nowMs) : null;
     this.quotas = new Quotas(settings.quotas);
+  }
+
+  /** Keeps revocations in the store's meta table, shared by every node on it. */
+  keepRevocationsIn(meta: MetaStore): void {
+    if (this.on) this.revocations = new Revocations(meta, this.settings.revocationsCheckMs);
   }
 
   /**
@@ -204,6 +217,12 @@ export class AccessControl {
    * for a token verified before, which is nearly every request.
    */
   admit(req: IncomingMessage, res: ServerResponse, route: Route, search: string, nowMs: number): Admission | Promise<Admission> {
+    // Once per --auth-revocations-check a request waits for the revocations to be re-read.
+    if (this.revocations?.stale(nowMs)) return this.revocations.refresh(nowMs).then(() => this.admitNow(req, res, route, search, nowMs));
+    return this.admitNow(req, res, route, search, nowMs);
+  }
+
+  private admitNow(req: IncomingMessage, res: ServerResponse, route: Route, search: string, nowMs: number): Admission | Promise<Admission> {
     const verifier = this.verifier!;
     const keys = verifier.keysVersion(nowMs);
     const header = req.headers.authorization;
@@ -226,6 +245,8 @@ export class AccessControl {
 
   private authorize(req: IncomingMessage, res: ServerResponse, route: Route, search: string, principal: Principal | ProtocolError, nowMs: number): Admission {
     if ('code' in principal) return refusal(principal);
+    const revoked = this.revocations?.refusal(principal, nowMs);
+    if (revoked) return refusal(revoked);
     (req as Tagged)[PRINCIPAL] = principal;
     const method = req.method ?? 'GET';
     const rule = accessRuleOf(route, method);
@@ -265,7 +286,7 @@ export class AccessControl {
 }
 
 function refusal(error: ProtocolError): Admission {
-  if (error.code !== 'UNAUTHORIZED' && error.code !== 'TOKEN_EXPIRED') return { ok: false, error };
+  if (statusOf(error.code) !== 401) return { ok: false, error };
   return { ok: false, error, headers: { 'www-authenticate': invalidTokenChallenge(error) } };
 }
 
@@ -312,6 +333,15 @@ export function writableOrMissing(req: IncomingMessage, address: StreamAddress):
   const verdict = decideAccess(principal.grants, 'write', streamTarget(address));
   if (verdict === 'forbid') return protocolError('FORBIDDEN', 'this token lacks the write permission here');
   return verdict === 'allow' ? address : phantomStream(address);
+}
+
+/**
+ * Whether the request may manage a bucket as a whole (true with auth off): what a
+ * subscription answer shows of a webhook's URL and errors depends on it.
+ */
+export function mayManageBucket(req: IncomingMessage, bucket: string): boolean {
+  const principal = principalOfRequest(req);
+  return principal === undefined || decideAccess(principal.grants, 'manage', { kind: 'bucket', bucket }) === 'allow';
 }
 
 /** The name prefixes a bucket listing may show this request ('all' without auth). */

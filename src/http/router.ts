@@ -56,6 +56,8 @@ export type Route =
   | { kind: 'transaction'; bucket: string; affinityKey: string; path: string }
   /** `{root}/__ds/...`: `scope` is `v1` or `b/{bucket}`, `rootPath` is `/v1/stream` or `/{bucket}`. */
   | { kind: 'subscriptions'; scope: string; rootPath: string; target: SubscriptionTarget }
+  /** `/v1/auth/revocations`: revoked tokens (server-wide, admin); under `/v1`, which no bucket can shadow. */
+  | { kind: 'revocations' }
   | { kind: 'error'; error: ProtocolError };
 
 /** What a control route acts on, below `{root}/__ds/`. */
@@ -190,6 +192,8 @@ export function routeTemplate(target: Route): string {
       return `/{bucket}/{affinity_key}/${TRANSACTION_SEGMENT}`;
     case 'subscriptions':
       return `${target.scope === V1_SCOPE ? V1_ROOT : '/{bucket}'}/${CONTROL_SEGMENT}/${CONTROL_TEMPLATES[target.target.what]}`;
+    case 'revocations':
+      return '/v1/auth/revocations';
     case 'error':
       return 'unrouted';
   }
@@ -215,6 +219,7 @@ function withExtension(stream: StreamAddress, rest: string[]): Route | undefined
  * extension. A name is spelled one way: `/` inside a segment (`%2F`) is refused.
  */
 function routeV1(segments: string[], search: string): Route {
+  if (segments.length === 3 && segments[1] === 'auth' && segments[2] === 'revocations') return { kind: 'revocations' };
   if (segments[1] !== 'stream' || segments.length < 3) return notFound();
   if (segments[2] === CONTROL_SEGMENT) return routeControl(V1_SCOPE, V1_ROOT, segments.slice(3));
   // The common one-segment name skips slice, join and map: they doubled the cost of routing an append.

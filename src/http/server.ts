@@ -5,10 +5,10 @@
  */
 import { hostname } from 'node:os';
 import { RecordMarks } from '../live/records.js';
-import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
+import type { Server as TlsServer } from 'node:tls';
 import type { Logger } from 'pino';
 import { LiveHub } from '../live/hub.js';
 import { buildInfo } from '../ops/build-info.js';
@@ -22,6 +22,9 @@ import { storageRefusal } from '../storage/errors.js';
 import { openStore, openStoreNow } from '../storage/open.js';
 import type { Store } from '../storage/store.js';
 import { AccessControl, guardsSubscriptionRoute, type Admission } from './access.js';
+import { refuseSharedKeyFile } from '../auth/key-files.js';
+import { HSTS, readCertificate, watchCertificate } from './tls.js';
+import { handleRevocations } from './revocations.js';
 import { handleAdmin, handleStreamStats, metricsServer, StorageHealth } from './admin.js';
 import { BrowserPolicy } from './browsers.js';
 import { handleBucket, handleListStreams } from './buckets.js';
@@ -173,6 +176,8 @@ function serve(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, t
       return handleTransaction(req, res, ctx, target);
     case 'subscriptions':
       return handleSubscriptions(req, res, ctx, target, search);
+    case 'revocations':
+      return handleRevocations(req, res, ctx);
   }
 }
 
@@ -321,7 +326,8 @@ function createHttpServer(settings: ServerSettings, listener: (req: IncomingMess
   const options = { maxHeaderSize: settings.maxHeaderBytes, ...timeoutOptions(settings), keepAliveTimeout: 5_000 };
   if ((settings.tlsCertFile === null) !== (settings.tlsKeyFile === null)) throw new Error('TLS needs both --tls-cert and --tls-key');
   if (settings.tlsCertFile === null || settings.tlsKeyFile === null) return { server: createServer(options, listener), tls: false };
-  const tls = { cert: readFileSync(settings.tlsCertFile), key: readFileSync(settings.tlsKeyFile), handshakeTimeout: settings.headersTimeoutMs };
+  const files = { certFile: settings.tlsCertFile, keyFile: settings.tlsKeyFile };
+  const tls = { ...readCertificate(files), handshakeTimeout: settings.headersTimeoutMs, minVersion: settings.tlsMinVersion };
   // An https.Server is a tls.Server serving the same HTTP requests: everything rill uses of
   // it (listen, close, address, connections, request events) has the same shape.
   return { server: createHttpsServer({ ...options, ...tls }, listener) as unknown as Server, tls: true };
@@ -369,8 +375,10 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const now = options.now ?? Date.now;
   // Key files are read before anything opens, so a bad one stops the start with nothing to undo.
   const access = new AccessControl(settings.auth, now());
+  if (settings.tlsKeyFile !== null) refuseSharedKeyFile(settings.tlsKeyFile, 'the TLS private key');
   const browsers = new BrowserPolicy({ corsOrigins: settings.corsOrigins, authOn: isAuthOn(settings.auth), listenHost: settings.host, allowedHosts: settings.allowedHosts, tls: settings.tlsCertFile !== null, publicUrl: settings.publicUrl });
   const store = options.store ?? openStoreNow(settings, { nowMs: now, onDiskSpace: diskSpaceLog(settings, log) });
+  access.keepRevocationsIn(store);
   const hub = new LiveHub(store, settings.maxLiveConnections, settings.remoteCheckMs);
   const storageFailures = new StorageFailureLog(log, Date.now);
   const ops = operations(settings, store, hub, log);
@@ -378,8 +386,11 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   let baseUrl = '';
   const subscriptions = new SubscriptionService(store, { ...settings.subscriptions, observer: metrics, nowMs: now, log, baseUrl: () => baseUrl });
   const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, readiness: ops.readiness, now, access, browsers, subscriptions, recordMarks: new RecordMarks() };
+  const servedOverTls = settings.tlsCertFile !== null;
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     guard.requestArrived(req.socket);
+    // Every answer over TLS, errors included, tells browsers to stay on HTTPS.
+    if (servedOverTls) res.setHeader('strict-transport-security', HSTS);
     drain.track(req, res, requests.begin(req, res));
     const fail = (error: unknown) => {
       const failure = failureOf(error);
@@ -399,6 +410,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
     }
   };
   const { server, tls } = createHttpServer(settings, listener);
+  const stopWatchingCertificate = tls ? watchCertificate(server as unknown as TlsServer, { certFile: settings.tlsCertFile!, keyFile: settings.tlsKeyFile! }) : () => {};
   // A TLS connection is served on its TLS socket, announced once the handshake is done.
   const connectionEvent = tls ? 'secureConnection' : 'connection';
   server.on('clientError', onClientError);
@@ -438,6 +450,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
         metricsListener?.close();
         metricsListener?.closeAllConnections();
         clearInterval(sweep);
+        stopWatchingCertificate();
         await subscriptions.close();
         await drain.run(() => hub.drain());
         hub.close();

@@ -93,6 +93,8 @@ export interface ServerSettings {
   /** HTTPS: both files, or neither for plain HTTP. */
   tlsCertFile: string | null;
   tlsKeyFile: string | null;
+  /** Oldest TLS version served. */
+  tlsMinVersion: 'TLSv1.2' | 'TLSv1.3';
   /**
    * Origins whose pages may call rill from a browser (CORS); `*` allows any. Null: the
    * default, loopback pages only with auth off, any origin with auth on.
@@ -137,10 +139,14 @@ export interface AuthSettings {
   audience: string | null;
   /** How often the key files are checked for changes (rotation). */
   keysCheckMs: number;
+  /** Longest lifetime a token may have (exp - iat, or exp - now without iat); tokens without exp are refused. */
+  maxTtlMs: number;
+  /** How often the revocations are re-read from the store, so that another node's apply here. */
+  revocationsCheckMs: number;
   quotas: QuotaSettings;
 }
 
-export const AUTH_OFF: AuthSettings = { secretFile: null, jwksFile: null, issuer: null, audience: null, keysCheckMs: 1_000, quotas: NO_QUOTAS };
+export const AUTH_OFF: AuthSettings = { secretFile: null, jwksFile: null, issuer: null, audience: null, keysCheckMs: 1_000, maxTtlMs: 86_400_000, revocationsCheckMs: 1_000, quotas: NO_QUOTAS };
 
 export function isAuthOn(auth: AuthSettings): boolean {
   return auth.secretFile !== null || auth.jwksFile !== null;
@@ -181,6 +187,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   auth: AUTH_OFF,
   tlsCertFile: null,
   tlsKeyFile: null,
+  tlsMinVersion: 'TLSv1.2',
   corsOrigins: null,
   allowedHosts: [],
   consoleDir: DEFAULT_CONSOLE_DIR,

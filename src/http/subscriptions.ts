@@ -6,6 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createHash } from 'node:crypto';
+import { V1_BUCKET } from '../core/access.js';
 import { canonicalConfig, normalizePath, parseSubscriptionConfig, wakeStreamRefusal, type PathCheck } from '../core/subscription-config.js';
 import { statusOf as subscriptionStatusOf, wakeStreamOf, type AckItem, type SubscriptionRefusal, type TokenClaims } from '../core/subscription.js';
 import type { SubscriptionState } from '../core/subscription-types.js';
@@ -15,6 +16,7 @@ import { parsePosition } from '../protocol/offset.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
 import { newIncarnation } from '../storage/executor.js';
 import { rootPathOf, streamInfo } from '../subscriptions/service.js';
+import { mayManageBucket } from './access.js';
 import type { HandlerContext } from './context.js';
 import { header, parseQuery, readBody } from './request.js';
 import { send, sendJson } from './response.js';
@@ -56,12 +58,14 @@ export async function handleSubscriptions(req: IncomingMessage, res: ServerRespo
   const method = req.method ?? 'GET';
   if (target.what === 'jwks') return method === 'GET' || method === 'HEAD' ? sendJwks(res, ctx) : methodNotAllowed(res, 'GET, HEAD');
   if (target.what === 'rotate-key') return method === 'POST' ? rotateKey(res, ctx) : methodNotAllowed(res, 'POST');
-  if (target.what === 'list') return method === 'GET' || method === 'HEAD' ? listSubscriptions(res, ctx, scope, search) : methodNotAllowed(res, 'GET, HEAD');
+  // A read token sees a webhook's origin only, and no delivery error: the URL's path and query may hold a secret.
+  const full = mayManageBucket(req, bucketOfScope(scope) ?? V1_BUCKET);
+  if (target.what === 'list') return method === 'GET' || method === 'HEAD' ? listSubscriptions(res, ctx, scope, search, full) : methodNotAllowed(res, 'GET, HEAD');
   const key = `${scope}/${target.id}`;
   switch (target.what) {
     case 'subscription':
       if (method === 'PUT') return putSubscription(req, res, ctx, route, target.id);
-      if (method === 'GET' || method === 'HEAD') return getSubscription(res, ctx, key);
+      if (method === 'GET' || method === 'HEAD') return getSubscription(res, ctx, key, full);
       if (method === 'DELETE') return deleteSubscription(res, ctx, key);
       return methodNotAllowed(res, 'GET, HEAD, PUT, DELETE');
     case 'streams':
@@ -154,13 +158,13 @@ async function putSubscription(req: IncomingMessage, res: ServerResponse, ctx: H
   if (outcome.kind === 'rejected') return sendSubscriptionError(res, outcome.error);
   if (outcome.kind === 'created') await ctx.subscriptions.indexSubscription(outcome.subscription);
   const headers: Record<string, string> = outcome.kind === 'created' ? { location: `${route.rootPath}/__ds/subscriptions/${encodeURIComponent(id)}` } : {};
-  sendJson(res, outcome.kind === 'created' ? 201 : 200, await resourceOf(ctx, outcome.subscription), headers);
+  sendJson(res, outcome.kind === 'created' ? 201 : 200, await resourceOf(ctx, outcome.subscription, true), headers);
 }
 
-async function getSubscription(res: ServerResponse, ctx: HandlerContext, key: string): Promise<void> {
+async function getSubscription(res: ServerResponse, ctx: HandlerContext, key: string, full: boolean): Promise<void> {
   const sub = await ctx.store.getSubscription(key);
   if (!sub) return sendSubscriptionError(res, protocolError('SUBSCRIPTION_NOT_FOUND', 'no such subscription'));
-  sendJson(res, 200, await resourceOf(ctx, sub));
+  sendJson(res, 200, await resourceOf(ctx, sub, full));
 }
 
 async function deleteSubscription(res: ServerResponse, ctx: HandlerContext, key: string): Promise<void> {
@@ -169,7 +173,7 @@ async function deleteSubscription(res: ServerResponse, ctx: HandlerContext, key:
   send(res, 204, { 'cache-control': 'no-store' });
 }
 
-async function listSubscriptions(res: ServerResponse, ctx: HandlerContext, scope: string, search: string): Promise<void> {
+async function listSubscriptions(res: ServerResponse, ctx: HandlerContext, scope: string, search: string, full: boolean): Promise<void> {
   const query = parseQuery(search);
   if (!query.ok) return sendSubscriptionError(res, query.error);
   const limitText = query.params.get('limit');
@@ -179,7 +183,7 @@ async function listSubscriptions(res: ServerResponse, ctx: HandlerContext, scope
   const subs = await ctx.store.listSubscriptions(scope, after === undefined ? null : `${scope}/${after}`, limit + 1);
   const page = subs.slice(0, limit);
   sendJson(res, 200, {
-    subscriptions: page.map((sub) => summaryOf(ctx, sub)),
+    subscriptions: page.map((sub) => summaryOf(ctx, sub, full)),
     next: subs.length > limit ? page[page.length - 1]!.id : null,
   });
 }
@@ -281,7 +285,8 @@ function parseHolderBody(body: Record<string, unknown>): { reference: { wakeId: 
   return { reference: { wakeId, generation }, acks: items, done: done === true };
 }
 
-function summaryOf(ctx: HandlerContext, sub: SubscriptionState): Record<string, unknown> {
+/** A subscription's answer; without `full` (a read token), the webhook URL is its origin and delivery errors are left out. */
+function summaryOf(ctx: HandlerContext, sub: SubscriptionState, full: boolean): Record<string, unknown> {
   const rootUrl = `${ctx.subscriptions.options.baseUrl()}${rootPathOf(sub.scope)}`;
   const { config } = sub;
   return {
@@ -291,29 +296,32 @@ function summaryOf(ctx: HandlerContext, sub: SubscriptionState): Record<string, 
     ...(config.pattern === null ? {} : { pattern: config.pattern }),
     ...(config.webhookUrl === null
       ? {}
-      : { webhook: { url: config.webhookUrl, signing: { alg: 'ed25519', kid: ctx.subscriptions.keys.signer().kid, jwks_url: `${rootUrl}/__ds/jwks.json` } } }),
+      : { webhook: { url: full ? config.webhookUrl : new URL(config.webhookUrl).origin, ...(full ? {} : { url_hidden: true }), signing: { alg: 'ed25519', kid: ctx.subscriptions.keys.signer().kid, jwks_url: `${rootUrl}/__ds/jwks.json` } } }),
     ...(config.wakeStream === null ? {} : { wake_stream: config.wakeStream }),
     lease_ttl_ms: config.leaseTtlMs,
     ...(config.description === null ? {} : { description: config.description }),
     created_at: new Date(sub.createdAtMs).toISOString(),
     status: subscriptionStatusOf(sub),
     generation: sub.generation,
-    wake: sub.wake === null ? null : wakeSummary(sub),
+    wake: sub.wake === null ? null : wakeSummary(sub, full),
   };
 }
 
-function wakeSummary(sub: SubscriptionState): Record<string, unknown> {
+function wakeSummary(sub: SubscriptionState, full: boolean): Record<string, unknown> {
   const wake = sub.wake!;
   return {
     wake_id: wake.id,
     holder: wake.holder,
     lease_expires_at: wake.leaseExpiresAtMs === null ? null : new Date(wake.leaseExpiresAtMs).toISOString(),
-    delivery: wake.delivery === null ? null : { attempts: wake.delivery.attempts, next_attempt_at: new Date(wake.delivery.nextAttemptAtMs).toISOString(), last_error: wake.delivery.lastError },
+    delivery:
+      wake.delivery === null
+        ? null
+        : { attempts: wake.delivery.attempts, next_attempt_at: new Date(wake.delivery.nextAttemptAtMs).toISOString(), ...(full ? { last_error: wake.delivery.lastError } : {}) },
   };
 }
 
-async function resourceOf(ctx: HandlerContext, sub: SubscriptionState): Promise<Record<string, unknown>> {
+async function resourceOf(ctx: HandlerContext, sub: SubscriptionState, full: boolean): Promise<Record<string, unknown>> {
   const views = await ctx.store.subscriptionLinks(sub.key, null, MAX_LISTED_STREAMS + 1);
   const streams = views.slice(0, MAX_LISTED_STREAMS).map((view) => streamInfo(wakeStreamOf(view)));
-  return { ...summaryOf(ctx, sub), streams, streams_truncated: views.length > MAX_LISTED_STREAMS };
+  return { ...summaryOf(ctx, sub, full), streams, streams_truncated: views.length > MAX_LISTED_STREAMS };
 }

@@ -160,7 +160,7 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
     const outcome = await ctx.store.run('createStream', request);
     if (outcome.kind === 'rejected') return sendError(res, outcome.error, extensionsOf(address, outcome.records));
     const headers = Object.assign(describeStream(outcome.stream), extensionHeaders(address, outcome.stream));
-    if (outcome.kind === 'created') headers['location'] = absoluteUrl(req, address.path);
+    if (outcome.kind === 'created') headers['location'] = absoluteUrl(req, ctx, address.path);
     const created = createdRecords(outcome, request.data);
     if (created) Object.assign(headers, recordRangeHeaders(created));
     send(res, outcome.kind === 'created' ? 201 : 200, Object.assign(headers, { 'cache-control': 'no-store' }));
@@ -188,9 +188,20 @@ function createdRecords(outcome: { kind: 'created' | 'exists'; stream: StreamSta
   return { start: stream.recordNext - made, next: stream.recordNext };
 }
 
-function absoluteUrl(req: IncomingMessage, path: string): string {
-  const host = header(req, 'host') ?? 'localhost';
-  return `http://${host}${path}`;
+/** A Host that is a name or an address with an optional port: nothing else goes into a Location. */
+const PLAIN_HOST = /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::\d{1,5})?$/i;
+
+/**
+ * A created stream's URL: under `--public-url` when it is set (a proxy in front), else the
+ * served scheme with the request's Host when that Host is a plain host[:port], else the
+ * listener's own address: a raw Host is never echoed into the header.
+ */
+function absoluteUrl(req: IncomingMessage, ctx: HandlerContext, path: string): string {
+  const publicUrl = ctx.settings.publicUrl;
+  if (publicUrl !== null) return `${publicUrl.replace(/\/+$/, '')}${path}`;
+  const host = header(req, 'host');
+  if (host !== undefined && host.length <= 260 && PLAIN_HOST.test(host)) return `${ctx.settings.tlsCertFile === null ? 'http' : 'https'}://${host}${path}`;
+  return `${ctx.subscriptions.options.baseUrl()}${path}`;
 }
 
 /**

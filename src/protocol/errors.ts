@@ -44,6 +44,9 @@ export const ERROR_STATUS = {
   // 401: no valid token (WWW-Authenticate: Bearer goes with every 401).
   UNAUTHORIZED: 401,
   TOKEN_EXPIRED: 401,
+  // 401: a token without exp, or living longer than --auth-max-ttl; one an admin revoked.
+  TOKEN_LIFETIME_TOO_LONG: 401,
+  TOKEN_REVOKED: 401,
   // 401: a subscription's wake token (callback, ack, release) that is not one rill signed.
   TOKEN_INVALID: 401,
   // 403: the token may see the target but lacks the permission; a Host not allowed; an
@@ -104,6 +107,7 @@ export const ERROR_STATUS = {
   PRODUCER_LIMIT: 429,
   RATE_LIMITED: 429,
   SUBSCRIPTION_LIMIT: 429,
+  REVOCATION_LIMIT: 429,
   HEADERS_TOO_LARGE: 431,
   // 5xx
   INTERNAL: 500,

@@ -25,6 +25,11 @@ export interface WebhookAttempt {
   rawBody: string;
   /** The `Webhook-Signature` value. */
   signature: string;
+  /**
+   * The `Webhook-Id` value a receiver de-duplicates on: the wake's id (the body's
+   * `wake_id`), the same on every retry of that wake, another for the next wake.
+   */
+  deliveryId: string;
   timeoutMs: number;
   /** The development setting: `http:` and `https:` to loopback hosts allowed. */
   allowLocalhost: boolean;
@@ -64,6 +69,7 @@ export function sendWebhook(attempt: WebhookAttempt): Promise<WebhookResult> {
         'content-type': 'application/json',
         'content-length': body.length,
         'webhook-signature': attempt.signature,
+        'webhook-id': attempt.deliveryId,
         'user-agent': 'rill',
       },
       agent: false,

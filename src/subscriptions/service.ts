@@ -319,6 +319,7 @@ export class SubscriptionService {
       url: sub.config.webhookUrl,
       rawBody,
       signature: this.keys.sign(rawBody, this.options.nowMs()),
+      deliveryId: wake.id,
       timeoutMs: deliveryTimeoutMs,
       allowLocalhost: this.options.allowLocalhost,
       maxResponseBytes: 64 * 1024,

@@ -8,7 +8,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { PERMISSIONS, type Permission } from '../../src/core/access.js';
+import { Revocations } from '../../src/http/revocations.js';
 import { ROUTE_PERMISSIONS } from '../../src/http/access.js';
+import { runCli } from '../helpers/cli.js';
 import { call, type Reply } from '../http/client.js';
 import { bearer, useAuthServer, type GrantSpec } from './setup.js';
 import { extensionUrl } from '../../src/protocol/extensions.js';
@@ -89,8 +91,8 @@ const BUCKET_ROWS: Array<Row & { target: 'shared' | 'fresh' | 'empty' }> = [
   { row: 'bucket-streams HEAD', method: 'HEAD', need: 'read', suffix: '/streams', allowed: 200, hidden: { status: 404 }, target: 'shared' },
 ];
 
-/** Rows tested elsewhere: the server-wide bucket listing (admin routes), subscriptions (test/auth/subscriptions.test.ts). */
-const NOT_ROUTED = new Set(['buckets GET', ...Object.keys(ROUTE_PERMISSIONS).filter((row) => row.startsWith('subscription'))]);
+/** Rows tested elsewhere: the server-wide bucket listing (admin routes), subscriptions (test/auth/subscriptions.test.ts), revocations (below). */
+const NOT_ROUTED = new Set(['buckets GET', ...Object.keys(ROUTE_PERMISSIONS).filter((row) => row.startsWith('subscription') || row.startsWith('revocations'))]);
 
 let counter = 0;
 const fresh = (prefix: string) => `${prefix}${process.pid}-${++counter}`;
@@ -209,5 +211,77 @@ describe('the permission table', () => {
         }),
       );
     }
+  });
+});
+
+describe('revocation', () => {
+  const REVOKED = 'prev';
+  const grants: GrantSpec[] = [{ bucket: REVOKED, can: ['read'] }];
+  const read = (token: string) => call(env.url, 'GET', `/${REVOKED}`, { headers: bearer(token) });
+  const revoke = (token: string, body: unknown) => call(env.url, 'POST', '/v1/auth/revocations', { headers: { ...bearer(token), ...JSON_TYPE }, body: JSON.stringify(body) });
+  const expectRevoked = (reply: Reply) => {
+    expect(reply.status, reply.text()).toBe(401);
+    expect((reply.json() as { code: string }).code).toBe('TOKEN_REVOKED');
+    expect(reply.headers['www-authenticate']).toMatch(/error="invalid_token"/);
+  };
+
+  it('refuses a token by jti, or every token of a subject, until the time given; only admin on * revokes, with limits on what is asked', async () => {
+    const nowMs = Math.floor(Date.now() / 1000) * 1000;
+    env.clock.stopAt(nowMs);
+    const admin = await env.token([{ bucket: '*', can: ['admin'] }], { subject: 'root' });
+    await asAdmin('PUT', `/${REVOKED}`);
+    const first = await env.token(grants, { subject: 'alice', jti: 'jti-1' });
+    const second = await env.token(grants, { subject: 'alice', jti: 'jti-2' });
+    const bob = await env.token(grants, { subject: 'bob', jti: 'jti-3' });
+    expect((await read(first)).status).toBe(200);
+    // Admin on one bucket is not enough: revocation spans every bucket's tokens.
+    expect((await revoke(await env.token([{ bucket: REVOKED, can: ['admin'] }]), { jti: 'jti-1' })).status).toBe(403);
+    expect((await revoke(first, { jti: 'jti-1' })).status).toBe(403);
+    const byJti = await revoke(admin, { jti: 'jti-1' });
+    expect(byJti.status, byJti.text()).toBe(201);
+    // Without until: the server's max TTL from now, longer than any token it accepts can live.
+    expect(byJti.json()).toEqual({ jti: 'jti-1', until: new Date(nowMs + 86_400_000).toISOString() });
+    expectRevoked(await read(first));
+    expect((await read(second)).status).toBe(200);
+    const until = new Date(nowMs + 60_000).toISOString();
+    expect((await revoke(admin, { sub: 'alice', until })).json()).toEqual({ sub: 'alice', until });
+    expectRevoked(await read(second));
+    expect((await read(bob)).status).toBe(200);
+    const listed = await call(env.url, 'GET', '/v1/auth/revocations', { headers: bearer(admin) });
+    expect(listed.json()).toEqual({ revocations: [byJti.json(), { sub: 'alice', until }] });
+    for (const bad of [{}, { jti: 'a', sub: 'b' }, { jti: '' }, { jti: 'x'.repeat(257) }, { sub: 'a', until: new Date(nowMs - 1).toISOString() }, { sub: 'a', until: '2999-01-01T00:00:00Z' }, { sub: 'a', until: 'soon' }, null]) {
+      expect((await revoke(admin, bad)).status, JSON.stringify(bad)).toBe(400);
+    }
+    env.clock.stopAt(nowMs + 60_000);
+    expect((await read(second)).status).toBe(200);
+    expectRevoked(await read(first));
+    env.clock.reset();
+  });
+
+  it("is kept in the store: another node's list, re-read once its interval has passed, refuses the token too", async () => {
+    const nowMs = env.clock.now();
+    const otherNode = new Revocations(env.rill.store, 5_000);
+    await otherNode.refresh(nowMs);
+    const token = { jti: 'jti-node', subject: 'carol' };
+    expect(otherNode.refusal(token, nowMs)).toBeNull();
+    const admin = await env.token([{ bucket: '*', can: ['admin'] }]);
+    expect((await revoke(admin, { jti: 'jti-node' })).status).toBe(201);
+    // Not yet re-read: the other node still accepts it, for at most its interval.
+    expect(otherNode.stale(nowMs + 4_999)).toBe(false);
+    expect(otherNode.stale(nowMs + 5_000)).toBe(true);
+    await otherNode.refresh(nowMs + 5_000);
+    expect(otherNode.refusal(token, nowMs + 5_000)?.code).toBe('TOKEN_REVOKED');
+  });
+
+  it('rill revoke and rill revocations ask the server', async () => {
+    const admin = await env.token([{ bucket: '*', can: ['admin'] }]);
+    const revoked = await runCli(env.url, ['--token', admin, 'revoke', '--sub', 'dave', '--until', '2h']);
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(revoked.stdout).toMatch(/^revoked subject dave until \d{4}-/);
+    const listed = await runCli(env.url, ['--token', admin, '--json', 'revocations']);
+    expect(listed.stdout).toContain('"sub":"dave"');
+    const both = await runCli(env.url, ['--token', admin, 'revoke', '--sub', 'dave', '--jti', 'x']);
+    expect(both.code).not.toBe(0);
+    expectRevoked(await read(await env.token(grants, { subject: 'dave' })));
   });
 });

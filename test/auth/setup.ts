@@ -48,7 +48,7 @@ export interface AuthServer {
   secretFile: string;
   clock: Clock;
   /** A token for these grants, valid for an hour of the server's clock unless told. */
-  token(grants: GrantSpec[], options?: { subject?: string; ttlMs?: number; nowMs?: number }): Promise<string>;
+  token(grants: GrantSpec[], options?: { subject?: string; ttlMs?: number; nowMs?: number; jti?: string }): Promise<string>;
 }
 
 export type AuthSettings = Partial<Omit<ServerSettings, 'auth'>> & { auth?: Partial<ServerSettings['auth']> };
@@ -60,7 +60,7 @@ export function useAuthServer(settings: AuthSettings = {}): AuthServer {
     env.dir = tempDataDir('rill-auth-');
     env.secret = randomBytes(32);
     env.secretFile = join(env.dir, 'secret');
-    writeFileSync(env.secretFile, Buffer.from(env.secret).toString('base64url'));
+    writeFileSync(env.secretFile, Buffer.from(env.secret).toString('base64url'), { mode: 0o600 });
     // The file holds text: the secret is its bytes as written.
     env.secret = Buffer.from(Buffer.from(env.secret).toString('base64url'), 'utf8');
     const auth = { ...AUTH_OFF, secretFile: env.secretFile, keysCheckMs: 0, ...settings.auth };
@@ -72,7 +72,7 @@ export function useAuthServer(settings: AuthSettings = {}): AuthServer {
     await env.rill.listen();
     env.url = env.rill.url();
     env.token = (grants, options = {}) =>
-      signToken(env.secret, { grants, ttlMs: options.ttlMs ?? 3_600_000, nowMs: options.nowMs ?? env.clock.now(), ...(options.subject ? { subject: options.subject } : {}) });
+      signToken(env.secret, { grants, ttlMs: options.ttlMs ?? 3_600_000, nowMs: options.nowMs ?? env.clock.now(), ...(options.subject ? { subject: options.subject } : {}), ...(options.jti ? { jti: options.jti } : {}) });
   });
   afterAll(async () => {
     await env.rill?.close();

@@ -7,10 +7,13 @@
 import { describe, expect, it } from 'vitest';
 import { PERMISSIONS, type Permission } from '../../src/core/access.js';
 import { ROUTE_PERMISSIONS } from '../../src/http/access.js';
+import { DEFAULT_SUBSCRIPTION_SETTINGS } from '../../src/http/settings.js';
 import { call, type Reply } from '../http/client.js';
+import { eventually, startReceiver } from '../helpers/webhooks.js';
 import { bearer, useAuthServer, type GrantSpec } from './setup.js';
 
-const env = useAuthServer();
+// Webhooks to the test's receiver on 127.0.0.1.
+const env = useAuthServer({ subscriptions: { ...DEFAULT_SUBSCRIPTION_SETTINGS, allowLocalhost: true } });
 const JSON_TYPE = { 'content-type': 'application/json' };
 const RANK: Record<Permission, number> = { read: 1, write: 2, manage: 3, admin: 4 };
 type Who = 'none' | Permission | 'wrong bucket' | 'prefix';
@@ -122,5 +125,33 @@ describe('subscriptions under access control', () => {
     const withAccessToken = await send('POST', '/v1/stream/__ds/subscriptions/tokened/release', admin, { wake_id: wake.wake_id, generation: wake.generation });
     expect([withAccessToken.status, (withAccessToken.json() as { code: string }).code]).toEqual([401, 'TOKEN_INVALID']);
     expect((await send('POST', '/v1/stream/__ds/subscriptions/tokened/release', bearer(wake.token), { wake_id: wake.wake_id, generation: wake.generation })).status).toBe(204);
+  });
+
+  it("shows a read token a webhook's origin only and no delivery error; manage sees the URL and last_error", async () => {
+    const receiver = await startReceiver();
+    try {
+      receiver.answer({ status: 503 });
+      const manage = bearer(await env.token([{ bucket: 'v1', can: ['manage'] }]));
+      const read = bearer(await env.token([{ bucket: 'v1', can: ['read'] }]));
+      const url = `${receiver.url}?key=hook-secret`;
+      expect((await send('PUT', '/v1/stream/__ds/subscriptions/hooked', manage, { type: 'webhook', streams: ['hooked-data'], webhook: { url } })).status).toBe(201);
+      await call(env.url, 'PUT', '/v1/stream/hooked-data', { headers: { ...manage, 'content-type': 'text/plain' }, body: 'hello' });
+      await receiver.next(1);
+      type Answer = { webhook: { url: string; url_hidden?: boolean }; wake: { delivery: { attempts: number; last_error?: string } | null } | null };
+      const asManager = async () => (await send('GET', '/v1/stream/__ds/subscriptions/hooked', manage)).json() as Answer;
+      await eventually(async () => (await asManager()).wake?.delivery?.last_error !== undefined, 5_000, 'the failed delivery recorded');
+      expect((await asManager()).webhook.url).toBe(url);
+      expect((await asManager()).wake!.delivery!.last_error).toMatch(/503/);
+      const seen = (await send('GET', '/v1/stream/__ds/subscriptions/hooked', read)).json() as Answer;
+      const listed = ((await send('GET', '/v1/stream/__ds/subscriptions', read)).json() as { subscriptions: Array<Answer & { id: string }> }).subscriptions.find((x) => x.id === 'hooked')!;
+      for (const answer of [seen, listed]) {
+        expect(answer.webhook).toMatchObject({ url: new URL(receiver.url).origin, url_hidden: true });
+        expect(JSON.stringify(answer)).not.toContain('hook-secret');
+        expect(answer.wake!.delivery).not.toHaveProperty('last_error');
+        expect(answer.wake!.delivery!.attempts).toBeGreaterThanOrEqual(1);
+      }
+    } finally {
+      await receiver.close();
+    }
   });
 });

@@ -4,6 +4,7 @@
  * Host check against DNS rebinding), and what the startup line says about access.
  */
 import { execFile, execFileSync } from 'node:child_process';
+import { connect as tlsConnect, type ConnectionOptions, type TLSSocket } from 'node:tls';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -35,6 +36,18 @@ async function rill(args: string[], extraEnv: Record<string, string> = {}): Prom
   return (await run(process.execPath, [CLI, ...args], { env: { ...process.env, NODE_EXTRA_CA_CERTS: cert, ...extraEnv }, encoding: 'utf8' })).stdout;
 }
 
+/** A TLS handshake with the server: the version and suite agreed, or the handshake's failure. */
+function handshake(url: string, options: ConnectionOptions, what: (socket: TLSSocket) => string = (s) => `${s.getProtocol()} ${s.getCipher().name}`): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = tlsConnect({ host: hostname, port: Number(port), rejectUnauthorized: false, ...options }, () => {
+      resolve(what(socket));
+      socket.end();
+    });
+    socket.once('error', reject);
+  });
+}
+
 async function curl(...args: string[]): Promise<string> {
   return (await run('curl', ['-sS', '--cacert', cert, ...args], { encoding: 'utf8' })).stdout;
 }
@@ -55,6 +68,46 @@ describe('TLS', () => {
     expect(refused).toMatchObject({ code: 1, stderr: 'rill: UNAUTHORIZED: unauthorized; this server has auth on: give a token with --token or RILL_TOKEN (HTTP 401)\n' });
     // Without the test's CA the certificate is not trusted.
     await expect(run('curl', ['-sS', '-f', `${env.url}/healthz`])).rejects.toThrow();
+  });
+
+  it('offers forward-secret AEAD suites only, sends Strict-Transport-Security, and refuses TLS 1.2 with --tls-min-version 1.3', async () => {
+    expect(await handshake(env.url, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-GCM-SHA256' })).toBe('TLSv1.2 ECDHE-ECDSA-AES128-GCM-SHA256');
+    expect(await handshake(env.url, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-CHACHA20-POLY1305' })).toBe('TLSv1.2 ECDHE-ECDSA-CHACHA20-POLY1305');
+    expect(await handshake(env.url, {})).toMatch(/^TLSv1\.3 TLS_/);
+    // CBC (not AEAD) on TLS 1.2 is refused at the handshake, though forward-secret.
+    await expect(handshake(env.url, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA384' })).rejects.toThrow();
+    expect(await curl('-sS', '-D', '-', '-o', '/dev/null', `${env.url}/healthz`)).toMatch(/^strict-transport-security: max-age=31536000\r$/im);
+    expect(await curl('-sS', '-D', '-', '-o', '/dev/null', `${env.url}/no-such-bucket`)).toMatch(/^strict-transport-security: max-age=31536000\r$/im);
+    const only13 = await plainServer({ tlsCertFile: cert, tlsKeyFile: key, tlsMinVersion: 'TLSv1.3' });
+    expect(await handshake(only13, {})).toMatch(/^TLSv1\.3 /);
+    await expect(handshake(only13, { maxVersion: 'TLSv1.2' })).rejects.toThrow();
+  });
+
+  it('serves a renewed certificate to new connections once its files change, without a restart', async () => {
+    const dir = tempDataDir('rill-cert-');
+    const [renewedCert, renewedKey] = [join(dir, 'cert.pem'), join(dir, 'key.pem')];
+    const makeCert = (cn: string) =>
+      run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-keyout', renewedKey, '-out', renewedCert, '-subj', `/CN=${cn}`]);
+    try {
+      await makeCert('first.test');
+      const url = await plainServer({ tlsCertFile: renewedCert, tlsKeyFile: renewedKey });
+      const served = (options: ConnectionOptions = {}) => handshake(url, options, (socket) => String(socket.getPeerCertificate().subject.CN));
+      expect(await served()).toBe('first.test');
+      await makeCert('second.test');
+      await expect.poll(() => served(), { interval: 100, timeout: 10_000 }).toBe('second.test');
+    } finally {
+      removeDir(dir);
+    }
+  });
+
+  it("builds a created stream's Location from the served scheme, or from --public-url behind a proxy", async () => {
+    const tlsUrl = await plainServer({ tlsCertFile: cert, tlsKeyFile: key });
+    const created = await curl('-sS', '-D', '-', '-o', '/dev/null', '-X', 'PUT', '-H', 'content-type: text/plain', `${tlsUrl}/v1/stream/located`);
+    expect(created).toMatch(/^HTTP\/1\.1 201/);
+    expect(created).toContain(`\nlocation: ${tlsUrl}/v1/stream/located\r\n`);
+    const proxied = await plainServer({ publicUrl: 'https://streams.example/' });
+    const reply = await call(proxied, 'PUT', '/v1/stream/located', { headers: { 'content-type': 'text/plain' } });
+    expect([reply.status, reply.headers['location']]).toEqual([201, 'https://streams.example/v1/stream/located']);
   });
 });
 

@@ -4,13 +4,17 @@
  * file, tampering, `alg: none`, and an HS256 token signed with an RSA public key.
  */
 import { randomBytes } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { exportJWK, exportSPKI, generateKeyPair, SignJWT, UnsecuredJWT, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
 import { grantClaims, principalOf } from '../../src/auth/claims.js';
 import { signToken } from '../../src/auth/sign.js';
+import { readSecretFile } from '../../src/auth/verifier.js';
 import { RillClient } from '../../src/client/index.js';
+import { createRillServer } from '../../src/http/server.js';
+import { AUTH_OFF } from '../../src/http/settings.js';
 import { withoutToken } from '../../src/http/access.js';
 import { call, type Reply } from '../http/client.js';
 import { bearer, useAuthServer, type GrantSpec } from './setup.js';
@@ -53,7 +57,7 @@ function asymmetric(kid: string): Promise<string> {
 
 const get = (token: string | null, path = `/${BUCKET}`): Promise<Reply> => call(env.url, 'GET', path, { headers: token === null ? {} : bearer(token) });
 
-function expect401(reply: Reply, code: 'UNAUTHORIZED' | 'TOKEN_EXPIRED' = 'UNAUTHORIZED'): void {
+function expect401(reply: Reply, code: 'UNAUTHORIZED' | 'TOKEN_EXPIRED' | 'TOKEN_LIFETIME_TOO_LONG' = 'UNAUTHORIZED'): void {
   expect(reply.status, reply.text()).toBe(401);
   expect(reply.headers['www-authenticate']).toMatch(/^Bearer realm="rill"/);
   expect(reply.headers['content-type']).toBe('application/json');
@@ -131,6 +135,49 @@ describe('tokens', () => {
     const other = await hs256({ nowMs: issuedMs + 1000, ttlMs: 59_000 });
     expect401(await get(other), 'TOKEN_EXPIRED');
     env.clock.reset();
+  });
+
+  it('refuses a token without exp, or living longer than --auth-max-ttl (24 h by default) from iat, or from now without iat', async () => {
+    const signed = (payload: Record<string, unknown>) => new SignJWT({ ...claims, ...payload }).setProtectedHeader({ alg: 'HS256' }).setIssuer(ISSUER).setAudience(AUDIENCE).sign(env.secret);
+    const nowSeconds = Math.floor(Date.now() / 1000);
+    env.clock.stopAt(nowSeconds * 1000);
+    const day = 86_400;
+    expect401(await get(await signed({})), 'TOKEN_LIFETIME_TOO_LONG');
+    expect401(await get(await signed({ exp: 1e308 })), 'TOKEN_LIFETIME_TOO_LONG');
+    expect401(await get(await signed({ iat: nowSeconds, exp: 1e308 })), 'TOKEN_LIFETIME_TOO_LONG');
+    expect401(await get(await signed({ iat: nowSeconds, exp: nowSeconds + day + 1 })), 'TOKEN_LIFETIME_TOO_LONG');
+    expect401(await get(await signed({ exp: nowSeconds + day + 1 })), 'TOKEN_LIFETIME_TOO_LONG');
+    // An iat in the future does not make a long token short.
+    expect401(await get(await signed({ iat: nowSeconds + day, exp: nowSeconds + 2 * day })), 'TOKEN_LIFETIME_TOO_LONG');
+    expect((await get(await signed({ iat: nowSeconds, exp: nowSeconds + day }))).status).toBe(200);
+    expect((await get(await signed({ exp: nowSeconds + day }))).status).toBe(200);
+    // Issued a while ago for exactly a day: its lifetime is a day, though less of it is left.
+    expect((await get(await signed({ iat: nowSeconds - 3600, exp: nowSeconds - 3600 + day }))).status).toBe(200);
+    expect401(await get(await signed({ iat: nowSeconds - 3600, exp: nowSeconds + day })), 'TOKEN_LIFETIME_TOO_LONG');
+    const message = ((await get(await signed({}))).json() as { message: string }).message;
+    expect(message).toMatch(/no exp/);
+    env.clock.reset();
+  });
+
+  it('will not start with a secret file others may read, or one holding a JWKS, a JWK or a PEM key; nor with a TLS key others may read', () => {
+    const start = (settings: Parameters<typeof createRillServer>[0]) => () => createRillServer({ ...settings, logger: pino({ level: 'silent' }) });
+    const file = (name: string, text: string, mode = 0o600) => {
+      const path = join(env.dir, name);
+      writeFileSync(path, text, { mode });
+      chmodSync(path, mode);
+      return path;
+    };
+    const secretIn = (path: string) => start({ settings: { auth: { ...AUTH_OFF, secretFile: path } } });
+    const shared = file('shared-secret', 'x'.repeat(40), 0o644);
+    expect(secretIn(shared)).toThrow(`${shared}: the HS256 secret is readable by other users (mode 644); make it private with chmod 600 ${shared}`);
+    expect(secretIn(file('group-secret', 'x'.repeat(40), 0o640))).toThrow(/readable by other users \(mode 640\)/);
+    expect(secretIn(file('jwks-secret', JSON.stringify({ keys: [keys.k1!.jwk] })))).toThrow(/is JSON \(a JWK or JWKS\?\), not a shared secret/);
+    expect(secretIn(file('jwk-secret', JSON.stringify(keys.k1!.jwk)))).toThrow(/is JSON/);
+    expect(secretIn(file('pem-secret', keys.k1!.pem))).toThrow(/is a PEM key or certificate/);
+    // Random text that merely starts with a bracket is a secret.
+    expect(readSecretFile(file('bracket-secret', `{${'x'.repeat(40)}`)).length).toBe(41);
+    const tlsKey = file('tls-key', keys.k1!.pem, 0o604);
+    expect(start({ settings: { tlsCertFile: tlsKey, tlsKeyFile: tlsKey } })).toThrow(/the TLS private key is readable by other users/);
   });
 
   it('refuses a token before its nbf and accepts it from that second on', async () => {

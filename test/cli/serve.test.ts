@@ -46,7 +46,7 @@ describe('rill serve', () => {
     const server = await startServer({ process: true, store: 'sqlite' });
     try {
       const short = join(dir, 'short.key');
-      writeFileSync(short, 'too short\n');
+      writeFileSync(short, 'too short\n', { mode: 0o600 });
       const expectations: Array<[string[], string]> = [
         [['serve', '--port', '0', '--store', 'memory', '--auth-secret-file', join(dir, 'missing.key')], `rill: CONFIG: --auth-secret-file ${join(dir, 'missing.key')}: no such file; write a secret of at least 32 random bytes there, such as: openssl rand -base64 32 > ${join(dir, 'missing.key')}\n`],
         [['serve', '--port', '0', '--store', 'memory', '--auth-secret-file', short], `rill: CONFIG: --auth-secret-file ${short}: the secret is 9 bytes; an HS256 secret must be at least 32; write a secret of at least 32 random bytes there, such as: openssl rand -base64 32 > ${short}\n`],

@@ -23,7 +23,7 @@ const token = (bucket: string, can: Array<'read' | 'write' | 'manage' | 'admin'>
 
 beforeAll(async () => {
   keyDir = mkdtempSync(join(tmpdir(), 'rill-console-auth-'));
-  writeFileSync(join(keyDir, 'secret'), SECRET);
+  writeFileSync(join(keyDir, 'secret'), SECRET, { mode: 0o600 });
   [server, browser] = await Promise.all([
     startServer({ process: true, args: ['--auth-secret-file', join(keyDir, 'secret')] }),
     chromium.launch({

@@ -17,6 +17,8 @@ export interface Delivery {
     callback_token: string;
   };
   signature: string | undefined;
+  /** The `Webhook-Id` header. */
+  deliveryId: string | undefined;
   atMs: number;
 }
 
@@ -44,7 +46,14 @@ export async function startReceiver(): Promise<Receiver> {
     req.on('end', () => {
       const rawBody = Buffer.concat(chunks).toString('utf8');
       const signature = req.headers['webhook-signature'];
-      deliveries.push({ rawBody, body: JSON.parse(rawBody) as Delivery['body'], signature: typeof signature === 'string' ? signature : undefined, atMs: Date.now() });
+      const deliveryId = req.headers['webhook-id'];
+      deliveries.push({
+        rawBody,
+        body: JSON.parse(rawBody) as Delivery['body'],
+        signature: typeof signature === 'string' ? signature : undefined,
+        deliveryId: typeof deliveryId === 'string' ? deliveryId : undefined,
+        atMs: Date.now(),
+      });
       const answer = answers.length > 1 ? answers.shift()! : answers[0]!;
       for (const wake of waiters.splice(0)) wake();
       if (answer === 'hang') {

@@ -118,6 +118,18 @@ describe('backup and restore', () => {
     await expect(restoreDataDir(file, server.dataDir, { force: true })).rejects.toThrow('in use by another rill server');
   });
 
+  it('the database, its WAL and shared-memory files, backups and restored databases are readable by their owner only (0600)', async () => {
+    const server = servers[0]!;
+    const modeOf = (path: string) => statSync(path).mode & 0o777;
+    for (const suffix of ['', '-wal', '-shm']) expect(modeOf(join(server.dataDir, `rill.db${suffix}`)), `rill.db${suffix}`).toBe(0o600);
+    const file = join(dir(), 'private.db');
+    await backupDataDir(server.dataDir, file);
+    expect(modeOf(file)).toBe(0o600);
+    const target = dir();
+    await restoreDataDir(file, target);
+    expect(modeOf(join(target, 'rill.db'))).toBe(0o600);
+  });
+
   it('a damaged copy fails rill check with the problem named, and is not restored', async () => {
     const good = join(dir(), 'good.db');
     expect((await rill('backup', good, '--data', servers[0]!.dataDir)).code).toBe(0);

@@ -64,6 +64,23 @@ describe('verifyWebhook', () => {
     expect(await verifyWebhook(BODY, header, { keys: [other.jwk] })).toEqual({ valid: false, reason: 'bad-signature' });
   });
 
+  it("with subscriptionId, refuses a delivery signed for another subscription (the server signs every one with the same keys)", async () => {
+    const key = await signingKey('k1');
+    const jwks: WebhookJwks = { keys: [key.jwk] };
+    const header = await key.sign(BODY);
+    expect((await verifyWebhook(BODY, header, jwks, { subscriptionId: 'orders' })).valid).toBe(true);
+    expect(await verifyWebhook(BODY, header, jwks, { subscriptionId: 'payments' })).toEqual({ valid: false, reason: 'wrong-subscription' });
+    // The signature is judged first: a forged body is a bad signature whatever it names.
+    expect(await verifyWebhook(BODY.replace('"orders"', '"payments"'), header, jwks, { subscriptionId: 'payments' })).toEqual({ valid: false, reason: 'bad-signature' });
+    const noId = '{"wake_id":"w_1"}';
+    expect(await verifyWebhook(noId, await key.sign(noId), jwks, { subscriptionId: 'orders' })).toEqual({ valid: false, reason: 'wrong-subscription' });
+    const handled: string[] = [];
+    const refused = await handleWakeRequest({ body: BODY, signature: header }, { jwks, subscriptionId: 'payments', handle: (wake) => void handled.push(wake.wakeId) });
+    expect([refused.status, JSON.parse(refused.body), handled]).toEqual([401, { error: 'signature wrong-subscription' }, []]);
+    expect((await handleWakeRequest({ body: BODY, signature: header }, { jwks, subscriptionId: 'orders', handle: (wake) => void handled.push(wake.wakeId) })).status).toBe(200);
+    expect(handled).toEqual(['w_1']);
+  });
+
   it('refuses a signature time outside the tolerance, an unknown kid and malformed headers', async () => {
     const key = await signingKey('k1');
     const jwks: WebhookJwks = { keys: [key.jwk] };

@@ -154,6 +154,8 @@ describe('webhook delivery', () => {
     const second = await receiver.next(before + 2);
     expect(second.body.generation).toBe(2);
     expect(second.body.wake_id).not.toBe(first.body.wake_id);
+    // Webhook-Id, the receiver's de-duplication key, names the wake: a new wake, a new id.
+    expect([first.deliveryId, second.deliveryId]).toEqual([first.body.wake_id, second.body.wake_id]);
     expect(second.body.streams[0]).toMatchObject({ acked_offset: tail, has_pending: true });
     const stale = await callback({ wake_id: first.body.wake_id, generation: 1, done: true });
     expect(errorCode(stale)).toBe('FENCED');
@@ -183,6 +185,9 @@ describe('webhook delivery', () => {
     clock.advance(dueMs - clock.now());
     const retried = await receiver.next(before + 2, 3_000);
     expect(retried.body.wake_id).toBe(failed.body.wake_id);
+    // A retry of the same wake carries the same Webhook-Id: the receiver can tell it saw it.
+    expect(failed.deliveryId).toBe(failed.body.wake_id);
+    expect(retried.deliveryId).toBe(failed.deliveryId);
     const snapshotTail = retried.body.streams[0]!.tail_offset;
     // At least the snapshot: the append made after it may be auto-acked by the next wake already.
     await eventually(async () => (await streamsOf(id))[0]!.acked_offset >= snapshotTail, 2_000, 'the auto-ack');

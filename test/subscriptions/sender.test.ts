@@ -71,7 +71,7 @@ beforeEach(() => {
 
 const BODY = JSON.stringify({ subscription_id: 'orders', wake_id: 'w_1', streams: [{ path: 'événements/1' }] });
 const send = (url: string, more: Partial<WebhookAttempt> = {}) =>
-  sendWebhook({ url, rawBody: BODY, signature: 't=1,kid=ds_k,ed25519=sig', timeoutMs: 2000, allowLocalhost: true, ...more });
+  sendWebhook({ url, rawBody: BODY, signature: 't=1,kid=ds_k,ed25519=sig', deliveryId: 'w_1', timeoutMs: 2000, allowLocalhost: true, ...more });
 
 describe('sendWebhook', () => {
   test('POSTs the body as signed, with its content type, signature and user agent', async () => {
@@ -80,7 +80,7 @@ describe('sendWebhook', () => {
       {
         method: 'POST',
         path: '/done?x=1',
-        headers: expect.objectContaining({ 'content-type': 'application/json', 'webhook-signature': 't=1,kid=ds_k,ed25519=sig', 'user-agent': 'rill', 'content-length': String(Buffer.byteLength(BODY)) }),
+        headers: expect.objectContaining({ 'content-type': 'application/json', 'webhook-signature': 't=1,kid=ds_k,ed25519=sig', 'webhook-id': 'w_1', 'user-agent': 'rill', 'content-length': String(Buffer.byteLength(BODY)) }),
         body: BODY,
       },
     ]);

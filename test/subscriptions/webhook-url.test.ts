@@ -53,6 +53,21 @@ describe('checkWebhookUrl', () => {
     expect(accepted(base + 'é'.repeat(1024))).toMatch(/longer than 2048 bytes/);
   });
 
+  test('refuses the documentation ranges, the 6to4 relay anycast and their IPv4-mapped forms; accepts their neighbours', () => {
+    const refused = ['192.0.2.1', '192.0.2.255', '198.51.100.7', '203.0.113.200', '192.88.99.1', '2001:db8::1', '2001:db8:ffff::1', '2001:0db8:0:0:0:0:0:1'];
+    const mapped = ['192.0.2.1', '198.51.100.7', '203.0.113.200', '192.88.99.1', '10.1.2.3', '100.64.0.1', '198.18.0.1', '224.0.0.1'].flatMap((v4) => {
+      const [a, b, c, d] = v4.split('.').map(Number) as [number, number, number, number];
+      return [`::ffff:${v4}`, `::ffff:${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`];
+    });
+    for (const ip of [...refused, ...mapped]) {
+      expect(isForbiddenAddress(ip, false), ip).toBe(true);
+      expect(accepted(`https://${ip.includes(':') ? `[${ip}]` : ip}/`), ip).toMatch(/^refused: .* is not a public address/);
+    }
+    for (const ip of ['192.0.3.1', '198.51.101.1', '203.0.114.1', '192.88.98.1', '2001:db9::1', '::ffff:192.0.3.1', '::ffff:8.8.8.8']) {
+      expect(isForbiddenAddress(ip, false), ip).toBe(false);
+    }
+  });
+
   test('refuses private, loopback, link-local and other non-public IP literals in every spelling', () => {
     const refused = [
       'https://127.0.0.1/', 'https://127.255.1.2/', 'https://0.0.0.0/', 'https://0.1.2.3/',

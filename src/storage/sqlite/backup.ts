@@ -19,6 +19,7 @@ import { pipeline } from 'node:stream/promises';
 import Database from 'better-sqlite3';
 import { checkDataFile } from './check.js';
 import { lockDataDir } from './dir-lock.js';
+import { makePrivateFile } from './private-files.js';
 
 export const DATA_FILE = 'rill.db';
 /** Pages per step while stepping (4 KB pages: 4 MB). */
@@ -43,6 +44,8 @@ export async function backupDataDir(dataDir: string, file: string, progress: Pro
   if (existsSync(file)) throw new Error(`${file} exists; a backup never overwrites a file`);
   const partial = `${file}.partial`;
   rmSync(partial, { force: true });
+  // SQLite copies into the file as it is, so the copy is private from its first page.
+  makePrivateFile(partial);
   const db = new Database(source, { readonly: true, fileMustExist: true });
   let lastRemaining = Infinity;
   try {
@@ -91,6 +94,7 @@ export async function restoreDataDir(file: string, dataDir: string, options: Res
     let done = 0;
     const reader = createReadStream(file);
     reader.on('data', (chunk) => progress((done += chunk.length), total));
+    makePrivateFile(incoming);
     await pipeline(reader, createWriteStream(incoming));
     fsyncPath(incoming);
     // The replaced database's WAL and index belong to it, not to the restored file.

@@ -31,6 +31,7 @@ import { filesystemFreeBytes, reserveBytesFor, SpaceReserve } from '../space-res
 import { WalDurability, type Fdatasync } from './durability.js';
 import { DEFAULT_RECENT_INDEXING, HeldWrites, type RecentIndexing } from './held-writes.js';
 import { ProducerCache } from './producer-cache.js';
+import { makeDatabasePrivate } from './private-files.js';
 import { migrate } from './schema.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { StreamRows } from './stream-rows.js';
@@ -108,6 +109,7 @@ export class SqliteStore extends BatchedStore {
     this.reserve?.adjust(filesystemFreeBytes(options.dataDir));
     this.dirLock = lockDataDir(options.dataDir);
     try {
+      makeDatabasePrivate(join(options.dataDir, 'rill.db'));
       this.db = new Database(join(options.dataDir, 'rill.db'));
       // WAL lets readers work beside the writer. SQLite itself does not fsync at COMMIT
       // (NORMAL): the engine fsyncs the WAL file from the thread pool after each commit and
