@@ -197,7 +197,8 @@ export class ThreadStore implements Store {
   }
 
   private call(call: Call): Promise<never> {
-    if (this.gone !== null) return Promise.reject(new StorageUnavailableError(this.gone));
+    const refused = this.refusing();
+    if (refused !== null) return Promise.reject(new StorageUnavailableError(refused));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve: resolve as (value: unknown) => void, reject });
@@ -279,15 +280,20 @@ export class ThreadStore implements Store {
     return this.cache;
   }
 
+  /** Why calls are refused now: the store is gone, or closing (what was asked before close is still answered). */
+  private refusing(): Error | null {
+    return this.gone ?? (this.closing === null ? null : new Error('store is closed'));
+  }
+
   touch(stream: StreamState, nowMs: number): void {
-    if (stream.config.ttlSeconds === null || this.gone !== null) return;
+    if (stream.config.ttlSeconds === null || this.refusing() !== null) return;
     this.post({ kind: 'touch', stream, atMs: nowMs });
   }
 
   observe(observer: StorageObserver): void {
     this.observers.push(observer);
     const wanted = observer.batchDurable ? 'durable' : 'committed';
-    if (this.observing === 'durable' || this.observing === wanted || this.gone !== null) return;
+    if (this.observing === 'durable' || this.observing === wanted || this.refusing() !== null) return;
     // The thread keeps one forwarder; it is told again only when durable batches are newly wanted.
     this.observing = wanted;
     this.post({ kind: 'observe', durable: wanted === 'durable' });
@@ -303,15 +309,17 @@ export class ThreadStore implements Store {
     return () => this.fatalListeners.delete(listener);
   }
 
-  /** Every call made before it is answered first (the thread takes messages in order), then the thread ends. */
+  /** Every call made before it is answered first (the thread takes messages in order); later ones are refused. */
   close(): Promise<void> {
-    this.closing ??= this.closeThread();
+    if (this.closing === null) {
+      const closed: Promise<void> | null = this.gone === null ? this.call({ kind: 'close' }) : null;
+      this.closing = this.closeThread(closed);
+    }
     return this.closing;
   }
 
-  private async closeThread(): Promise<void> {
-    if (this.gone !== null) return;
-    const closed: Promise<void> = this.call({ kind: 'close' });
+  private async closeThread(closed: Promise<void> | null): Promise<void> {
+    if (closed === null) return;
     // A closed store's thread ending is no failure.
     this.fatalListeners.clear();
     try {

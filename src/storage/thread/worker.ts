@@ -6,6 +6,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { SqliteStore } from '../sqlite/engine.js';
+import { StorageUnavailableError } from '../errors.js';
 import type { Store } from '../store.js';
 import type { Packet } from './codec.js';
 import { Outbox, toWire, unpack, type FromStore, type ObserverEvent, type ThreadSettings, type ToStore } from './wire.js';
@@ -72,11 +73,18 @@ function close(id: number, held: Held, call: number): void {
   answer(id, held, call, held.store.close());
 }
 
+function refuseClosed(message: Exclude<ToStore, { kind: 'open' }>): void {
+  if (message.kind !== 'run' && message.kind !== 'read' && message.kind !== 'close') return;
+  const error = new StorageUnavailableError(new Error('store is closed'));
+  outbox.post({ store: message.store, kind: 'failed', id: message.id, error: toWire(error) });
+}
+
 function serve(message: ToStore): void {
   if (message.kind === 'open') return open(message.store, message.settings, message.nowMs);
   const held = stores.get(message.store);
-  // The host sends nothing for a store after closing it; a message that does is a bug there.
-  if (held === undefined) throw new Error(`invariant: message ${message.kind} for store ${message.store}, which is not open`);
+  // The host refuses calls once it closes a store; should one cross anyway, it is refused
+  // here too, never allowed to end the thread that other stores of the process share.
+  if (held === undefined) return refuseClosed(message);
   held.clock.nowMs = message.nowMs;
   switch (message.kind) {
     case 'run':
