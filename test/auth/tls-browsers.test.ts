@@ -13,6 +13,7 @@ import { createRillServer, type RillServer } from '../../src/http/server.js';
 import { AUTH_OFF, type ServerSettings } from '../../src/http/settings.js';
 import { call } from '../http/client.js';
 import { CLI, removeDir, startServer, tempDataDir } from '../helpers/server.js';
+import { until } from '../helpers/waits.js';
 import { useAuthServer } from './setup.js';
 
 const certDir = tempDataDir('rill-tls-');
@@ -243,6 +244,8 @@ describe('the startup line', () => {
     const open = await startServer({ process: true, args: ['--host', '0.0.0.0'], env: { RILL_LOG_LEVEL: 'info' } });
     const secured = await startServer({ process: true, args: ['--auth-secret-file', env.secretFile], env: { RILL_LOG_LEVEL: 'info' } });
     try {
+      // The line is logged once listening, which /healthz (what startServer waits for) may answer before the pipe has carried it.
+      for (const server of [open, secured]) await until(() => server.output().includes('rill listening on'), 'the startup line');
       expect(open.output()).toMatch(/rill listening on http:\/\/0\.0\.0\.0:\d+ \(auth off: anyone who can reach this port/);
       expect(open.output()).toMatch(/"level":40.*without auth/);
       expect(secured.output()).toMatch(/rill listening on http:\/\/127\.0\.0\.1:\d+ \(auth on \(HS256 secret\)/);
