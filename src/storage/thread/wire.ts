@@ -8,17 +8,7 @@ import type { StorageObserver, Store, StoreCommands } from '../store.js';
 import { decode, encode, type Packet } from './codec.js';
 import type { ProducerSettings, StreamState } from '../../core/types.js';
 import type { RecentIndexing } from '../sqlite/held-writes.js';
-import {
-  CommandFailedError,
-  CommitOutcomeUnknownError,
-  DataDirInUseError,
-  DurabilityLostError,
-  InsufficientStorageError,
-  ReadNotSettledError,
-  ReadUnavailableError,
-  StorageFailure,
-  StorageUnavailableError,
-} from '../errors.js';
+import * as storageErrors from '../errors.js';
 
 /** Settings of the SQLite store the thread opens (SqliteStoreOptions without its callbacks). */
 export interface ThreadSettings {
@@ -75,18 +65,10 @@ export interface WireError {
   cause: WireError | undefined;
 }
 
-/** The storage errors that keep their class across the thread; any other arrives as a plain Error. */
-const STORAGE_ERRORS: Record<string, { prototype: Error }> = {
-  CommandFailedError,
-  CommitOutcomeUnknownError,
-  DataDirInUseError,
-  DurabilityLostError,
-  InsufficientStorageError,
-  ReadNotSettledError,
-  ReadUnavailableError,
-  StorageFailure,
-  StorageUnavailableError,
-};
+/** The storage errors that keep their class across the thread (every concrete one of errors.ts); any other arrives as a plain Error. */
+const STORAGE_ERRORS: Record<string, { prototype: Error }> = Object.fromEntries(
+  Object.entries(storageErrors).filter(([, value]) => typeof value === 'function' && value.prototype instanceof storageErrors.StorageError),
+);
 
 /** How deep a chain of causes crosses; deeper ones are cut (a cycle would not end). */
 const MAX_CAUSE_DEPTH = 4;
