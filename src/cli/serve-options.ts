@@ -45,6 +45,7 @@ export interface ServeFlags {
   postgresStatementTimeout: number;
   postgresConnectTimeout: number;
   streamCache: number;
+  sqliteThread: 'on' | 'off';
   longPollTimeout: number;
   maxLongPollTimeout: number;
   sseLifetime: number;
@@ -118,6 +119,7 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     postgresStatementTimeoutMs: flags.postgresStatementTimeout,
     postgresConnectTimeoutMs: flags.postgresConnectTimeout,
     streamCacheEntries: flags.streamCache,
+    sqliteThread: flags.sqliteThread === 'on',
     longPollTimeoutMs: flags.longPollTimeout,
     maxLongPollTimeoutMs: flags.maxLongPollTimeout,
     sseLifetimeMs: flags.sseLifetime,
@@ -184,6 +186,7 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .addOption(durationOption('--postgres-statement-timeout <duration>', 'longest a PostgreSQL statement may run (the request then answers 503)', d.postgresStatementTimeoutMs))
     .addOption(durationOption('--postgres-connect-timeout <duration>', 'longest a request waits for a PostgreSQL connection before 503', d.postgresConnectTimeoutMs))
     .option('--stream-cache <n>', 'stream states the sqlite store keeps in memory (about 1.2 KB each)', parsePositiveInteger, d.streamCacheEntries)
+    .addOption(new Option('--sqlite-thread <on|off>', 'run the sqlite store on a thread of its own: large reads and writes never hold requests, small appends cost more CPU').choices(['on', 'off']).default(d.sqliteThread ? 'on' : 'off'))
     .addOption(durationOption('--long-poll-timeout <duration>', 'how long a long-poll waits for data', d.longPollTimeoutMs))
     .addOption(durationOption('--max-long-poll-timeout <duration>', 'longest long-poll wait a client may ask for (timeout_ms)', d.maxLongPollTimeoutMs))
     .addOption(durationOption('--sse-lifetime <duration>', 'how long an SSE connection stays open (at least 1s)', d.sseLifetimeMs, SSE_LIFETIME_FLOOR))

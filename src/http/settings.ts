@@ -34,6 +34,11 @@ export interface ServerSettings {
    * stream outside them first reads its row.
    */
   streamCacheEntries: number;
+  /**
+   * SQLite on a thread of its own (storage/thread/) instead of the event loop's: no read
+   * or write holds requests, at the price of crossing threads for every call (docs/decisions.md).
+   */
+  sqliteThread: boolean;
   /** How long a long-poll waits for data before answering 204. */
   longPollTimeoutMs: number;
   /** Upper bound on the `timeout_ms` a client may ask for. */
@@ -163,6 +168,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   postgresConnectTimeoutMs: POSTGRES_DEFAULTS.connectTimeoutMs,
   remoteCheckMs: DEFAULT_REMOTE_CHECK_MS,
   streamCacheEntries: DEFAULT_STREAM_CACHE_ENTRIES,
+  sqliteThread: false,
   longPollTimeoutMs: 20_000,
   maxLongPollTimeoutMs: 60_000,
   sseLifetimeMs: 60_000,

@@ -16,6 +16,8 @@ export interface StoreSettings {
   dataDir: string;
   streamCacheEntries: number;
   minFreeDiskBytes: number;
+  /** SQLite on a thread of its own (thread/host.ts) instead of the event loop's. */
+  sqliteThread: boolean;
   /** PostgreSQL */
   postgresUrl: string | null;
   postgresPoolSize: number;
@@ -31,7 +33,7 @@ export interface OpenHooks {
 }
 
 /** Opens an engine whose opening takes no I/O wait (SQLite, memory); PostgreSQL needs openStore. */
-export function openStoreNow(settings: StoreSettings, hooks: OpenHooks): Store {
+export function openStoreNow(settings: StoreSettings, hooks: OpenHooks, checkpoints: 'inline' | 'thread' = 'inline'): Store {
   const options = { producers: settings.producers, nowMs: hooks.nowMs };
   if (settings.store === 'postgres') throw new Error('the postgres store opens asynchronously: use openStore');
   if (settings.store === 'memory') return new MemoryStore(options);
@@ -40,16 +42,19 @@ export function openStoreNow(settings: StoreSettings, hooks: OpenHooks): Store {
     dataDir: settings.dataDir,
     streamCacheEntries: settings.streamCacheEntries,
     minFreeDiskBytes: settings.minFreeDiskBytes,
+    checkpoints,
     ...(hooks.onDiskSpace === undefined ? {} : { onDiskSpace: hooks.onDiskSpace }),
   });
 }
 
 /**
- * Opens any engine as a server runs it. SQLite runs on a thread of its own (thread/host.ts),
- * so that no write or read of it holds the event loop; PostgreSQL connects, migrates its
- * schema and listens for other nodes' commits.
+ * Opens any engine as a server runs it. SQLite runs on the event loop with its WAL
+ * checkpoints on a thread (sqlite/checkpoints.ts), or wholly on a thread of its own
+ * (thread/host.ts) when `sqliteThread` is set; PostgreSQL connects, migrates its schema and
+ * listens for other nodes' commits.
  */
 export async function openStore(settings: StoreSettings, hooks: OpenHooks): Promise<Store> {
+  if (settings.store === 'sqlite' && !settings.sqliteThread) return openStoreNow(settings, hooks, 'thread');
   if (settings.store === 'sqlite') {
     return ThreadStore.open({
       producers: settings.producers,

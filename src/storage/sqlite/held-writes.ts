@@ -74,6 +74,8 @@ export class HeldWrites {
   private batchBytes = 0;
   /** The id of the row the next appends go to; it only grows. */
   private batchId = 1;
+  /** Bytes of appends the open (or just committed) transaction stored: new ones, or held ones indexed. */
+  private txnBytes = 0;
 
   constructor(
     private readonly db: Database.Database,
@@ -110,6 +112,7 @@ export class HeldWrites {
     const held = { streamId, id: this.batchId, start, data };
     this.batchAppends.push(held);
     this.batchBytes += data.length;
+    this.txnBytes += data.length;
     this.recent.add(streamId, held);
   }
 
@@ -139,7 +142,7 @@ export class HeldWrites {
    * once all are, drops their rows from `recent_batches`.
    */
   indexSealedSlice(maxRows: number): void {
-    this.inserter.insert(this.recent.takeSealed(maxRows));
+    this.index(this.recent.takeSealed(maxRows));
     this.writeProducerChanges(this.producers.takeSealed(maxRows));
     if (!this.recent.sealDone || !this.producers.sealDone) return;
     this.sql.deleteRecentUpTo.run(this.recent.sealedUpToId!);
@@ -151,13 +154,18 @@ export class HeldWrites {
    * included: they are indexed now, so its batch row is not stored.
    */
   indexAll(): void {
-    this.inserter.insert(this.recent.takeAll());
+    this.index(this.recent.takeAll());
     this.writeProducerChanges(this.producers.takeAll());
     this.sql.clearRecent.run();
     this.dropBatchAppends();
     // Their id is retired with them, as when a row is stored: a seal of everything up to
     // it must never cover appends added after it.
     this.batchId++;
+  }
+
+  private index(appends: readonly PackedAppend[]): void {
+    this.inserter.insert(appends);
+    for (const append of appends) this.txnBytes += append.data.length;
   }
 
   /** Writes the stream's held producer changes to `producers` now, so that a query over its records sees them. */
@@ -170,7 +178,13 @@ export class HeldWrites {
     for (const streamId of this.producers.streamIds()) this.writeStreamProducers(streamId);
   }
 
+  /** Bytes of appends the latest transaction stored, new or indexed (counted until the next begins). */
+  get transactionBytes(): number {
+    return this.txnBytes;
+  }
+
   begin(): void {
+    this.txnBytes = 0;
     this.recent.begin();
     this.producers.begin();
   }

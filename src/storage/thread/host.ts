@@ -7,10 +7,10 @@
  * the storage contract run it both ways). docs/decisions.md says why a thread.
  */
 import { Worker } from 'node:worker_threads';
-import { fileURLToPath } from 'node:url';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { StreamState } from '../../core/types.js';
 import { StorageUnavailableError } from '../errors.js';
+import { workerScript } from '../worker-script.js';
 import type { Packet } from './codec.js';
 import type {
   BucketInfo,
@@ -35,17 +35,6 @@ export interface ThreadStoreOptions extends ThreadSettings {
 type Call = { kind: 'run'; command: CommandName; input: unknown } | { kind: 'read'; read: ReadName; args: unknown[] } | { kind: 'close' };
 
 /**
- * The worker's script. Under the test runner this module is TypeScript, which a worker
- * cannot load; the tests run against the build (`npm test` builds first), so the script
- * is taken from dist/ there.
- */
-function workerScript(): string {
-  const here = fileURLToPath(import.meta.url);
-  if (!here.endsWith('.ts')) return fileURLToPath(new URL('./worker.js', import.meta.url));
-  return here.replace(/\/src\/storage\/thread\/host\.ts$/, '/dist/storage/thread/worker.js');
-}
-
-/**
  * The process's storage thread, started by the first store opened and shared by every
  * store opened after (a test process runs several servers; a thread costs about 60 ms to
  * start). It keeps the process alive only while some store is open.
@@ -66,7 +55,7 @@ class StorageThread {
   }
 
   static get(): StorageThread {
-    StorageThread.current ??= new StorageThread(new Worker(workerScript()));
+    StorageThread.current ??= new StorageThread(new Worker(workerScript(import.meta.url, 'worker')));
     return StorageThread.current;
   }
 

@@ -1,0 +1,104 @@
+/**
+ * What keeps a large append from holding the event loop longer than it must
+ * (docs/decisions.md, "Large appends and checkpoints"): WAL checkpoints run on a thread of
+ * their own (src/storage/sqlite/checkpoints.ts), and a large commit's indexing waits for
+ * the next turn instead of following it in the same one.
+ */
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, expect, it } from 'vitest';
+import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
+import { v1StreamKey } from '../../src/protocol/ids.js';
+import type { Txn } from '../../src/storage/executor.js';
+import { SqliteStore, type SqliteStoreOptions } from '../../src/storage/sqlite/engine.js';
+import { until } from '../helpers/waits.js';
+import { appendRequest, createRequest, expectAppended, expectCreated } from './fixtures.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+function dataDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'rill-checkpoints-'));
+  dirs.push(dir);
+  return dir;
+}
+
+const MiB = 1024 * 1024;
+
+/** A mebibyte of bytes that differ from every other of `seed`'s, so that a misplaced one shows. */
+function block(seed: number): Buffer {
+  const bytes = Buffer.alloc(MiB);
+  for (let i = 0; i < bytes.length; i += 4) bytes.writeUInt32LE((seed * 7919 + i) >>> 0, i);
+  return bytes;
+}
+
+it('with checkpoints on their thread, committed pages reach the database file while the store serves, and every byte reads back after reopening', async () => {
+  const dir = dataDir();
+  const options: SqliteStoreOptions = { dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, checkpoints: 'thread' };
+  const name = v1StreamKey('big');
+  const store = new SqliteStore(options);
+  expectCreated(await store.run('createStream', createRequest(name)));
+  const databaseBytes = statSync(join(dir, 'rill.db')).size;
+  const blocks = [1, 2, 3, 4].map(block);
+  for (const data of blocks) expectAppended(await store.run('append', { name, request: appendRequest(data) }));
+  // 4 MiB is far below the backstop at which the event loop's own connection would
+  // checkpoint: only the thread copies pages into the database file.
+  await until(() => statSync(join(dir, 'rill.db')).size >= databaseBytes + 4 * MiB, 'the checkpoint thread to copy the appends into rill.db');
+  const stream = (await store.getStream(name))!;
+  expect((await store.readRange(stream, 0, 8 * MiB)).equals(Buffer.concat(blocks))).toBe(true);
+  await store.close();
+
+  const reopened = new SqliteStore(options);
+  try {
+    const again = (await reopened.getStream(name))!;
+    expect(again.tail).toBe(4 * MiB);
+    expect((await reopened.readRange(again, 0, 8 * MiB)).equals(Buffer.concat(blocks))).toBe(true);
+  } finally {
+    await reopened.close();
+  }
+});
+
+/** Notes, for each slice of indexing, whether it ran inside a batch's transaction call or in a turn of its own. */
+class IndexingWatch extends SqliteStore {
+  inBatch = false;
+  readonly slices: Array<'with its batch' | 'in a later turn'> = [];
+
+  protected override transact(body: (txn: Txn) => void): void {
+    this.inBatch = true;
+    try {
+      super.transact(body);
+    } finally {
+      this.inBatch = false;
+    }
+  }
+
+  protected override indexSealedSlice(maxRows: number): void {
+    this.slices.push(this.inBatch ? 'with its batch' : 'in a later turn');
+    super.indexSealedSlice(maxRows);
+  }
+}
+
+it('a large commit leaves its indexing to a later turn; a small one that fills the seal indexes at once', async () => {
+  const dir = dataDir();
+  // Seals after 2 appends, or after 1 MiB of large ones.
+  const store = new IndexingWatch({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, recentIndexing: { sealRows: 2, sealBytes: 64 * MiB, sealLargeBytes: MiB, stepRows: 16 } });
+  try {
+    const name = v1StreamKey('s');
+    expectCreated(await store.run('createStream', createRequest(name)));
+    for (const text of ['a', 'b']) expectAppended(await store.run('append', { name, request: appendRequest(text) }));
+    await until(() => store.recentRows === 0, 'the small appends to be indexed');
+    expect(store.slices).toEqual(['with its batch']);
+
+    const large = block(9);
+    expectAppended(await store.run('append', { name, request: appendRequest(large) }));
+    await until(() => store.recentRows === 0, 'the large append to be indexed');
+    expect(store.slices).toEqual(['with its batch', 'in a later turn']);
+    const stream = (await store.getStream(name))!;
+    expect((await store.readRange(stream, 0, 2 * MiB)).equals(Buffer.concat([Buffer.from('ab'), large]))).toBe(true);
+  } finally {
+    await store.close();
+  }
+});
