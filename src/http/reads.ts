@@ -18,7 +18,7 @@ import type { HandlerContext } from './context.js';
 import { header, parseQuery, incarnationOf } from './request.js';
 import { handleRecordRead } from './record-reads.js';
 import { answerHeaders, send, sendError, type HeaderMap } from './response.js';
-import { extensionHeaders } from './stream-headers.js';
+import { extensionHeaders, storedBodyHeaders } from './stream-headers.js';
 import type { StreamAddress } from './router.js';
 
 export interface ReadQuery {
@@ -129,8 +129,7 @@ function sendData(req: IncomingMessage, res: ServerResponse, stream: StreamState
   const headers = Object.assign(positionHeaders(stream, window.next), { etag }, cacheHeaders(req, upToDate), extra);
   if (etagMatches(req, etag)) return send(res, 304, headers);
   const rendered = body(req, stream, window.data);
-  headers['content-type'] = rendered.contentType;
-  send(res, 200, headers, rendered.payload);
+  send(res, 200, Object.assign(headers, storedBodyHeaders(rendered.contentType)), rendered.payload);
 }
 
 export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Promise<void> {
@@ -210,7 +209,7 @@ export function countRead(ctx: HandlerContext, stream: StreamState, window: Read
 /** `offset=now` without live: no data, the tail position. */
 function sendTail(res: ServerResponse, stream: StreamState, extensions: HeaderMap): void {
   const json = isJsonContentType(stream.config.contentType);
-  const headers = Object.assign(positionHeaders(stream, stream.tail), { 'content-type': stream.config.contentType, 'cache-control': 'no-store' }, extensions);
+  const headers = Object.assign(positionHeaders(stream, stream.tail), storedBodyHeaders(stream.config.contentType), { 'cache-control': 'no-store' }, extensions);
   send(res, 200, headers, json ? '[]' : '');
 }
 

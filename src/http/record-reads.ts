@@ -15,6 +15,7 @@ import type { HandlerContext } from './context.js';
 import { cacheHeaders, countRead, etagFor, etagMatches, longPoll, positionHeaders, sendNoData, startSse, type LongPollAnswers, type ReadQuery } from './reads.js';
 import { send, sendError, type HeaderMap } from './response.js';
 import type { StreamAddress } from './router.js';
+import { storedBodyHeaders } from './stream-headers.js';
 
 export interface RecordRead {
   address: StreamAddress;
@@ -65,7 +66,7 @@ function recordAnswers(req: IncomingMessage, res: ServerResponse, ctx: HandlerCo
 
 /** An up-to-date record read without live: no records, the record tail and the tail. */
 function sendEmpty(res: ServerResponse, stream: StreamState, record: number, extensions: HeaderMap): void {
-  const headers = Object.assign(positionHeaders(stream, stream.tail), { 'content-type': 'application/x-ndjson', 'cache-control': 'no-store' });
+  const headers = Object.assign(positionHeaders(stream, stream.tail), storedBodyHeaders('application/x-ndjson'), { 'cache-control': 'no-store' });
   send(res, 200, recordHeaders(stream, record, record, Object.assign(headers, extensions)), '');
 }
 
@@ -89,10 +90,10 @@ function sendRecords(req: IncomingMessage, res: ServerResponse, ctx: HandlerCont
   const etag = etagFor(stream, position, next, records.envelope ? ':envelope' : ':records');
   const headers = recordHeaders(stream, record, nextRecord, Object.assign(positionHeaders(stream, next), { etag }, cacheHeaders(req, next >= stream.tail), answer.extra));
   if (etagMatches(req, etag)) return send(res, 304, headers);
-  if (!records.envelope) return send(res, 200, Object.assign(headers, { 'content-type': 'application/x-ndjson' }), cut.data);
+  if (!records.envelope) return send(res, 200, Object.assign(headers, storedBodyHeaders('application/x-ndjson')), cut.data);
   const lines = envelopeLines(cut.data, record);
   const body = Buffer.concat(lines.flatMap((line) => [line, NEWLINE]));
-  send(res, 200, Object.assign(headers, { 'content-type': ENVELOPE_CONTENT_TYPE }), body);
+  send(res, 200, Object.assign(headers, storedBodyHeaders(ENVELOPE_CONTENT_TYPE)), body);
 }
 
 const NEWLINE = Buffer.from('\n');

@@ -29,7 +29,7 @@ import type { StreamAddress } from './router.js';
 import { planRecordRead } from '../core/read.js';
 import { parseRecordQuery } from '../core/records.js';
 import { locateRecord } from '../live/records.js';
-import { extensionHeaders, recordTailHeaders } from './stream-headers.js';
+import { extensionHeaders, recordTailHeaders, storedBodyHeaders } from './stream-headers.js';
 
 function offsetArg(arg: string | null): number | undefined {
   return arg === null ? undefined : parsePosition(arg);
@@ -118,7 +118,7 @@ export async function handleReadSnapshot(req: IncomingMessage, res: ServerRespon
   }
   const body = await ctx.store.snapshotBody(stream);
   if (body === null) throw new Error(`invariant: stream ${stream.id} has snapshot metadata but no body`);
-  const headers: HeaderMap = { ...described, 'content-type': snapshot.contentType, [H.streamNextOffset]: encodeOffset(snapshot.offset) };
+  const headers: HeaderMap = Object.assign(described, storedBodyHeaders(snapshot.contentType), { [H.streamNextOffset]: encodeOffset(snapshot.offset) });
   if (snapshot.offset >= stream.tail) headers[H.streamUpToDate] = 'true';
   send(res, 200, headers, body);
 }
@@ -176,7 +176,7 @@ export async function handleBootstrap(req: IncomingMessage, res: ServerResponse,
   const { upToDate, closed } = bootstrapCompletion(stream, updates.next);
   const headers: HeaderMap = {
     ...answerHeaders(res),
-    'content-type': `multipart/mixed; boundary=${boundary}`,
+    ...storedBodyHeaders(`multipart/mixed; boundary=${boundary}`),
     'cache-control': 'no-store',
     [H.streamSnapshotOffset]: stream.snapshot ? encodeOffset(stream.snapshot.offset) : '-1',
     [H.streamNextOffset]: encodeOffset(updates.next),

@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { activeExtensions } from '../core/extensions.js';
 import { hasRecords } from '../core/records.js';
 import type { ProducerAck, Receipt, RecordRange, StreamState } from '../core/types.js';
+import { isActiveContentType } from '../protocol/content-type.js';
 import { H } from '../protocol/headers.js';
 import { encodeOffset } from '../protocol/offset.js';
 import type { HeaderMap } from './response.js';
@@ -96,5 +97,23 @@ export function producerHeaders(ack: ProducerAck): HeaderMap {
   if (ack.closedEpoch !== undefined) headers[H.producerClosedEpoch] = String(ack.closedEpoch);
   if (ack.closedSeq !== undefined) headers[H.producerClosedSeq] = String(ack.closedSeq);
   if (ack.outcome !== undefined) headers[H.producerOutcome] = ack.outcome;
+  return headers;
+}
+
+/**
+ * The headers of every answer that carries stored bytes (a stream's or a snapshot's),
+ * beside its Content-Type. Writers choose those bytes and their type, and they are
+ * served on the origin of the console, which keeps its token in session storage: so the
+ * body is never a document of this origin (a sandbox without scripts gives it an opaque
+ * origin), its type is never guessed, and an active type is a download, not a page.
+ * fetch() and EventSource ignore all three, so clients read the same bytes.
+ */
+export function storedBodyHeaders(contentType: string): HeaderMap {
+  const headers: HeaderMap = {
+    'content-type': contentType,
+    'content-security-policy': 'sandbox',
+    'x-content-type-options': 'nosniff',
+  };
+  if (isActiveContentType(contentType)) headers['content-disposition'] = 'attachment';
   return headers;
 }

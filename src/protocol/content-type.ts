@@ -83,6 +83,41 @@ export function isTextualContentType(normalized: string): boolean {
   );
 }
 
+/**
+ * Types a browser runs or renders as a document with script when it opens them: HTML,
+ * XML in all its dialects (SVG, XHTML, XSLT, feeds: XML may pull in script by namespace
+ * or stylesheet), JavaScript (a page on the same origin could load a stream as its
+ * script), PDF (its viewer runs script), Flash, and multipart types (some browsers show
+ * each part as a document of its own type, which is why a bootstrap answer is one too). A stored body of one of these types is served
+ * as a download, never opened on the server's origin, where the console keeps its token.
+ */
+const ACTIVE_MEDIA_TYPES = new Set([
+  'text/html',
+  'application/xhtml+xml',
+  'text/xml',
+  'application/xml',
+  'text/xsl',
+  'image/svg+xml',
+  'application/javascript',
+  'application/x-javascript',
+  'application/ecmascript',
+  'application/x-ecmascript',
+  'text/javascript',
+  'text/ecmascript',
+  'text/x-javascript',
+  'text/x-ecmascript',
+  'text/jscript',
+  'text/livescript',
+  'application/pdf',
+  'application/x-shockwave-flash',
+]);
+
+/** Whether a stored body of this type (normal form) is active content (ACTIVE_MEDIA_TYPES, any `+xml`, `multipart/`, `text/javascript1.x`). */
+export function isActiveContentType(normalized: string): boolean {
+  const media = mediaType(normalized);
+  return ACTIVE_MEDIA_TYPES.has(media) || media.endsWith('+xml') || media.startsWith('multipart/') || media.startsWith('text/javascript1.');
+}
+
 /** The charset every client sends for text and JSON; naming it adds nothing (docs/decisions.md, "Content-type matching"). */
 const DEFAULT_CHARSET = 'utf-8';
 
