@@ -197,7 +197,7 @@ export class TokenVerifier {
       if (error instanceof errors.JWTExpired) return protocolError('TOKEN_EXPIRED', 'the token has expired');
       // The key server's fault, not the token's: a 503 the client may retry.
       if (error instanceof KeySetUnavailable || error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid) {
-        return protocolError('UNAVAILABLE', `the keys to verify the token could not be fetched: ${error.message}`);
+        return protocolError('UNAVAILABLE', `the keys to verify the token could not be fetched: ${error.message}`, { retryAfterSeconds: 1 });
       }
       const detail = error instanceof errors.JOSEError ? error.message : 'it is not a JWT';
       return unauthorized(`the token is not valid: ${detail}`);
