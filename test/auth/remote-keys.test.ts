@@ -6,7 +6,8 @@
  * with a private CA would do. Tokens are signed with jose.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -51,6 +52,8 @@ function startKeyServer(): Promise<void> {
       return json({ keys: keyServer.published.map((kid) => keys[kid]!.jwk) });
     }
     if (req.url === '/.well-known/openid-configuration') return json({ issuer: keyServer.url, jwks_uri: `${keyServer.url}/jwks` });
+    // An issuer whose discovery document names another one (the issuer at the root).
+    if (req.url === '/liar/.well-known/openid-configuration') return json({ issuer: keyServer.url, jwks_uri: `${keyServer.url}/jwks` });
     // A set padded past rill's limit on a key server's answer (256 KiB).
     if (req.url === '/huge') return json({ keys: keyServer.published.map((kid) => keys[kid]!.jwk), padding: 'x'.repeat(300 * 1024) });
     res.writeHead(404).end();
@@ -167,6 +170,7 @@ describe('the limits on a key server', () => {
     try {
       const reply = await probe(rill.url, await tokenOf('k1'));
       expectRefused(reply, 'UNAVAILABLE');
+      expect(reply.headers['retry-after']).toBe('1');
       expect((reply.json() as { message: string }).message).toContain(`${keyServer.url}/huge: the answer is more than 262144 bytes`);
     } finally {
       await rill.stop();
@@ -181,6 +185,9 @@ describe('the limits on a key server', () => {
     expect(issuer.stderr).toContain('--auth-oidc-issuer http://id.example: must be an https:// URL');
     const both = await refusedStart(['--auth-jwks-url', 'https://id.example/jwks', '--auth-oidc-issuer', 'https://id.example']);
     expect(both).toEqual({ code: 2, stderr: 'rill: CONFIG: --auth-jwks-url and --auth-oidc-issuer cannot go together: give the public keys one way\n' });
+    const otherIssuer = await refusedStart(['--auth-oidc-issuer', 'https://id.example', '--auth-issuer', 'https://other.example']);
+    expect(otherIssuer.code).toBe(2);
+    expect(otherIssuer.stderr).toContain('--auth-issuer https://other.example differs from --auth-oidc-issuer https://id.example');
   });
 });
 
@@ -197,13 +204,27 @@ describe('--auth-oidc-issuer', () => {
     expectRefused(await probe(rill.url, await tokenOf('k1', { issuer: 'https://other.example' })), 'UNAUTHORIZED');
     expectRefused(await probe(rill.url, await tokenOf('k1')), 'UNAUTHORIZED');
   });
+
+  it('uses no keys of a discovery document that names another issuer (503 UNAVAILABLE, saying so)', async () => {
+    const liar = `${keyServer.url}/liar`;
+    const other = await startRill(['--auth-oidc-issuer', liar]);
+    try {
+      const reply = await probe(other.url, await tokenOf('k1', { issuer: liar }));
+      expectRefused(reply, 'UNAVAILABLE');
+      expect((reply.json() as { message: string }).message).toContain(`the discovery document names the issuer "${keyServer.url}", not "${liar}"`);
+    } finally {
+      await other.stop();
+    }
+  });
 });
 
 describe('--auth-profile strict', () => {
   let rill: ServerProcess;
+  const secretFile = join(certDir, 'secret');
   beforeAll(async () => {
     publish('k1');
-    rill = await startRill(['--auth-jwks-url', `${keyServer.url}/jwks`, '--auth-profile', 'strict']);
+    writeFileSync(secretFile, randomBytes(32).toString('base64url'), { mode: 0o600 });
+    rill = await startRill(['--auth-jwks-url', `${keyServer.url}/jwks`, '--auth-secret-file', secretFile, '--auth-profile', 'strict']);
   });
   afterAll(() => rill?.stop());
 
@@ -216,6 +237,14 @@ describe('--auth-profile strict', () => {
   it('accepts an access token with typ at+jwt, sub, iat, exp and jti', async () => {
     expectAccepted(await probe(rill.url, await strictToken('at+jwt', full())));
     expectAccepted(await probe(rill.url, await strictToken('application/at+jwt', full())));
+  });
+
+  it('accepts the tokens of rill token, which have that type, when they name a subject', async () => {
+    const token = async (...args: string[]) => (await run(process.execPath, [CLI, 'token', '--secret-file', secretFile, '--bucket', '*', '--can', 'admin', ...args], { encoding: 'utf8' })).stdout.trim();
+    expectAccepted(await probe(rill.url, await token('--sub', 'billing')));
+    const anonymous = await probe(rill.url, await token());
+    expectRefused(anonymous, 'TOKEN_PROFILE');
+    expect((anonymous.json() as { message: string }).message).toBe('the token has no "sub" claim (--auth-profile strict)');
   });
 
   it('refuses each claim missing and a typ other than at+jwt with 401 TOKEN_PROFILE, saying which', async () => {
