@@ -142,9 +142,10 @@ export function createRemoteKeys(options: RemoteKeysOptions): JWTVerifyGetKey {
     return remoteKeySet(found.url, options);
   };
   return async (header, token) => {
-    discovered ??= discover();
-    const keys = await discovered.catch((error: unknown) => {
-      discovered = null;
+    const pending = (discovered ??= discover());
+    const keys = await pending.catch((error: unknown) => {
+      // Only the failed attempt is dropped, not one a later token has started since.
+      if (discovered === pending) discovered = null;
       throw error;
     });
     return keys(header, token);
