@@ -20,7 +20,8 @@ export interface TokenRequest {
 export async function signToken(secret: Uint8Array, request: TokenRequest): Promise<string> {
   const nowSeconds = Math.floor(request.nowMs / 1000);
   let jwt = new SignJWT(grantClaims(request.grants))
-    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    // RFC 9068's type for access tokens, which --auth-profile strict asks for: rill's own tokens meet it.
+    .setProtectedHeader({ alg: 'HS256', typ: 'at+jwt' })
     .setIssuedAt(nowSeconds)
     .setExpirationTime(nowSeconds + Math.ceil(request.ttlMs / 1000))
     .setJti(request.jti ?? randomUUID());

@@ -4,6 +4,10 @@
  * its own algorithms, so a token signed HS256 with a public key as its "secret" (the
  * HS/RS confusion) never verifies, and `alg: none` never does.
  *
+ * Public keys may also come from an https URL (`--auth-jwks-url`) or an OpenID Connect
+ * issuer's discovery document (`--auth-oidc-issuer`): see remote-keys.ts. A fetched set
+ * that differs from the one before forgets the remembered tokens as a key file change does.
+ *
  * Key files are re-read when they change (checked at most every `keysCheckMs`), so keys
  * rotate without a restart: publish the new key next to the old one, move signers over,
  * then remove the old one. Verified tokens are remembered (exp and nbf are checked again
@@ -18,6 +22,8 @@ import { KeyFileError, refuseSharedKeyFile, secretTextProblem } from './key-file
 
 export { KeyFileError };
 import { principalOf, type Principal } from './claims.js';
+import { profileProblem, type TokenProfile } from './profile.js';
+import { createRemoteKeys, KeySetUnavailable, MAX_REMOTE_KEYS_BYTES, REMOTE_KEYS_TIMEOUT_MS } from './remote-keys.js';
 
 export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519'];
 /** Shortest HS256 secret accepted: RFC 7518 asks for a key at least as long as the hash. */
@@ -30,6 +36,12 @@ export const MAX_TOKEN_BYTES = 8 * 1024;
 export interface VerifierOptions {
   secretFile: string | null;
   jwksFile: string | null;
+  /** At most one of jwksFile, jwksUrl and oidcIssuer (checked at startup). */
+  jwksUrl: string | null;
+  oidcIssuer: string | null;
+  jwksCooldownMs: number;
+  jwksMaxAgeMs: number;
+  profile: TokenProfile;
   issuer: string | null;
   audience: string | null;
   /** How often key files are checked for changes (0: on every verification). */
@@ -95,13 +107,18 @@ export class TokenVerifier {
   /** Counts key changes: a verdict reached under another count is stale. */
   private generation = 0;
   private readonly remembered = new Map<string, Principal>();
+  /** The keys of --auth-jwks-url or --auth-oidc-issuer, made once: jose caches and refetches them. */
+  private readonly remote: JWTVerifyGetKey | null;
 
   /** Reads the key files; throws (at startup) when one is missing or malformed. */
   constructor(
     private readonly options: VerifierOptions,
     nowMs: number,
   ) {
-    if (options.secretFile === null && options.jwksFile === null) throw new Error('auth needs a secret file or a JWKS file');
+    if (options.secretFile === null && options.jwksFile === null && options.jwksUrl === null && options.oidcIssuer === null) {
+      throw new Error('auth needs a secret file, a JWKS file, a JWKS URL or an OpenID Connect issuer');
+    }
+    this.remote = remoteKeysOf(options, () => this.forget());
     this.version = this.currentVersion();
     this.keys = this.load();
     this.checkedAtMs = nowMs;
@@ -113,7 +130,7 @@ export class TokenVerifier {
 
   private load(): Keys {
     const { secretFile, jwksFile } = this.options;
-    return { secret: secretFile === null ? null : readSecretFile(secretFile), jwks: jwksFile === null ? null : readJwksFile(jwksFile) };
+    return { secret: secretFile === null ? null : readSecretFile(secretFile), jwks: jwksFile === null ? this.remote : readJwksFile(jwksFile) };
   }
 
   /** Re-reads the key files if they changed; a file broken mid-rotation keeps the keys in use. */
@@ -126,11 +143,16 @@ export class TokenVerifier {
       if (version === this.version) return;
       this.keys = this.load();
       this.version = version;
-      this.generation++;
-      this.remembered.clear();
+      this.forget();
     } catch {
       // Half-written or removed: try again at the next check.
     }
+  }
+
+  /** Keys changed: verdicts reached with the old ones no longer hold. */
+  private forget(): void {
+    this.generation++;
+    this.remembered.clear();
   }
 
   /** Which keys are in use at `nowMs` (re-reading changed key files first); changes whenever they do. */
@@ -153,22 +175,30 @@ export class TokenVerifier {
   async verify(token: string, nowMs: number): Promise<Principal | ProtocolError> {
     if (token.length > MAX_TOKEN_BYTES) return unauthorized(`tokens are at most ${MAX_TOKEN_BYTES} bytes`);
     const keys = this.keys;
+    const generation = this.generation;
     try {
       const symmetric = decodeProtectedHeader(token).alg === 'HS256';
       const common = { currentDate: new Date(nowMs), ...(this.options.issuer ? { issuer: this.options.issuer } : {}), ...(this.options.audience ? { audience: this.options.audience } : {}) };
-      let payload: Record<string, unknown>;
-      if (symmetric && keys.secret) payload = (await jwtVerify(token, keys.secret, { ...common, algorithms: ['HS256'] })).payload;
-      else if (!symmetric && keys.jwks) payload = (await jwtVerify(token, keys.jwks, { ...common, algorithms: ASYMMETRIC_ALGORITHMS })).payload;
+      let verified: { payload: Record<string, unknown>; protectedHeader: Record<string, unknown> };
+      if (symmetric && keys.secret) verified = await jwtVerify(token, keys.secret, { ...common, algorithms: ['HS256'] });
+      else if (!symmetric && keys.jwks) verified = await jwtVerify(token, keys.jwks, { ...common, algorithms: ASYMMETRIC_ALGORITHMS });
       else return unauthorized('the token is signed with an algorithm this server does not accept');
+      const { payload } = verified;
+      const unfit = profileProblem(this.options.profile, verified.protectedHeader, payload);
+      if (unfit !== null) return protocolError('TOKEN_PROFILE', `${unfit} (--auth-profile ${this.options.profile})`);
       const claims = principalOf(payload);
       if (!claims.ok) return unauthorized(`the token's claims are malformed: ${claims.reason}`);
       const tooLong = lifetimeRefusal(claims.principal, this.options.maxTtlMs, nowMs);
       if (tooLong) return tooLong;
       // Keys changed while this was verified: do not remember a verdict of the old ones.
-      if (keys === this.keys) this.remember(token, claims.principal);
+      if (keys === this.keys && generation === this.generation) this.remember(token, claims.principal);
       return claims.principal;
     } catch (error) {
       if (error instanceof errors.JWTExpired) return protocolError('TOKEN_EXPIRED', 'the token has expired');
+      // The key server's fault, not the token's: a 503 the client may retry.
+      if (error instanceof KeySetUnavailable || error instanceof errors.JWKSTimeout || error instanceof errors.JWKSInvalid) {
+        return protocolError('UNAVAILABLE', `the keys to verify the token could not be fetched: ${error.message}`, { retryAfterSeconds: 1 });
+      }
       const detail = error instanceof errors.JOSEError ? error.message : 'it is not a JWT';
       return unauthorized(`the token is not valid: ${detail}`);
     }
@@ -178,6 +208,20 @@ export class TokenVerifier {
     if (this.remembered.size >= MAX_REMEMBERED) this.remembered.clear();
     this.remembered.set(token, principal);
   }
+}
+
+/** The fetched key set of the options, or null when they name none. */
+function remoteKeysOf(options: VerifierOptions, onChange: () => void): JWTVerifyGetKey | null {
+  if (options.jwksUrl === null && options.oidcIssuer === null) return null;
+  return createRemoteKeys({
+    jwksUrl: options.jwksUrl,
+    issuer: options.oidcIssuer,
+    cooldownMs: options.jwksCooldownMs,
+    maxAgeMs: options.jwksMaxAgeMs,
+    timeoutMs: REMOTE_KEYS_TIMEOUT_MS,
+    maxBytes: MAX_REMOTE_KEYS_BYTES,
+    onChange,
+  });
 }
 
 export function unauthorized(message: string): ProtocolError {

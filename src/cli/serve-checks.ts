@@ -6,6 +6,7 @@
  * error with a raw ENOENT or EADDRINUSE.
  */
 import { DataDirInUseError } from '../storage/errors.js';
+import { remoteKeysUrlProblem } from '../auth/remote-keys.js';
 import { ConfigMistake } from './errors.js';
 import type { ServeFlags } from './serve-options.js';
 
@@ -13,6 +14,27 @@ import type { ServeFlags } from './serve-options.js';
 export function checkServeFlags(flags: ServeFlags): void {
   if (flags.store === 'postgres' && !flags.postgresUrl) {
     throw new ConfigMistake('--store postgres needs --postgres-url (or RILL_POSTGRES_URL): the database to use, such as postgres://user:password@host:5432/db');
+  }
+  checkPublicKeyFlags(flags);
+}
+
+/** The sources of public keys: one at most (which would win is not obvious), each URL https. */
+function checkPublicKeyFlags(flags: ServeFlags): void {
+  const given = (
+    [
+      ['--auth-jwks-file', flags.authJwksFile],
+      ['--auth-jwks-url', flags.authJwksUrl],
+      ['--auth-oidc-issuer', flags.authOidcIssuer],
+    ] as const
+  ).filter(([, value]) => value !== undefined);
+  if (given.length > 1) throw new ConfigMistake(`${given.map(([flag]) => flag).join(' and ')} cannot go together: give the public keys one way`);
+  for (const [flag, value] of given) {
+    if (flag === '--auth-jwks-file') continue;
+    const problem = remoteKeysUrlProblem(value!);
+    if (problem !== null) throw new ConfigMistake(`${flag} ${value}: ${problem}`);
+  }
+  if (flags.authOidcIssuer !== undefined && flags.authIssuer !== undefined && flags.authIssuer !== flags.authOidcIssuer) {
+    throw new ConfigMistake(`--auth-issuer ${flags.authIssuer} differs from --auth-oidc-issuer ${flags.authOidcIssuer}: tokens of an OpenID Connect issuer carry it as iss; leave --auth-issuer out`);
   }
 }
 

@@ -8,6 +8,7 @@ import { applyConfigFile, applyEnvironment, ConfigError, readConfigFile, repeata
 import { LOG_LEVELS, type LogLevel } from '../ops/log-levels.js';
 import { DEFAULT_SETTINGS, DEFAULT_SUBSCRIPTION_SETTINGS, type ServerSettings } from '../http/settings.js';
 import { UsageError } from './errors.js';
+import { TOKEN_PROFILES, type TokenProfile } from '../auth/profile.js';
 import { bytesOption, durationOption, parseNonNegativeInteger, parsePositiveInteger } from './units.js';
 
 /** `on` (every request), `off`, or the share of requests to log, such as 0.1. */
@@ -68,6 +69,11 @@ export interface ServeFlags {
   maxConnections: number;
   authSecretFile?: string;
   authJwksFile?: string;
+  authJwksUrl?: string;
+  authOidcIssuer?: string;
+  authJwksCooldown: number;
+  authJwksMaxAge: number;
+  authProfile: TokenProfile;
   authIssuer?: string;
   authAudience?: string;
   authKeysCheck: number;
@@ -141,7 +147,13 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     auth: {
       secretFile: flags.authSecretFile ?? null,
       jwksFile: flags.authJwksFile ?? null,
-      issuer: flags.authIssuer ?? null,
+      jwksUrl: flags.authJwksUrl ?? null,
+      oidcIssuer: flags.authOidcIssuer ?? null,
+      jwksCooldownMs: flags.authJwksCooldown,
+      jwksMaxAgeMs: flags.authJwksMaxAge,
+      profile: flags.authProfile,
+      // An OpenID Connect issuer is also the iss its tokens must carry.
+      issuer: flags.authIssuer ?? flags.authOidcIssuer ?? null,
       audience: flags.authAudience ?? null,
       keysCheckMs: flags.authKeysCheck,
       maxTtlMs: flags.authMaxTtl,
@@ -209,6 +221,11 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .addOption(durationOption('--producer-ttl <duration>', 'idle time after which a producer is forgotten', d.producers.forgetAfterMs))
     .option('--auth-secret-file <file>', 'turn auth on: verify HS256 tokens with the secret in this file (at least 32 bytes)')
     .option('--auth-jwks-file <file>', 'turn auth on: verify RS256/ES256/EdDSA tokens with the public keys (JWKS) in this file, chosen by kid')
+    .option('--auth-jwks-url <url>', 'turn auth on: verify RS256/ES256/EdDSA tokens with the public keys (JWKS) fetched from this https URL, chosen by kid')
+    .option('--auth-oidc-issuer <url>', 'turn auth on: verify tokens of this OpenID Connect issuer (https), with the keys its discovery document names; iss must be it')
+    .addOption(durationOption('--auth-jwks-cooldown <duration>', 'with --auth-jwks-url or --auth-oidc-issuer: shortest time between two fetches for a token with an unknown kid', d.auth.jwksCooldownMs))
+    .addOption(durationOption('--auth-jwks-max-age <duration>', 'with --auth-jwks-url or --auth-oidc-issuer: how long fetched keys are used before they are fetched again', d.auth.jwksMaxAgeMs))
+    .addOption(new Option('--auth-profile <profile>', 'what tokens must carry: default, or strict (typ at+jwt, and sub, iat, exp and jti)').choices(TOKEN_PROFILES).default('default'))
     .option('--auth-issuer <iss>', 'accept only tokens with this issuer (iss)')
     .option('--auth-audience <aud>', 'accept only tokens with this audience (aud)')
     .addOption(durationOption('--auth-keys-check <duration>', 'how often the key files are checked for changes (rotation)', d.auth.keysCheckMs))

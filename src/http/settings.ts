@@ -1,6 +1,7 @@
 /** Server settings with their defaults. Every limit a client can reach is here. */
 import { MAX_SNAPSHOT_BYTES } from '../core/snapshot.js';
 import { NO_QUOTAS, type QuotaSettings } from '../auth/quota.js';
+import type { TokenProfile } from '../auth/profile.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings } from '../core/types.js';
 import { DEFAULT_REMOTE_CHECK_MS } from '../live/remote.js';
 import { POSTGRES_DEFAULTS } from '../storage/postgres/settings.js';
@@ -138,6 +139,16 @@ export interface AuthSettings {
   secretFile: string | null;
   /** Public keys (JWKS), chosen by `kid`. */
   jwksFile: string | null;
+  /** Public keys (JWKS) fetched from this https URL, chosen by `kid`. */
+  jwksUrl: string | null;
+  /** An OpenID Connect issuer: its discovery document names the JWKS URL, and tokens must have it as `iss`. */
+  oidcIssuer: string | null;
+  /** With a JWKS URL: shortest time between two fetches for a token naming an unknown `kid`. */
+  jwksCooldownMs: number;
+  /** With a JWKS URL: age after which the fetched keys are fetched again before use. */
+  jwksMaxAgeMs: number;
+  /** What a verified token must carry besides: `strict` is RFC 9068's access token profile. */
+  profile: TokenProfile;
   /** Required `iss`; null: not checked. */
   issuer: string | null;
   /** Required `aud`; null: not checked. */
@@ -151,10 +162,24 @@ export interface AuthSettings {
   quotas: QuotaSettings;
 }
 
-export const AUTH_OFF: AuthSettings = { secretFile: null, jwksFile: null, issuer: null, audience: null, keysCheckMs: 1_000, maxTtlMs: 86_400_000, revocationsCheckMs: 1_000, quotas: NO_QUOTAS };
+export const AUTH_OFF: AuthSettings = {
+  secretFile: null,
+  jwksFile: null,
+  jwksUrl: null,
+  oidcIssuer: null,
+  jwksCooldownMs: 30_000,
+  jwksMaxAgeMs: 600_000,
+  profile: 'default',
+  issuer: null,
+  audience: null,
+  keysCheckMs: 1_000,
+  maxTtlMs: 86_400_000,
+  revocationsCheckMs: 1_000,
+  quotas: NO_QUOTAS,
+};
 
 export function isAuthOn(auth: AuthSettings): boolean {
-  return auth.secretFile !== null || auth.jwksFile !== null;
+  return auth.secretFile !== null || auth.jwksFile !== null || auth.jwksUrl !== null || auth.oidcIssuer !== null;
 }
 
 export const DEFAULT_SETTINGS: ServerSettings = {

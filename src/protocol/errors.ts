@@ -47,6 +47,8 @@ export const ERROR_STATUS = {
   // 401: a token without exp, or living longer than --auth-max-ttl; one an admin revoked.
   TOKEN_LIFETIME_TOO_LONG: 401,
   TOKEN_REVOKED: 401,
+  // 401: a token that verifies but lacks what --auth-profile strict asks (typ at+jwt, sub, iat, exp, jti).
+  TOKEN_PROFILE: 401,
   // 401: a subscription's wake token (callback, ack, release) that is not one rill signed.
   TOKEN_INVALID: 401,
   // 403: the token may see the target but lacks the permission; a Host not allowed; an
