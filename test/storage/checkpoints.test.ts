@@ -1,8 +1,9 @@
 /**
  * What keeps a large append from holding the event loop longer than it must
- * (docs/decisions.md, "Large appends and checkpoints"): WAL checkpoints run on a thread of
- * their own (src/storage/sqlite/checkpoints.ts), and a large commit's indexing waits for
- * the next turn instead of following it in the same one.
+ * (docs/decisions.md, "Large appends on the event loop"): WAL checkpoints run on a thread
+ * of their own (src/storage/sqlite/checkpoints.ts), an append of 1 MiB or more goes
+ * straight to the index in its own commit, and a large commit's indexing of held appends
+ * waits for the next turn instead of following it in the same one.
  */
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -83,8 +84,9 @@ class IndexingWatch extends SqliteStore {
 
 it('a large commit leaves its indexing to a later turn; a small one that fills the seal indexes at once', async () => {
   const dir = dataDir();
-  // Seals after 2 appends, or after 1 MiB of large ones.
-  const store = new IndexingWatch({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, recentIndexing: { sealRows: 2, sealBytes: 64 * MiB, sealLargeBytes: MiB, stepRows: 16 } });
+  // Seals after 2 appends, or after 1 MiB of large ones; every append is held (none indexed by its own commit).
+  const recentIndexing = { sealRows: 2, sealBytes: 64 * MiB, sealLargeBytes: MiB, stepRows: 16, directBytes: 64 * MiB };
+  const store = new IndexingWatch({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS, recentIndexing });
   try {
     const name = v1StreamKey('s');
     expectCreated(await store.run('createStream', createRequest(name)));
@@ -100,5 +102,38 @@ it('a large commit leaves its indexing to a later turn; a small one that fills t
     expect((await store.readRange(stream, 0, 2 * MiB)).equals(Buffer.concat([Buffer.from('ab'), large]))).toBe(true);
   } finally {
     await store.close();
+  }
+});
+
+it('an append of 1 MiB or more is indexed by its own commit, after the held appends of its stream, and reads back in order before and after reopening', async () => {
+  const dir = dataDir();
+  const options: SqliteStoreOptions = { dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS };
+  const store = new SqliteStore(options);
+  const [name, other] = [v1StreamKey('s'), v1StreamKey('other')];
+  const large = block(3);
+  let expected: Buffer;
+  try {
+    for (const stream of [name, other]) expectCreated(await store.run('createStream', createRequest(stream)));
+    // Held: two small appends of `name` and one of `other`, committed in one batch with the large one.
+    const batch = ['a', 'b'].map((text) => store.run('append', { name, request: appendRequest(text) }));
+    batch.push(store.run('append', { name: other, request: appendRequest('x') }));
+    batch.push(store.run('append', { name, request: appendRequest(large) }));
+    (await Promise.all(batch)).forEach(expectAppended);
+    expectAppended(await store.run('append', { name, request: appendRequest('c') }));
+    // Held now: `other`'s append and the one after the large append; `name`'s first two went to the index with it.
+    expect(store.recentRows).toBe(2);
+    expected = Buffer.concat([Buffer.from('ab'), large, Buffer.from('c')]);
+    const stream = (await store.getStream(name))!;
+    expect((await store.readRange(stream, 0, 2 * MiB)).equals(expected)).toBe(true);
+  } finally {
+    await store.close();
+  }
+  const reopened = new SqliteStore(options);
+  try {
+    const stream = (await reopened.getStream(name))!;
+    expect((await reopened.readRange(stream, 0, 2 * MiB)).equals(expected)).toBe(true);
+    expect((await reopened.readRange((await reopened.getStream(other))!, 0, 10)).toString()).toBe('x');
+  } finally {
+    await reopened.close();
   }
 });

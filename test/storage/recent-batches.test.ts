@@ -40,8 +40,8 @@ it('packs appends and reads them back exactly; a cut row is refused', () => {
 it('splits a batch of large appends into rows of at most 1 MiB, and a crash image keeps every byte', async () => {
   const dataDir = newDir();
   const name = v1StreamKey('large');
-  // Sealed only far past what is written here, so that the appends stay unindexed.
-  const store = new SqliteStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS, recentIndexing: { sealRows: 1e6, sealBytes: 1e9, stepRows: 256 } });
+  // Sealed only far past what is written here, and none indexed by its own commit, so that the appends stay unindexed.
+  const store = new SqliteStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS, recentIndexing: { sealRows: 1e6, sealBytes: 1e9, stepRows: 256, directBytes: 1e9 } });
   const bodies = [600, 600, 2000, 1, 600].map((kib, i) => Buffer.alloc(kib * 1024, 65 + i));
   try {
     await store.run('createStream', createRequest(name));

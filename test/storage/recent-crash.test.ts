@@ -1,7 +1,8 @@
 /**
  * Recent appends under SIGKILL: a writer process on the SQLite engine, with appends sealed
  * and indexed every few commits (so a kill lands before, during and after indexing
- * slices), is killed at random moments. Each reopening must find every acknowledged
+ * slices) and its longer appends indexed by their own commit (past held ones of their
+ * stream), is killed at random moments. Each reopening must find every acknowledged
  * append exactly where it was written, the bytes of at most the one unacknowledged
  * append after it, no stream whose deletion was acknowledged, and nothing a deleted
  * stream wrote under another name.

@@ -134,6 +134,11 @@ export class RecentChunks {
     this.setSeal(null);
   }
 
+  /** Takes every append held of one stream, sealed or not, oldest first (to index them now). */
+  takeStream(streamId: number): RecentChunk[] {
+    return this.takePrefix(streamId, Infinity, Infinity);
+  }
+
   /** Takes everything, sealed or not, for indexing all at once, stream after stream. */
   takeAll(): PackedAppend[] {
     const taken = [...this.byStream]
