@@ -144,7 +144,8 @@ export class SqliteStore extends BatchedStore {
       // SQLite checkpoints inside the COMMIT that grows the WAL past this many pages, on the
       // event loop (page copy plus two fsyncs). At its default of 1,000 those were the
       // longest stalls under load (8-12 ms); at 250 they are a quarter as long and append
-      // p99 at 500 streams fell from 9-10 to 7 ms at the same rate (100 was slower).
+      // p99 at 500 streams fell from 9-10 to 7 ms at the same rate (100 was slower). With
+      // checkpoints on their own thread, as servers run them, it is only a backstop.
       this.db.pragma(`wal_autocheckpoint = ${options.checkpoints === 'thread' ? BACKSTOP_CHECKPOINT_PAGES : 250}`);
       migrate(this.db);
       this.sql = prepareStatements(this.db);
