@@ -22,7 +22,7 @@ function accessSummary(settings: Partial<ServerSettings>): string {
   const auth = settings.auth!;
   if (!isAuthOn(auth)) return 'auth off: anyone who can reach this port may read, write and delete every stream';
   const keys = [auth.secretFile ? 'HS256 secret' : null, auth.jwksFile ? 'JWKS' : null, auth.jwksUrl ? 'JWKS URL' : null, auth.oidcIssuer ? 'OpenID Connect issuer' : null].filter(Boolean).join(' and ');
-  return `auth on (${keys}): every request but /healthz needs a bearer token`;
+  return `auth on (${keys}): streams and admin routes need a bearer token`;
 }
 
 async function serve(flags: ServeFlags, command: Command): Promise<void> {
