@@ -5,11 +5,20 @@
  *
  * A refusal says when to come back (Retry-After) and takes nothing: a request refused for
  * bytes takes no append either.
+ *
+ * The appends quota counts messages written, not requests: an append-batch of N frames, or
+ * a JSON append whose body is an array of N values, costs N (see messagesOf). Counting
+ * needs the body, so a write is charged twice: on arrival its bytes, with its appends
+ * bucket only checked to hold at least one message (takeArrival); once its body is read
+ * and framed, its messages (takeMessages). A request refused then writes nothing and
+ * keeps its bytes charged: they were received, and giving them back would let a subject
+ * send bodies without bound as long as each is refused.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import { countJsonMessages } from '../protocol/json.js';
 
 export interface QuotaSettings {
-  /** Append requests per second per subject (0: unlimited). */
+  /** Messages written per second per subject (0: unlimited). */
   appendsPerSecond: number;
   /** Body bytes per second per subject, appends and creates (0: unlimited). */
   bytesPerSecond: number;
@@ -78,6 +87,10 @@ export class Quotas {
     return s.appendsPerSecond > 0 || s.bytesPerSecond > 0 || s.liveConnections > 0;
   }
 
+  get limitsMessages(): boolean {
+    return this.settings.appendsPerSecond > 0;
+  }
+
   get limitsBytes(): boolean {
     return this.settings.bytesPerSecond > 0;
   }
@@ -99,16 +112,40 @@ export class Quotas {
     }
   }
 
-  /** Takes `appends` appends and `bytes` bytes, or nothing and a refusal. */
-  takeWrite(subject: string, appends: number, bytes: number, nowMs: number): ProtocolError | null {
+  /**
+   * A write arriving: takes its `bytes`, or nothing and a refusal. An append (`appends`)
+   * is refused here, before its body is read, when its subject has not one message left.
+   */
+  takeArrival(subject: string, appends: boolean, bytes: number, nowMs: number): ProtocolError | null {
     const use = this.use(subject, nowMs);
-    const appendWait = appends > 0 ? (use.appends?.waitMs(appends, nowMs) ?? 0) : 0;
-    if (appendWait > 0) return rateLimited(`${this.settings.appendsPerSecond} appends per second`, appendWait);
+    const appendWait = appends ? (use.appends?.waitMs(1, nowMs) ?? 0) : 0;
+    if (appendWait > 0) return this.overMessages(appendWait);
     const byteWait = bytes > 0 ? (use.bytes?.waitMs(bytes, nowMs) ?? 0) : 0;
     if (byteWait > 0) return rateLimited(`${this.settings.bytesPerSecond} bytes per second`, byteWait);
-    if (appends > 0) use.appends?.take(appends);
     if (bytes > 0) use.bytes?.take(bytes);
     return null;
+  }
+
+  /**
+   * Takes `messages` from the subject's appends, or nothing and a refusal. More than a
+   * whole second's worth would never fit, so it is refused for good (no Retry-After) rather
+   * than let through as a debt: one request must not carry more than the quota.
+   */
+  takeMessages(subject: string, messages: number, nowMs: number): ProtocolError | null {
+    const rate = this.settings.appendsPerSecond;
+    if (rate === 0 || messages === 0) return null;
+    if (messages > rate) {
+      return protocolError('REQUEST_OVER_QUOTA', `this request writes ${messages} messages, more than this token's whole quota of ${rate} per second; send at most ${rate} at a time`);
+    }
+    const use = this.use(subject, nowMs);
+    const wait = use.appends!.waitMs(messages, nowMs);
+    if (wait > 0) return this.overMessages(wait);
+    use.appends!.take(messages);
+    return null;
+  }
+
+  private overMessages(waitMs: number): ProtocolError {
+    return rateLimited(`${this.settings.appendsPerSecond} messages per second`, waitMs);
   }
 
   /** Takes a live-reader slot; the caller gives it back with `releaseLive`. */
@@ -124,4 +161,22 @@ export class Quotas {
     const use = this.subjects.get(subject);
     if (use !== undefined && use.live > 0) use.live--;
   }
+}
+
+/** What one write stores: its framed data, and whether that is JSON (one message per line). */
+export interface WrittenPayload {
+  json: boolean;
+  data: Uint8Array;
+}
+
+/**
+ * Messages a write costs against the appends quota: a JSON payload's framed messages,
+ * any other payload one. An append that stores none (a close) still costs one: it is a
+ * write all the same. An append-batch or a transaction passes one payload per frame or
+ * operation.
+ */
+export function messagesOf(payloads: readonly WrittenPayload[]): number {
+  let total = 0;
+  for (const { json, data } of payloads) total += Math.max(1, json ? countJsonMessages(data) : 1);
+  return total;
 }

@@ -231,7 +231,7 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .addOption(durationOption('--auth-keys-check <duration>', 'how often the key files are checked for changes (rotation)', d.auth.keysCheckMs))
     .addOption(durationOption('--auth-max-ttl <duration>', 'refuse tokens that live longer than this (exp - iat) or have no exp', d.auth.maxTtlMs))
     .addOption(durationOption('--auth-revocations-check <duration>', 'how often revocations are re-read from the store (other nodes\' revocations apply within it)', d.auth.revocationsCheckMs))
-    .option('--quota-appends <n>', 'append requests per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
+    .option('--quota-appends <n>', 'messages written per second per token subject: an append-batch or JSON array of N costs N (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--quota-bytes <n>', 'body bytes per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--quota-live <n>', 'long-poll and SSE readers per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM; with --tls-key)')

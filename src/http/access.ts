@@ -13,7 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { decideAccess, readablePrefixes, V1_BUCKET, type AccessTarget, type Permission } from '../core/access.js';
 import type { Principal } from '../auth/claims.js';
-import { Quotas } from '../auth/quota.js';
+import { messagesOf, Quotas, type WrittenPayload } from '../auth/quota.js';
 import { Revocations } from './revocations.js';
 import { TokenVerifier, timeRefusal, unauthorized } from '../auth/verifier.js';
 import type { MetaStore } from '../subscriptions/meta.js';
@@ -263,9 +263,24 @@ export class AccessControl {
     return { ok: true, route, search };
   }
 
+  /** Whether writes are charged per message (a quota on appends): else callers skip counting. */
+  get chargesMessages(): boolean {
+    return this.quotas.limitsMessages;
+  }
+
+  /**
+   * Charges the messages a write stores (quota.ts messagesOf) to its token's subject, once
+   * its body is framed and before anything is written; a refusal means write nothing.
+   */
+  chargeMessages(req: IncomingMessage, payloads: readonly WrittenPayload[], nowMs: number): ProtocolError | null {
+    const subject = principalOfRequest(req)?.subject;
+    if (subject === undefined || !this.chargesMessages) return null;
+    return this.quotas.takeMessages(subject, messagesOf(payloads), nowMs);
+  }
+
   /** Charges the request to its subject's quotas, or refuses it having charged nothing. */
   private takeQuota(req: IncomingMessage, res: ServerResponse, route: Route, search: string, subject: string, nowMs: number): ProtocolError | null {
-    // A transaction is charged as one append of its whole body.
+    // A POST here is an append, an append-batch or a transaction: each writes messages.
     if (route.kind !== 'stream' && route.kind !== 'stream-ext' && route.kind !== 'transaction') return null;
     const method = req.method;
     if (method === 'POST' || method === 'PUT') {
@@ -273,7 +288,8 @@ export class AccessControl {
       if (declared === undefined && req.headers['transfer-encoding'] !== undefined && this.quotas.limitsBytes) {
         return protocolError('LENGTH_REQUIRED', 'with a quota on bytes, a body must come with Content-Length');
       }
-      return this.quotas.takeWrite(subject, method === 'POST' ? 1 : 0, Number(declared ?? 0) || 0, nowMs);
+      // Its messages are charged once its body is framed (chargeMessages).
+      return this.quotas.takeArrival(subject, method === 'POST', Number(declared ?? 0) || 0, nowMs);
     }
     // The read handler's own reading of the query: `%6Cive=sse` is a live read too.
     if (method === 'GET' && route.kind === 'stream' && asksParam(search, 'live')) {

@@ -218,10 +218,18 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
     const request = appendRequest(req, body, close, streamSeq, producer);
     const framed = frame(body, request.contentType, false, ctx.settings.maxAppendMessages);
     request.data = framed instanceof Buffer ? framed : await framed;
+    if (ctx.access.chargesMessages) chargeOrRefuse(req, ctx, request.contentType, request.data);
     renderAppend(res, address, await ctx.store.run('append', { name: address.key, request }));
   } catch (error) {
     answerRequestError(res, error);
   }
+}
+
+/** Charges a write's messages to its token's quota, or throws the refusal (nothing written). */
+function chargeOrRefuse(req: IncomingMessage, ctx: HandlerContext, contentType: string | null, data: Buffer): void {
+  const json = contentType !== null && isJsonContentType(contentType);
+  const refused = ctx.access.chargeMessages(req, [{ json, data }], ctx.now());
+  if (refused) throw new RequestError(refused);
 }
 
 function appendRequest(req: IncomingMessage, body: Buffer, close: boolean, streamSeq: string | null, producer: ProducerHeaders | null): AppendRequest {
