@@ -1,5 +1,6 @@
 /**
- * Quotas per token subject: appends per second, bytes per second and live connections.
+ * Quotas per token subject: messages written per second, creates per second, bytes per
+ * second and live connections.
  * Rates are token buckets holding one second of the rate, refilled continuously, so a
  * subject may burst to its rate and then keeps to it. Time is passed in.
  *
@@ -13,6 +14,10 @@
  * and framed, its messages (takeMessages). A request refused then writes nothing and
  * keeps its bytes charged: they were received, and giving them back would let a subject
  * send bodies without bound as long as each is refused.
+ *
+ * Creates (a stream, a fork, a subscription) are charged on arrival, one each, whether or
+ * not the name is new: an idempotent PUT of an existing stream costs what a new one does,
+ * since the server cannot tell them apart without the work the quota is there to bound.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { countJsonMessages } from '../protocol/json.js';
@@ -20,13 +25,15 @@ import { countJsonMessages } from '../protocol/json.js';
 export interface QuotaSettings {
   /** Messages written per second per subject (0: unlimited). */
   appendsPerSecond: number;
+  /** Stream creates (forks included) and subscription creates per second per subject (0: unlimited). */
+  createsPerSecond: number;
   /** Body bytes per second per subject, appends and creates (0: unlimited). */
   bytesPerSecond: number;
   /** Long-poll and SSE readers one subject holds at once (0: unlimited). */
   liveConnections: number;
 }
 
-export const NO_QUOTAS: QuotaSettings = { appendsPerSecond: 0, bytesPerSecond: 0, liveConnections: 0 };
+export const NO_QUOTAS: QuotaSettings = { appendsPerSecond: 0, createsPerSecond: 0, bytesPerSecond: 0, liveConnections: 0 };
 
 /** Subjects tracked; past it idle subjects (full buckets, no live readers) are forgotten. */
 const MAX_SUBJECTS = 100_000;
@@ -68,6 +75,7 @@ class Bucket {
 
 interface SubjectUse {
   appends: Bucket | null;
+  creates: Bucket | null;
   bytes: Bucket | null;
   live: number;
 }
@@ -77,6 +85,20 @@ function rateLimited(what: string, waitMs: number): ProtocolError {
   return protocolError('RATE_LIMITED', `over this token's quota of ${what}; retry after ${retryAfterSeconds} s`, { retryAfterSeconds });
 }
 
+/** What a write is, as known from its route and headers before its body is read. */
+export interface ArrivingWrite {
+  /** An append, an append-batch or a transaction: it will be charged messages. */
+  append: boolean;
+  /** A stream create or fork, or a subscription create. */
+  create: boolean;
+  /** Its declared Content-Length (0 when it has none). */
+  bytes: number;
+}
+
+function bucketOf(ratePerSecond: number, nowMs: number): Bucket | null {
+  return ratePerSecond > 0 ? new Bucket(ratePerSecond, nowMs) : null;
+}
+
 export class Quotas {
   private readonly subjects = new Map<string, SubjectUse>();
 
@@ -84,7 +106,7 @@ export class Quotas {
 
   get enabled(): boolean {
     const s = this.settings;
-    return s.appendsPerSecond > 0 || s.bytesPerSecond > 0 || s.liveConnections > 0;
+    return s.appendsPerSecond > 0 || s.createsPerSecond > 0 || s.bytesPerSecond > 0 || s.liveConnections > 0;
   }
 
   get limitsMessages(): boolean {
@@ -100,7 +122,7 @@ export class Quotas {
     if (use === undefined) {
       if (this.subjects.size >= MAX_SUBJECTS) this.forgetIdle(nowMs);
       const s = this.settings;
-      use = { appends: s.appendsPerSecond > 0 ? new Bucket(s.appendsPerSecond, nowMs) : null, bytes: s.bytesPerSecond > 0 ? new Bucket(s.bytesPerSecond, nowMs) : null, live: 0 };
+      use = { appends: bucketOf(s.appendsPerSecond, nowMs), creates: bucketOf(s.createsPerSecond, nowMs), bytes: bucketOf(s.bytesPerSecond, nowMs), live: 0 };
       this.subjects.set(subject, use);
     }
     return use;
@@ -108,21 +130,26 @@ export class Quotas {
 
   private forgetIdle(nowMs: number): void {
     for (const [subject, use] of this.subjects) {
-      if (use.live === 0 && (use.appends?.isFull(nowMs) ?? true) && (use.bytes?.isFull(nowMs) ?? true)) this.subjects.delete(subject);
+      const idle = [use.appends, use.creates, use.bytes].every((bucket) => bucket?.isFull(nowMs) ?? true);
+      if (use.live === 0 && idle) this.subjects.delete(subject);
     }
   }
 
   /**
-   * A write arriving: takes its `bytes`, or nothing and a refusal. An append (`appends`)
-   * is refused here, before its body is read, when its subject has not one message left.
+   * A write arriving: takes its create (when it is one) and its `bytes`, or nothing and a
+   * refusal. An append is refused here, before its body is read, when its subject has not
+   * one message left; its messages are taken later (takeMessages).
    */
-  takeArrival(subject: string, appends: boolean, bytes: number, nowMs: number): ProtocolError | null {
+  takeArrival(subject: string, write: ArrivingWrite, nowMs: number): ProtocolError | null {
     const use = this.use(subject, nowMs);
-    const appendWait = appends ? (use.appends?.waitMs(1, nowMs) ?? 0) : 0;
+    const appendWait = write.append ? (use.appends?.waitMs(1, nowMs) ?? 0) : 0;
     if (appendWait > 0) return this.overMessages(appendWait);
-    const byteWait = bytes > 0 ? (use.bytes?.waitMs(bytes, nowMs) ?? 0) : 0;
+    const createWait = write.create ? (use.creates?.waitMs(1, nowMs) ?? 0) : 0;
+    if (createWait > 0) return rateLimited(`${this.settings.createsPerSecond} creates per second`, createWait);
+    const byteWait = write.bytes > 0 ? (use.bytes?.waitMs(write.bytes, nowMs) ?? 0) : 0;
     if (byteWait > 0) return rateLimited(`${this.settings.bytesPerSecond} bytes per second`, byteWait);
-    if (bytes > 0) use.bytes?.take(bytes);
+    if (write.create) use.creates?.take(1);
+    if (write.bytes > 0) use.bytes?.take(write.bytes);
     return null;
   }
 

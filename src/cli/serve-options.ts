@@ -80,6 +80,7 @@ export interface ServeFlags {
   authMaxTtl: number;
   authRevocationsCheck: number;
   quotaAppends: number;
+  quotaCreates: number;
   quotaBytes: number;
   quotaLive: number;
   tlsCert?: string;
@@ -158,7 +159,7 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
       keysCheckMs: flags.authKeysCheck,
       maxTtlMs: flags.authMaxTtl,
       revocationsCheckMs: flags.authRevocationsCheck,
-      quotas: { appendsPerSecond: flags.quotaAppends, bytesPerSecond: flags.quotaBytes, liveConnections: flags.quotaLive },
+      quotas: { appendsPerSecond: flags.quotaAppends, createsPerSecond: flags.quotaCreates, bytesPerSecond: flags.quotaBytes, liveConnections: flags.quotaLive },
     },
     tlsCertFile: flags.tlsCert ?? null,
     tlsKeyFile: flags.tlsKey ?? null,
@@ -232,6 +233,7 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .addOption(durationOption('--auth-max-ttl <duration>', 'refuse tokens that live longer than this (exp - iat) or have no exp', d.auth.maxTtlMs))
     .addOption(durationOption('--auth-revocations-check <duration>', 'how often revocations are re-read from the store (other nodes\' revocations apply within it)', d.auth.revocationsCheckMs))
     .option('--quota-appends <n>', 'messages written per second per token subject: an append-batch or JSON array of N costs N (0: unlimited)', parseNonNegativeInteger, 0)
+    .option('--quota-creates <n>', 'stream creates, forks and subscription creates per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--quota-bytes <n>', 'body bytes per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--quota-live <n>', 'long-poll and SSE readers per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM; with --tls-key)')

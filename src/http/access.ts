@@ -280,16 +280,14 @@ export class AccessControl {
 
   /** Charges the request to its subject's quotas, or refuses it having charged nothing. */
   private takeQuota(req: IncomingMessage, res: ServerResponse, route: Route, search: string, subject: string, nowMs: number): ProtocolError | null {
-    // A POST here is an append, an append-batch or a transaction: each writes messages.
-    if (route.kind !== 'stream' && route.kind !== 'stream-ext' && route.kind !== 'transaction') return null;
     const method = req.method;
-    if (method === 'POST' || method === 'PUT') {
+    const write = arrivingWrite(route, method);
+    if (write !== null) {
       const declared = req.headers['content-length'];
       if (declared === undefined && req.headers['transfer-encoding'] !== undefined && this.quotas.limitsBytes) {
         return protocolError('LENGTH_REQUIRED', 'with a quota on bytes, a body must come with Content-Length');
       }
-      // Its messages are charged once its body is framed (chargeMessages).
-      return this.quotas.takeArrival(subject, method === 'POST', Number(declared ?? 0) || 0, nowMs);
+      return this.quotas.takeArrival(subject, { ...write, bytes: Number(declared ?? 0) || 0 }, nowMs);
     }
     // The read handler's own reading of the query: `%6Cive=sse` is a live read too.
     if (method === 'GET' && route.kind === 'stream' && asksParam(search, 'live')) {
@@ -298,6 +296,29 @@ export class AccessControl {
       res.once('close', () => this.quotas.releaseLive(subject));
     }
     return null;
+  }
+}
+
+/**
+ * Whether a request writes, and how quotas see it; null for one that does not. A POST to
+ * a stream, its append-batch or a transaction appends (its messages are charged once its
+ * body is framed: chargeMessages); a PUT of a stream creates or forks it, and a PUT of a
+ * subscription creates it. Other PUTs (attributes, snapshots, retention) are charged their
+ * bytes only.
+ */
+function arrivingWrite(route: Route, method: string | undefined): { append: boolean; create: boolean } | null {
+  if (method !== 'POST' && method !== 'PUT') return null;
+  const append = method === 'POST';
+  switch (route.kind) {
+    case 'stream':
+      return { append, create: !append };
+    case 'stream-ext':
+    case 'transaction':
+      return { append, create: false };
+    case 'subscriptions':
+      return route.target.what === 'subscription' && method === 'PUT' ? { append: false, create: true } : null;
+    default:
+      return null;
   }
 }
 

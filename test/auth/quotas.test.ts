@@ -1,7 +1,8 @@
 /**
  * Quotas bound a tenant: the appends quota counts messages written (an append-batch's
  * frames, a JSON array's values, a transaction's operations), not requests, and a write
- * that does not fit is refused whole with nothing written. The server's clock is stopped
+ * that does not fit is refused whole with nothing written; stream creates, forks and
+ * subscription creates are charged against their own quota. The server's clock is stopped
  * so a bucket only refills when a test moves it.
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -9,7 +10,8 @@ import { call, expectRefusal } from '../http/client.js';
 import { bearer, useAuthServer } from './setup.js';
 
 const MESSAGES_PER_SECOND = 8;
-const env = useAuthServer({ auth: { quotas: { appendsPerSecond: MESSAGES_PER_SECOND, bytesPerSecond: 0, liveConnections: 0 } } });
+const CREATES_PER_SECOND = 3;
+const env = useAuthServer({ auth: { quotas: { appendsPerSecond: MESSAGES_PER_SECOND, createsPerSecond: CREATES_PER_SECOND, bytesPerSecond: 0, liveConnections: 0 } } });
 const TEXT = { 'content-type': 'text/plain' };
 const JSON_TYPE = { 'content-type': 'application/json' };
 const BUCKET = 'quotas';
@@ -23,9 +25,14 @@ beforeAll(async () => {
 
 afterEach(() => env.clock.reset());
 
-/** A writer of its own subject, so each test starts with a full bucket. */
+/** A writer of its own subject, so each test starts with full buckets. */
 async function writer(): Promise<Record<string, string>> {
   return bearer(await env.token([{ bucket: BUCKET, can: ['write', 'read'] }], { subject: `writer-${++subjects}` }));
+}
+
+/** An admin of the bucket, of its own subject: creates are charged to it alone. */
+async function owner(): Promise<Record<string, string>> {
+  return bearer(await env.token([{ bucket: BUCKET, can: ['admin'] }], { subject: `owner-${++subjects}` }));
 }
 
 /** An append-batch body: each frame a u32 big-endian length and its bytes. */
@@ -40,7 +47,7 @@ function frames(count: number, text = 'm'): Buffer {
 
 async function createStream(name: string, type: Record<string, string>): Promise<string> {
   const path = `/${BUCKET}/${name}`;
-  expect((await call(env.url, 'PUT', path, { headers: { ...bearer(admin), ...type } })).status).toBe(201);
+  expect((await call(env.url, 'PUT', path, { headers: { ...(await owner()), ...type } })).status).toBe(201);
   return path;
 }
 
@@ -123,5 +130,46 @@ describe('the appends quota counts messages', () => {
     env.clock.reset();
     const written = await Promise.all(streams.map((name) => tailOf(`/${BUCKET}/${key}/${name}`)));
     expect(written.map(Number)).toEqual([MESSAGES_PER_SECOND / 2, MESSAGES_PER_SECOND / 2]);
+  });
+});
+
+describe('creates are charged', () => {
+  it('charges stream creates, forks and repeated creates against --quota-creates, refusing the next with nothing created', async () => {
+    const headers = { ...(await owner()), ...TEXT };
+    env.clock.stopAt(Date.now());
+    const put = (name: string, extra: Record<string, string> = {}) => call(env.url, 'PUT', `/${BUCKET}/${name}`, { headers: { ...headers, ...extra } });
+    expect((await put('create-a')).status).toBe(201);
+    expect((await put('create-b', { 'stream-forked-from': `/${BUCKET}/create-a` })).status).toBe(201);
+    // A PUT of a stream that exists is a create request all the same.
+    expect((await put('create-a')).status).toBe(200);
+    const refused = await put('create-c');
+    expectRefusal(refused, 'RATE_LIMITED');
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expectRefusal(await put('create-d', { 'stream-forked-from': `/${BUCKET}/create-a` }), 'RATE_LIMITED');
+    expect((await call(env.url, 'HEAD', `/${BUCKET}/create-c`, { headers: bearer(admin) })).status).toBe(404);
+    expect((await call(env.url, 'HEAD', `/${BUCKET}/create-d`, { headers: bearer(admin) })).status).toBe(404);
+    // Another subject has its own quota, and a third of a second gives this one a create back.
+    expect((await call(env.url, 'PUT', `/${BUCKET}/create-e`, { headers: { ...(await owner()), ...TEXT } })).status).toBe(201);
+    env.clock.stopAt(env.clock.now() + Math.ceil(1000 / CREATES_PER_SECOND));
+    expect((await put('create-c')).status).toBe(201);
+  });
+
+  it('charges subscription creates against --quota-creates', async () => {
+    await createStream('sub-wake', TEXT);
+    const headers = { ...(await owner()), ...JSON_TYPE };
+    env.clock.stopAt(Date.now());
+    const subscription = (id: string) => `/${BUCKET}/__ds/subscriptions/${id}`;
+    const create = (id: string) => call(env.url, 'PUT', subscription(id), { headers, body: JSON.stringify({ type: 'pull-wake', streams: ['sub-*'], wake_stream: 'sub-wake' }) });
+    for (let i = 0; i < CREATES_PER_SECOND; i++) expect((await create(`charged-${i}`)).status).toBe(201);
+    expectRefusal(await create('charged-over'), 'RATE_LIMITED');
+    expect((await call(env.url, 'GET', subscription('charged-over'), { headers: bearer(admin) })).status).toBe(404);
+  });
+
+  it("charges a create's initial messages against the appends quota, creating nothing when they do not fit", async () => {
+    const headers = { ...(await owner()), ...JSON_TYPE };
+    env.clock.stopAt(Date.now());
+    const body = JSON.stringify(Array.from({ length: MESSAGES_PER_SECOND + 1 }, (_, i) => i));
+    expectRefusal(await call(env.url, 'PUT', `/${BUCKET}/create-full`, { headers, body }), 'REQUEST_OVER_QUOTA');
+    expect((await call(env.url, 'HEAD', `/${BUCKET}/create-full`, { headers: bearer(admin) })).status).toBe(404);
   });
 });
