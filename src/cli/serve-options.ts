@@ -54,6 +54,8 @@ export interface ServeFlags {
   sseMaxBuffered: number;
   maxBody: number;
   maxAppendMessages: number;
+  bucketMaxStreams: number;
+  bucketMaxSubscriptions: number;
   minFreeDisk: number;
   maxSnapshotBytes: number;
   maxHeaderBytes: number;
@@ -134,6 +136,7 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     sseMaxBufferedBytes: flags.sseMaxBuffered,
     maxBodyBytes: flags.maxBody,
     maxAppendMessages: flags.maxAppendMessages,
+    bucketLimits: { maxStreams: flags.bucketMaxStreams, maxSubscriptions: flags.bucketMaxSubscriptions },
     minFreeDiskBytes: flags.minFreeDisk,
     maxSnapshotBytes: flags.maxSnapshotBytes,
     maxHeaderBytes: flags.maxHeaderBytes,
@@ -246,6 +249,8 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--webhook-allow-localhost', 'development only: let subscription webhooks go to localhost, over http too (off: https to public addresses only)', false)
     .addOption(durationOption('--webhook-timeout <duration>', 'longest a webhook endpoint may take to answer a delivery', d.subscriptions.deliveryTimeoutMs))
     .option('--max-webhook-deliveries <n>', 'webhook deliveries in flight at once', parsePositiveInteger, d.subscriptions.maxConcurrentDeliveries)
+    .option('--bucket-max-streams <n>', 'streams one bucket may hold (0: unlimited)', parseNonNegativeInteger, 0)
+    .option('--bucket-max-subscriptions <n>', 'subscriptions one bucket may hold (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--max-subscriptions <n>', 'subscriptions the server holds', parsePositiveInteger, d.subscriptions.limits.maxSubscriptions)
     .option('--max-subscription-streams <n>', 'streams one subscription may hold', parsePositiveInteger, d.subscriptions.limits.maxStreamsPerSubscription)
     .addOption(durationOption('--subscription-sweep <duration>', 'how often due webhook retries, expired leases and missed wakes are looked for', d.subscriptions.sweepIntervalMs))

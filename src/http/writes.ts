@@ -26,6 +26,7 @@ import {
 import { parseAttrsText } from './attrs-batch.js';
 import type { HandlerContext } from './context.js';
 import { readableOrMissing } from './access.js';
+import { createWithinStreamLimit } from './bucket-limits.js';
 import { frameJson, header, readBody, incarnationOf, type BodyResult } from './request.js';
 import { errorHeaders, send, sendError, type HeaderMap } from './response.js';
 import { resolveStreamReference, type StreamAddress } from './router.js';
@@ -159,7 +160,8 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
     request.data = framed instanceof Buffer ? framed : await framed;
     // A create's initial messages are written like an append's: charged the same (its create was charged on arrival).
     if (ctx.access.chargesMessages && request.data.length > 0) chargeOrRefuse(req, ctx, framingType, request.data);
-    const outcome = await ctx.store.run('createStream', request);
+    const outcome = await createWithinStreamLimit(ctx, address, () => ctx.store.run('createStream', request));
+    if ('code' in outcome) return sendError(res, outcome);
     if (outcome.kind === 'rejected') return sendError(res, outcome.error, extensionsOf(address, outcome.records));
     const headers = Object.assign(describeStream(outcome.stream), extensionHeaders(address, outcome.stream));
     if (outcome.kind === 'created') headers['location'] = absoluteUrl(req, ctx, address.path);
