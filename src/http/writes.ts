@@ -158,9 +158,12 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
     const framingType = contentType ?? (fork ? ((await ctx.store.getStream(fork.sourceName))?.config.contentType ?? null) : null);
     const framed = frame(body, framingType, true, ctx.settings.maxAppendMessages);
     request.data = framed instanceof Buffer ? framed : await framed;
-    // A create's initial messages are written like an append's: charged the same (its create was charged on arrival).
-    if (ctx.access.chargesMessages && request.data.length > 0) chargeOrRefuse(req, ctx, framingType, request.data);
-    const outcome = await createWithinStreamLimit(ctx, address, () => ctx.store.run('createStream', request));
+    const outcome = await createWithinStreamLimit(ctx, address, () => {
+      // A create's initial messages are written like an append's, and charged the same once
+      // the bucket has room (its create was charged on arrival).
+      if (ctx.access.chargesMessages && request.data.length > 0) chargeOrRefuse(req, ctx, framingType, request.data);
+      return ctx.store.run('createStream', request);
+    });
     if ('code' in outcome) return sendError(res, outcome);
     if (outcome.kind === 'rejected') return sendError(res, outcome.error, extensionsOf(address, outcome.records));
     const headers = Object.assign(describeStream(outcome.stream), extensionHeaders(address, outcome.stream));

@@ -97,9 +97,9 @@ describe('rill serve', () => {
 
   it('passes --quota-creates and the bucket limits to the settings, from flags or the environment, 0 (none) by default', async () => {
     const defaults = (await serveSettingsOf([], {})).settings;
-    expect([defaults.auth.quotas.createsPerSecond, defaults.bucketLimits]).toEqual([0, { maxStreams: 0, maxSubscriptions: 0 }]);
+    expect([defaults.auth?.quotas.createsPerSecond, defaults.bucketLimits]).toEqual([0, { maxStreams: 0, maxSubscriptions: 0 }]);
     const set = (await serveSettingsOf(['--quota-creates', '5', '--bucket-max-streams', '100'], { RILL_BUCKET_MAX_SUBSCRIPTIONS: '7' })).settings;
-    expect([set.auth.quotas.createsPerSecond, set.bucketLimits]).toEqual([5, { maxStreams: 100, maxSubscriptions: 7 }]);
+    expect([set.auth?.quotas.createsPerSecond, set.bucketLimits]).toEqual([5, { maxStreams: 100, maxSubscriptions: 7 }]);
   });
 
   it('takes sizes with units and logs "stopped" after SIGTERM', async () => {
