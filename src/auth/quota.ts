@@ -18,6 +18,8 @@
  * Creates (a stream, a fork, a subscription) are charged on arrival, one each, whether or
  * not the name is new: an idempotent PUT of an existing stream costs what a new one does,
  * since the server cannot tell them apart without the work the quota is there to bound.
+ * A create refused after arrival (its bucket full, its initial messages over the quota)
+ * keeps its create charged, as a write keeps its bytes.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { countJsonMessages } from '../protocol/json.js';
