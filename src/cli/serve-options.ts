@@ -54,6 +54,8 @@ export interface ServeFlags {
   sseMaxBuffered: number;
   maxBody: number;
   maxAppendMessages: number;
+  bucketMaxStreams: number;
+  bucketMaxSubscriptions: number;
   minFreeDisk: number;
   maxSnapshotBytes: number;
   maxHeaderBytes: number;
@@ -80,6 +82,7 @@ export interface ServeFlags {
   authMaxTtl: number;
   authRevocationsCheck: number;
   quotaAppends: number;
+  quotaCreates: number;
   quotaBytes: number;
   quotaLive: number;
   tlsCert?: string;
@@ -133,6 +136,7 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     sseMaxBufferedBytes: flags.sseMaxBuffered,
     maxBodyBytes: flags.maxBody,
     maxAppendMessages: flags.maxAppendMessages,
+    bucketLimits: { maxStreams: flags.bucketMaxStreams, maxSubscriptions: flags.bucketMaxSubscriptions },
     minFreeDiskBytes: flags.minFreeDisk,
     maxSnapshotBytes: flags.maxSnapshotBytes,
     maxHeaderBytes: flags.maxHeaderBytes,
@@ -158,7 +162,7 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
       keysCheckMs: flags.authKeysCheck,
       maxTtlMs: flags.authMaxTtl,
       revocationsCheckMs: flags.authRevocationsCheck,
-      quotas: { appendsPerSecond: flags.quotaAppends, bytesPerSecond: flags.quotaBytes, liveConnections: flags.quotaLive },
+      quotas: { appendsPerSecond: flags.quotaAppends, createsPerSecond: flags.quotaCreates, bytesPerSecond: flags.quotaBytes, liveConnections: flags.quotaLive },
     },
     tlsCertFile: flags.tlsCert ?? null,
     tlsKeyFile: flags.tlsKey ?? null,
@@ -231,7 +235,8 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .addOption(durationOption('--auth-keys-check <duration>', 'how often the key files are checked for changes (rotation)', d.auth.keysCheckMs))
     .addOption(durationOption('--auth-max-ttl <duration>', 'refuse tokens that live longer than this (exp - iat) or have no exp', d.auth.maxTtlMs))
     .addOption(durationOption('--auth-revocations-check <duration>', 'how often revocations are re-read from the store (other nodes\' revocations apply within it)', d.auth.revocationsCheckMs))
-    .option('--quota-appends <n>', 'append requests per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
+    .option('--quota-appends <n>', 'messages written per second per token subject: an append-batch or JSON array of N costs N (0: unlimited)', parseNonNegativeInteger, 0)
+    .option('--quota-creates <n>', 'stream creates, forks and subscription creates per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--quota-bytes <n>', 'body bytes per second per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--quota-live <n>', 'long-poll and SSE readers per token subject (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM; with --tls-key)')
@@ -244,6 +249,8 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--webhook-allow-localhost', 'development only: let subscription webhooks go to localhost, over http too (off: https to public addresses only)', false)
     .addOption(durationOption('--webhook-timeout <duration>', 'longest a webhook endpoint may take to answer a delivery', d.subscriptions.deliveryTimeoutMs))
     .option('--max-webhook-deliveries <n>', 'webhook deliveries in flight at once', parsePositiveInteger, d.subscriptions.maxConcurrentDeliveries)
+    .option('--bucket-max-streams <n>', 'streams one bucket may hold (0: unlimited)', parseNonNegativeInteger, 0)
+    .option('--bucket-max-subscriptions <n>', 'subscriptions one bucket may hold (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--max-subscriptions <n>', 'subscriptions the server holds', parsePositiveInteger, d.subscriptions.limits.maxSubscriptions)
     .option('--max-subscription-streams <n>', 'streams one subscription may hold', parsePositiveInteger, d.subscriptions.limits.maxStreamsPerSubscription)
     .addOption(durationOption('--subscription-sweep <duration>', 'how often due webhook retries, expired leases and missed wakes are looked for', d.subscriptions.sweepIntervalMs))

@@ -20,6 +20,8 @@ export interface BucketInfo {
   id: string;
   streamCount: number;
   createdAt: string;
+  /** What the bucket may hold (null: no limit); given by `info()`, not by the bucket listing. */
+  limits?: { maxStreams: number | null; maxSubscriptions: number | null };
 }
 
 export interface StreamListing {

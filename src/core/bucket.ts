@@ -42,3 +42,29 @@ export function decideDeleteBucket(
   }
   return { outcome: { kind: 'deleted' }, expire };
 }
+
+/**
+ * Most streams and subscriptions one bucket may hold (0: unlimited), so one tenant's bucket
+ * cannot take the whole server: its disk, or every one of --max-subscriptions.
+ */
+export interface BucketLimits {
+  maxStreams: number;
+  maxSubscriptions: number;
+}
+
+export const NO_BUCKET_LIMITS: BucketLimits = { maxStreams: 0, maxSubscriptions: 0 };
+
+/** The refusal of a new stream or subscription in a bucket that holds `held` of them already, or null. */
+export function bucketLimitRefusal(what: 'streams' | 'subscriptions', held: number, limits: BucketLimits): ProtocolError | null {
+  if (what === 'streams') {
+    if (limits.maxStreams === 0 || held < limits.maxStreams) return null;
+    return protocolError('BUCKET_STREAM_LIMIT', `this bucket holds at most ${limits.maxStreams} streams (--bucket-max-streams); delete some first`);
+  }
+  if (limits.maxSubscriptions === 0 || held < limits.maxSubscriptions) return null;
+  return protocolError('BUCKET_SUBSCRIPTION_LIMIT', `this bucket holds at most ${limits.maxSubscriptions} subscriptions (--bucket-max-subscriptions); delete some first`);
+}
+
+/** The limits as `GET /{bucket}` shows them: null where there is none. */
+export function bucketLimitsView(limits: BucketLimits): { maxStreams: number | null; maxSubscriptions: number | null } {
+  return { maxStreams: limits.maxStreams || null, maxSubscriptions: limits.maxSubscriptions || null };
+}

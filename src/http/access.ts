@@ -13,7 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { decideAccess, readablePrefixes, V1_BUCKET, type AccessTarget, type Permission } from '../core/access.js';
 import type { Principal } from '../auth/claims.js';
-import { Quotas } from '../auth/quota.js';
+import { messagesOf, Quotas, type WrittenPayload } from '../auth/quota.js';
 import { Revocations } from './revocations.js';
 import { TokenVerifier, timeRefusal, unauthorized } from '../auth/verifier.js';
 import type { MetaStore } from '../subscriptions/meta.js';
@@ -263,17 +263,31 @@ export class AccessControl {
     return { ok: true, route, search };
   }
 
+  /** Whether writes are charged per message (a quota on appends): else callers skip counting. */
+  get chargesMessages(): boolean {
+    return this.quotas.limitsMessages;
+  }
+
+  /**
+   * Charges the messages a write stores (quota.ts messagesOf) to its token's subject, once
+   * its body is framed and before anything is written; a refusal means write nothing.
+   */
+  chargeMessages(req: IncomingMessage, payloads: readonly WrittenPayload[], nowMs: number): ProtocolError | null {
+    const subject = principalOfRequest(req)?.subject;
+    if (subject === undefined || !this.chargesMessages) return null;
+    return this.quotas.takeMessages(subject, messagesOf(payloads), nowMs);
+  }
+
   /** Charges the request to its subject's quotas, or refuses it having charged nothing. */
   private takeQuota(req: IncomingMessage, res: ServerResponse, route: Route, search: string, subject: string, nowMs: number): ProtocolError | null {
-    // A transaction is charged as one append of its whole body.
-    if (route.kind !== 'stream' && route.kind !== 'stream-ext' && route.kind !== 'transaction') return null;
     const method = req.method;
-    if (method === 'POST' || method === 'PUT') {
+    const write = arrivingWrite(route, method);
+    if (write !== null) {
       const declared = req.headers['content-length'];
       if (declared === undefined && req.headers['transfer-encoding'] !== undefined && this.quotas.limitsBytes) {
         return protocolError('LENGTH_REQUIRED', 'with a quota on bytes, a body must come with Content-Length');
       }
-      return this.quotas.takeWrite(subject, method === 'POST' ? 1 : 0, Number(declared ?? 0) || 0, nowMs);
+      return this.quotas.takeArrival(subject, { ...write, bytes: Number(declared ?? 0) || 0 }, nowMs);
     }
     // The read handler's own reading of the query: `%6Cive=sse` is a live read too.
     if (method === 'GET' && route.kind === 'stream' && asksParam(search, 'live')) {
@@ -282,6 +296,29 @@ export class AccessControl {
       res.once('close', () => this.quotas.releaseLive(subject));
     }
     return null;
+  }
+}
+
+/**
+ * Whether a request writes, and how quotas see it; null for one that does not. A POST to
+ * a stream, its append-batch or a transaction appends (its messages are charged once its
+ * body is framed: chargeMessages); a PUT of a stream creates or forks it, and a PUT of a
+ * subscription creates it. Other PUTs (attributes, snapshots, retention) are charged their
+ * bytes only.
+ */
+function arrivingWrite(route: Route, method: string | undefined): { append: boolean; create: boolean } | null {
+  if (method !== 'POST' && method !== 'PUT') return null;
+  const append = method === 'POST';
+  switch (route.kind) {
+    case 'stream':
+      return { append, create: !append };
+    case 'stream-ext':
+    case 'transaction':
+      return { append, create: false };
+    case 'subscriptions':
+      return route.target.what === 'subscription' && method === 'PUT' ? { append: false, create: true } : null;
+    default:
+      return null;
   }
 }
 

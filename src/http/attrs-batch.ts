@@ -128,6 +128,13 @@ export async function handleAppendBatch(req: IncomingMessage, res: ServerRespons
   const incarnation = incarnationOf(req);
   const requests: Array<AppendRequest | ProtocolError> = [];
   for (const frame of parsed.frames) requests.push(await frameRequest(frame, contentType, incarnation, ctx.settings.maxAppendMessages));
+  // The batch is charged whole, by the messages of its frames that would be written, or refused whole.
+  if (ctx.access.chargesMessages) {
+    const json = isJsonContentType(contentType);
+    const payloads = requests.flatMap((request) => ('code' in request ? [] : [{ json, data: request.data }]));
+    const refused = ctx.access.chargeMessages(req, payloads, ctx.now());
+    if (refused) return sendError(res, refused, extensions);
+  }
   // All frames are queued in this turn of the event loop, so they commit in one batch, in order.
   const pending = requests.map((request) => {
     if ('code' in request) return Promise.resolve({ kind: 'rejected' as const, error: request });

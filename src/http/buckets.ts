@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { protocolError } from '../protocol/errors.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
 import { listingPrefixes } from '../core/access.js';
+import { bucketLimitsView } from '../core/bucket.js';
 import { listingScope } from './access.js';
 import type { HandlerContext } from './context.js';
 import { parseQuery } from './request.js';
@@ -21,7 +22,8 @@ export async function handleBucket(req: IncomingMessage, res: ServerResponse, ct
     case 'HEAD': {
       const info = await ctx.store.getBucket(bucket);
       if (!info) return sendError(res, protocolError('BUCKET_NOT_FOUND', 'bucket not found'));
-      return sendJson(res, 200, { id: info.id, streamCount: info.streamCount, createdAt: new Date(info.createdAtMs).toISOString() });
+      const limits = bucketLimitsView(ctx.settings.bucketLimits);
+      return sendJson(res, 200, { id: info.id, streamCount: info.streamCount, createdAt: new Date(info.createdAtMs).toISOString(), limits });
     }
     case 'DELETE': {
       const outcome = await ctx.store.run('deleteBucket', { id: bucket });

@@ -3,6 +3,7 @@ import type { LiveHub } from '../live/hub.js';
 import type { RecordMarks } from '../live/records.js';
 import type { AccessControl } from './access.js';
 import type { BrowserPolicy } from './browsers.js';
+import type { CreateGate } from './bucket-limits.js';
 import type { LiveReaders } from '../ops/live-readers.js';
 import type { RillMetrics } from '../ops/metrics.js';
 import type { Store } from '../storage/store.js';
@@ -27,4 +28,6 @@ export interface HandlerContext {
   subscriptions: SubscriptionService;
   /** Places whose record ordinal reads have found (live/records.ts). */
   recordMarks: RecordMarks;
+  /** Creates of one bucket, one at a time while a bucket limit is set (bucket-limits.ts). */
+  creates: CreateGate;
 }

@@ -42,6 +42,7 @@ import { handleTransaction } from './transaction.js';
 import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.js';
 import { presetAddressExtensions, presetTransactionExtensions } from './stream-headers.js';
 import { handleSubscriptions } from './subscriptions.js';
+import { CreateGate } from './bucket-limits.js';
 import { nodeNameOf, SubscriptionService } from '../subscriptions/service.js';
 
 export interface RillServer {
@@ -385,7 +386,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const { metrics, requests, metricsListener } = ops;
   let baseUrl = '';
   const subscriptions = new SubscriptionService(store, { ...settings.subscriptions, observer: metrics, nowMs: now, log, baseUrl: () => baseUrl });
-  const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, readiness: ops.readiness, now, access, browsers, subscriptions, recordMarks: new RecordMarks() };
+  const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, readiness: ops.readiness, now, access, browsers, subscriptions, recordMarks: new RecordMarks(), creates: new CreateGate() };
   const servedOverTls = settings.tlsCertFile !== null;
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     guard.requestArrived(req.socket);

@@ -20,6 +20,7 @@ import { mayManageBucket } from './access.js';
 import type { HandlerContext } from './context.js';
 import { header, parseQuery, readBody } from './request.js';
 import { send, sendJson } from './response.js';
+import { createWithinSubscriptionLimit } from './bucket-limits.js';
 import type { Route } from './router.js';
 
 type SubscriptionRoute = Extract<Route, { kind: 'subscriptions' }>;
@@ -154,7 +155,8 @@ async function putSubscription(req: IncomingMessage, res: ServerResponse, ctx: H
     generation: 0,
     wake: null,
   };
-  const outcome = await ctx.store.run('createSubscription', { candidate, limits });
+  const outcome = await createWithinSubscriptionLimit(ctx, route.scope, candidate.key, () => ctx.store.run('createSubscription', { candidate, limits }));
+  if ('code' in outcome) return sendSubscriptionError(res, outcome);
   if (outcome.kind === 'rejected') return sendSubscriptionError(res, outcome.error);
   if (outcome.kind === 'created') await ctx.subscriptions.indexSubscription(outcome.subscription);
   const headers: Record<string, string> = outcome.kind === 'created' ? { location: `${route.rootPath}/__ds/subscriptions/${encodeURIComponent(id)}` } : {};

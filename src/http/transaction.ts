@@ -54,6 +54,11 @@ export async function handleTransaction(req: IncomingMessage, res: ServerRespons
     if ('code' in prepared) return refuse(res, { error: prepared, operation: index });
     operations.push(prepared);
   }
+  if (ctx.access.chargesMessages) {
+    const payloads = operations.map(({ request }) => ({ json: isJsonContentType(request.contentType ?? ''), data: request.data }));
+    const refused = ctx.access.chargeMessages(req, payloads, ctx.now());
+    if (refused) return refuse(res, { error: refused, operation: null });
+  }
   const outcome = await ctx.store.run('appendTransaction', { operations });
   if (outcome.kind === 'rejected') return refuse(res, outcome);
   const acks = outcome.operations.map((committed, index) => ackOf(parsed.operations[index]!, committed));

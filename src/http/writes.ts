@@ -26,6 +26,7 @@ import {
 import { parseAttrsText } from './attrs-batch.js';
 import type { HandlerContext } from './context.js';
 import { readableOrMissing } from './access.js';
+import { createWithinStreamLimit } from './bucket-limits.js';
 import { frameJson, header, readBody, incarnationOf, type BodyResult } from './request.js';
 import { errorHeaders, send, sendError, type HeaderMap } from './response.js';
 import { resolveStreamReference, type StreamAddress } from './router.js';
@@ -157,7 +158,13 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
     const framingType = contentType ?? (fork ? ((await ctx.store.getStream(fork.sourceName))?.config.contentType ?? null) : null);
     const framed = frame(body, framingType, true, ctx.settings.maxAppendMessages);
     request.data = framed instanceof Buffer ? framed : await framed;
-    const outcome = await ctx.store.run('createStream', request);
+    const outcome = await createWithinStreamLimit(ctx, address, () => {
+      // A create's initial messages are written like an append's, and charged the same once
+      // the bucket has room (its create was charged on arrival).
+      if (ctx.access.chargesMessages && request.data.length > 0) chargeOrRefuse(req, ctx, framingType, request.data);
+      return ctx.store.run('createStream', request);
+    });
+    if ('code' in outcome) return sendError(res, outcome);
     if (outcome.kind === 'rejected') return sendError(res, outcome.error, extensionsOf(address, outcome.records));
     const headers = Object.assign(describeStream(outcome.stream), extensionHeaders(address, outcome.stream));
     if (outcome.kind === 'created') headers['location'] = absoluteUrl(req, ctx, address.path);
@@ -218,10 +225,18 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
     const request = appendRequest(req, body, close, streamSeq, producer);
     const framed = frame(body, request.contentType, false, ctx.settings.maxAppendMessages);
     request.data = framed instanceof Buffer ? framed : await framed;
+    if (ctx.access.chargesMessages) chargeOrRefuse(req, ctx, request.contentType, request.data);
     renderAppend(res, address, await ctx.store.run('append', { name: address.key, request }));
   } catch (error) {
     answerRequestError(res, error);
   }
+}
+
+/** Charges a write's messages to its token's quota, or throws the refusal (nothing written). */
+function chargeOrRefuse(req: IncomingMessage, ctx: HandlerContext, contentType: string | null, data: Buffer): void {
+  const json = contentType !== null && isJsonContentType(contentType);
+  const refused = ctx.access.chargeMessages(req, [{ json, data }], ctx.now());
+  if (refused) throw new RequestError(refused);
 }
 
 function appendRequest(req: IncomingMessage, body: Buffer, close: boolean, streamSeq: string | null, producer: ProducerHeaders | null): AppendRequest {

@@ -108,7 +108,12 @@ export const ERROR_STATUS = {
   OFFSET_BEYOND_TAIL: 416,
   PRODUCER_LIMIT: 429,
   RATE_LIMITED: 429,
+  // 429: one request writing more messages than its token's whole --quota-appends (never fits).
+  REQUEST_OVER_QUOTA: 429,
   SUBSCRIPTION_LIMIT: 429,
+  // 429: a bucket at its --bucket-max-streams or --bucket-max-subscriptions.
+  BUCKET_STREAM_LIMIT: 429,
+  BUCKET_SUBSCRIPTION_LIMIT: 429,
   REVOCATION_LIMIT: 429,
   HEADERS_TOO_LARGE: 431,
   // 5xx

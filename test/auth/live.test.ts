@@ -11,7 +11,7 @@ import { RillClient } from '../../src/client/index.js';
 import { call } from '../http/client.js';
 import { bearer, useAuthServer } from './setup.js';
 
-const env = useAuthServer({ auth: { quotas: { appendsPerSecond: 5, bytesPerSecond: 1000, liveConnections: 2 } } });
+const env = useAuthServer({ auth: { quotas: { appendsPerSecond: 5, createsPerSecond: 0, bytesPerSecond: 1000, liveConnections: 2 } } });
 const TEXT = { 'content-type': 'text/plain' };
 const BUCKET = 'live';
 let admin: string;

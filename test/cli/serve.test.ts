@@ -95,6 +95,13 @@ describe('rill serve', () => {
     expect((await serveSettingsOf(['--sse-lifetime', '1s'], {})).settings.sseLifetimeMs).toBe(1000);
   });
 
+  it('passes --quota-creates and the bucket limits to the settings, from flags or the environment, 0 (none) by default', async () => {
+    const defaults = (await serveSettingsOf([], {})).settings;
+    expect([defaults.auth?.quotas.createsPerSecond, defaults.bucketLimits]).toEqual([0, { maxStreams: 0, maxSubscriptions: 0 }]);
+    const set = (await serveSettingsOf(['--quota-creates', '5', '--bucket-max-streams', '100'], { RILL_BUCKET_MAX_SUBSCRIPTIONS: '7' })).settings;
+    expect([set.auth?.quotas.createsPerSecond, set.bucketLimits]).toEqual([5, { maxStreams: 100, maxSubscriptions: 7 }]);
+  });
+
   it('takes sizes with units and logs "stopped" after SIGTERM', async () => {
     const server = await startServer({ process: true, store: 'memory', args: ['--max-body', '1KiB'], env: { RILL_LOG_LEVEL: 'info' } });
     try {
