@@ -6,13 +6,13 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signToken } from '../../src/auth/sign.js';
 import { RillClient } from '../../src/client/index.js';
+import { launchChromium } from '../helpers/chromium.js';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 
-const CHROMIUM = process.env.RILL_CHROMIUM ?? '/usr/bin/chromium';
 const SECRET = new TextEncoder().encode('console-test-secret-of-at-least-32-bytes');
 
 let server: ServerProcess;
@@ -26,10 +26,7 @@ beforeAll(async () => {
   writeFileSync(join(keyDir, 'secret'), SECRET, { mode: 0o600 });
   [server, browser] = await Promise.all([
     startServer({ process: true, args: ['--auth-secret-file', join(keyDir, 'secret')] }),
-    chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-    }),
+    launchChromium(),
   ]);
   const admin = new RillClient({ url: server.url, token: await token('*', ['admin']) });
   await admin.bucket('team').create();

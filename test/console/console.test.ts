@@ -7,12 +7,12 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { RillClient } from '../../src/client/index.js';
+import { launchChromium } from '../helpers/chromium.js';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 
-const CHROMIUM = process.env.RILL_CHROMIUM ?? '/usr/bin/chromium';
 const SHOTS = mkdtempSync(join(tmpdir(), 'rill-console-screenshots-'));
 
 let server: ServerProcess;
@@ -33,10 +33,7 @@ beforeAll(async () => {
   console.log(`console screenshots: ${SHOTS}`);
   [server, browser] = await Promise.all([
     startServer({ process: true }),
-    chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-    }),
+    launchChromium(),
   ]);
   api = new RillClient({ url: server.url });
 });

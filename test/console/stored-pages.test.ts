@@ -9,15 +9,15 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chromium, type Browser, type Download, type Page } from 'playwright-core';
+import { type Browser, type Download, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { signToken } from '../../src/auth/sign.js';
 import { RillClient } from '../../src/client/index.js';
 import { extensionUrl } from '../../src/protocol/extensions.js';
+import { launchChromium } from '../helpers/chromium.js';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import { until } from '../helpers/waits.js';
 
-const CHROMIUM = process.env.RILL_CHROMIUM ?? '/usr/bin/chromium';
 const SECRET = new TextEncoder().encode('stored-pages-test-secret-of-32-bytes-or-more');
 /** The console's session-storage key (console/src/api.ts). */
 const TOKEN_KEY = 'rill.console.token';
@@ -43,10 +43,7 @@ beforeAll(async () => {
   writeFileSync(join(keyDir, 'secret'), SECRET, { mode: 0o600 });
   [server, browser] = await Promise.all([
     startServer({ process: true, args: ['--auth-secret-file', join(keyDir, 'secret')] }),
-    chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run'],
-    }),
+    launchChromium(),
   ]);
   [admin, reader] = await Promise.all([token(['admin']), token(['read'])]);
   const api = new RillClient({ url: server.url, token: admin });
