@@ -680,7 +680,7 @@ function bucketTests(ctx: Ctx): void {
       await ctx.store.run('deleteStream', { name: bucketStreamKey('tot', 'gone'), incarnation: null });
       // x holds 20 bytes, the source 5, the fork its 5 inherited and 2 of its own.
       expect(await ctx.store.totals()).toEqual({ buckets: 1, streams: 3, producers: 0 });
-      expect(await ctx.store.heldBytes()).toBe(20 + 5 + 7);
+      expect((await ctx.store.heldTotals()).bytes).toBe(20 + 5 + 7);
       const keys = [x, src, fork].sort(byBytes);
       expect(await ctx.store.streamKeys(null, 10)).toEqual(keys);
       expect(await ctx.store.streamKeys(null, 2)).toEqual(keys.slice(0, 2));
@@ -689,7 +689,7 @@ function bucketTests(ctx: Ctx): void {
       // A deleted source the fork still reads is kept, but no longer counted or listed.
       await ctx.store.run('deleteStream', { name: src, incarnation: null });
       expect(await ctx.store.totals()).toMatchObject({ streams: 2 });
-      expect(await ctx.store.heldBytes()).toBe(20 + 7);
+      expect((await ctx.store.heldTotals()).bytes).toBe(20 + 7);
       expect(await ctx.store.streamKeys(null, 10)).toEqual([x, fork].sort(byBytes));
     });
 
