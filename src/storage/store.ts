@@ -164,8 +164,6 @@ export interface Store extends SubscriptionReads {
    * per stream: not for /metrics.
    */
   heldTotals(): Promise<HeldTotals>;
-  /** Keys of the streams `totals` counts (not deleted), in key order after `after`. */
-  streamKeys(after: string | null, limit: number): Promise<string[]>;
   /** Producer records the stream holds. */
   countProducers(stream: StreamState): Promise<number>;
   /** Stream-cache hits and misses since the store opened, for engines that keep one. */

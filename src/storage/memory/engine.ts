@@ -280,11 +280,6 @@ export class MemoryStore extends BatchedStore {
     return { bytes, messages };
   }
 
-  async streamKeys(after: string | null, limit: number): Promise<string[]> {
-    const keys = [...this.streams.values()].filter((s) => !s.deleted && (after === null || compareBytewise(s.name, after) > 0)).map((s) => s.name);
-    return keys.sort(compareBytewise).slice(0, limit);
-  }
-
   async countProducers(stream: StreamState): Promise<number> {
     return this.data.get(stream.id)?.producers.size ?? 0;
   }

@@ -288,11 +288,6 @@ export class PostgresStore extends BatchedStore {
     return rows[0]!;
   }
 
-  async streamKeys(after: string | null, limit: number): Promise<string[]> {
-    const { rows } = await this.query<{ name: string }>('SELECT name FROM streams WHERE deleted = 0 AND name > $1 ORDER BY name LIMIT $2', [after ?? '', limit]);
-    return rows.map((r) => r.name);
-  }
-
   async countProducers(stream: StreamState): Promise<number> {
     const { rows } = await this.query<{ n: number }>('SELECT count(*)::bigint AS n FROM producers WHERE stream_id = $1', [stream.id]);
     return rows[0]!.n;

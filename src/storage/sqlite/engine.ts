@@ -433,11 +433,6 @@ export class SqliteStore extends BatchedStore {
     }
   }
 
-  async streamKeys(after: string | null, limit: number): Promise<string[]> {
-    const seen = this.durability.lastCommit();
-    return this.answerWhenDurable(seen, this.sql.streamKeysAfter.all(after ?? '', limit));
-  }
-
   async countProducers(stream: StreamState): Promise<number> {
     this.inOwnTransaction(() => this.heldWrites.writeStreamProducers(stream.id));
     const seen = this.durability.lastCommit();

@@ -63,7 +63,6 @@ export interface Statements {
   clearRecent: Database.Statement;
   lastChunkEnd: Database.Statement<[number], { end: number }>;
   heldPage: Database.Statement<[number, number], HeldRow>;
-  streamKeysAfter: Database.Statement<[string, number], string>;
   chunkContaining: Database.Statement<[number, number], StoredChunkRow>;
   chunkRowsFrom: Database.Statement<{ stream: number; from: number; before: number }, StoredChunkRow>;
   producer: Database.Statement<[number, string], ProducerValues>;
@@ -135,7 +134,6 @@ export function prepareStatements(db: Database.Database): Statements {
       `SELECT id, tail, earliest_offset, record_first, record_next, (SELECT start + length(data) FROM chunks WHERE stream_id = s.id ORDER BY start DESC LIMIT 1) AS indexed_end
          FROM streams s WHERE deleted = 0 AND id > ? ORDER BY id LIMIT ?`,
     ),
-    streamKeysAfter: db.prepare<[string, number], string>(`SELECT name FROM streams WHERE deleted = 0 AND name > ? ORDER BY name LIMIT ?`).pluck(),
     chunkContaining: db.prepare<[number, number], StoredChunkRow>(
       `SELECT start, data, bounds FROM chunks WHERE stream_id = ? AND start <= ? ORDER BY start DESC LIMIT 1`,
     ),

@@ -238,9 +238,6 @@ export class ThreadStore implements Store {
   heldTotals(): Promise<HeldTotals> {
     return this.read('heldTotals');
   }
-  streamKeys(after: string | null, limit: number): Promise<string[]> {
-    return this.read('streamKeys', after, limit);
-  }
   countProducers(stream: StreamState): Promise<number> {
     return this.read('countProducers', stream);
   }
