@@ -44,7 +44,7 @@ export function countMessagesIn(stream: Pick<StreamState, 'config'>, pieces: Ite
 
 /**
  * Messages a stream holds from its earliest offset to its tail, with no read: F and N
- * count messages on every stream (see recordsOfWrite's note on other streams).
+ * count messages on every stream (see messageNextAfterWrite on streams without records).
  */
 export function messagesHeld(stream: Pick<StreamState, 'recordFirst' | 'recordNext'>): number {
   return stream.recordNext - stream.recordFirst;
