@@ -32,7 +32,7 @@ async function stats(path: string | undefined, _flags: unknown, command: Command
   const rows = Object.entries(figures).flatMap(([key, value]) =>
     typeof value === 'object' && value !== null ? Object.entries(value).map(([k, v]) => [`${key}.${k}`, v]) : [[key, value]],
   );
-  await out(rows.map(([key, value]) => `${String(key)}: ${value === null ? '(not counted)' : String(value)}\n`).join(''));
+  await out(rows.map(([key, value]) => `${String(key)}: ${String(value)}\n`).join(''));
 }
 
 /** The SQLite engine's tools, loaded when a command needs them: the client commands start without the native module. */

@@ -43,8 +43,8 @@ export interface ServerStats {
   producers: number;
   /** Bytes held by every stream (a fork's inherited history counted in the fork too). */
   bytes: number;
-  /** Messages held; null when the server holds too much to count on request. */
-  messages: number | null;
+  /** Messages held: lines of JSON streams, appends of others (kept as they are written, never counted on request). */
+  messages: number;
   liveReaders: { sse: number; longPoll: number };
 }
 
@@ -54,8 +54,8 @@ export interface StreamStats {
   earliestOffset: number;
   /** Bytes held, from the earliest offset to the tail. */
   bytes: number;
-  /** Messages held; null when the stream is too large to count on request. */
-  messages: number | null;
+  /** Messages held: lines of a JSON stream, appends of another (kept as they are written, never counted on request). */
+  messages: number;
   producers: number;
   /** Live readers waiting on the stream now. */
   liveReaders: number;

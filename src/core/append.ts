@@ -9,7 +9,7 @@
  */
 import { contentTypesMatch } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
-import { hasRecords, recordMatchError, recordsOfWrite } from './records.js';
+import { hasRecords, messageNextAfterWrite, recordMatchError, recordsOfWrite } from './records.js';
 import { absenceError, accessAfter, copyState, incarnationError, touched } from './stream.js';
 import {
   floorAfterNewProducer,
@@ -184,7 +184,7 @@ function applyWrite(stream: StreamState, request: AppendRequest, nowMs: number) 
   const records = recordsOfWrite(stream, request.data);
   const receipt: Receipt = { start, next: nextTail, closed: request.close, records };
   const next = copyState(stream);
-  if (records !== null) next.recordNext = records.next;
+  next.recordNext = messageNextAfterWrite(stream, request.data);
   next.lastAccessMs = accessAfter(stream, nowMs);
   next.tail = nextTail;
   next.closed = stream.closed || request.close;

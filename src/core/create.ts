@@ -49,8 +49,8 @@ export interface CreateInput {
   /** The source's append containing the fork offset (null at the tail or when empty). */
   forkAnchor: ChunkView | null;
   /**
-   * The source's record ordinal at the fork offset, when the source numbers records and
-   * the offset lies in its retained range: a fork keeps the source's ordinals up to there.
+   * The source's message ordinal at the fork offset (core/records.ts), when the offset
+   * lies in its retained range: a fork keeps the source's ordinals up to there.
    */
   forkRecord: number | null;
   /** Id and incarnation token for a new stream, chosen by the engine. */
@@ -196,20 +196,21 @@ function planNewStream(input: CreateInput): Planned {
 }
 
 /**
- * A new stream's record ordinals: from 0, or, for a fork, the source's up to the fork
- * point (its first retained record is the source's, as its earliest offset is) and its
- * own after it.
+ * A new stream's message ordinals (records, or appends on a stream without records):
+ * from 0, or, for a fork, the source's up to the fork point (its first retained one is
+ * the source's, as its earliest offset is) and its own after it. A fork's count thus
+ * covers what it reads of its source, as a read of it from its earliest offset would.
  */
 function recordsOfNewStream(input: CreateInput, contentType: string, chunks: ReadonlyArray<{ data: Buffer }>): { first: number; next: number } {
-  if (!isJsonContentType(contentType)) return { first: 0, next: 0 };
+  const json = isJsonContentType(contentType);
   let first = 0;
   let next = 0;
   if (input.request.fork) {
-    if (input.forkRecord === null) throw new Error('invariant: a fork of a JSON stream needs the source\'s ordinal at the fork offset');
+    if (input.forkRecord === null) throw new Error('invariant: a fork needs the source\'s ordinal at the fork offset');
     first = input.forkSource!.recordFirst;
     next = input.forkRecord;
   }
-  for (const chunk of chunks) next += countRecords(chunk.data);
+  for (const chunk of chunks) next += json ? countRecords(chunk.data) : 1;
   return { first, next };
 }
 

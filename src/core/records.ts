@@ -9,6 +9,10 @@
  *
  * No index maps ordinals to offsets: a record read finds O(r) by counting newlines from
  * the nearest place whose ordinal is known (docs/decisions.md, "Record coordinates").
+ *
+ * Other streams keep F and N too, numbering appends instead of JSON messages, and never
+ * answer them: they are what `{stream}/stats` counts as messages (N - F), kept as the
+ * stream is written so that stats reads no stream body.
  */
 import { isJsonContentType } from '../protocol/content-type.js';
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
@@ -27,6 +31,25 @@ export function countRecords(data: Uint8Array): number {
   return data.length === 0 ? 0 : countJsonMessages(data);
 }
 
+/**
+ * Messages in a run of stored pieces (whole appends, the first perhaps cut at its
+ * start): records on a JSON stream, appends on any other.
+ */
+export function countMessagesIn(stream: Pick<StreamState, 'config'>, pieces: Iterable<{ data: Uint8Array }>): number {
+  if (hasRecords(stream)) return countRecordsIn(pieces);
+  let appends = 0;
+  for (const piece of pieces) if (piece.data.length > 0) appends++;
+  return appends;
+}
+
+/**
+ * Messages a stream holds from its earliest offset to its tail, with no read: F and N
+ * count messages on every stream (see messageNextAfterWrite on streams without records).
+ */
+export function messagesHeld(stream: Pick<StreamState, 'recordFirst' | 'recordNext'>): number {
+  return stream.recordNext - stream.recordFirst;
+}
+
 /** Records in a run of stored pieces of a JSON stream. */
 export function countRecordsIn(pieces: Iterable<{ data: Uint8Array }>): number {
   let records = 0;
@@ -38,6 +61,16 @@ export function countRecordsIn(pieces: Iterable<{ data: Uint8Array }>): number {
 export function recordsOfWrite(stream: StreamState, data: Uint8Array): RecordRange | null {
   if (!hasRecords(stream)) return null;
   return { start: stream.recordNext, next: stream.recordNext + countRecords(data) };
+}
+
+/**
+ * N after a write of `data`. On a stream without records F and N still count, never
+ * answered: they number its appends (one message each, an empty one none), so that stats
+ * reads its message count from the state (messagesHeld) instead of its bytes.
+ */
+export function messageNextAfterWrite(stream: StreamState, data: Uint8Array): number {
+  if (hasRecords(stream)) return stream.recordNext + countRecords(data);
+  return data.length > 0 ? stream.recordNext + 1 : stream.recordNext;
 }
 
 /**
@@ -81,6 +114,17 @@ export function recordCountAt(stream: StreamState, position: number): RecordCoun
 
 export function recordFromCount(count: RecordCount, newlines: number): number {
   return count.base + count.sign * newlines;
+}
+
+/**
+ * The ordinal at `position` of a stream without records (its appends numbered, see
+ * messageNextAfterWrite), from the pieces of `[count.from, count.to)` (countMessagesIn).
+ * Counted back from the tail, a first piece that is the end of an append starting
+ * before `position` (a fork offset inside an append) belongs below it: not counted.
+ */
+export function appendOrdinalFromCount(count: RecordCount, pieces: number, positionStartsAppend: boolean): number {
+  if (count.sign === 1 || positionStartsAppend || pieces === 0) return recordFromCount(count, pieces);
+  return recordFromCount(count, pieces - 1);
 }
 
 /** Where a record-aware read starts: `record=<n>`, `record=now` or `tail_records=<k>`. */

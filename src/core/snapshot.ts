@@ -9,7 +9,6 @@ import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { splitStoredJson } from '../protocol/json.js';
 import { isMessageBoundary } from './boundary.js';
 import type { ChunkView } from './create.js';
-import { hasRecords } from './records.js';
 import { absenceError, copyState, incarnationError, touched } from './stream.js';
 import type { SnapshotMeta, StreamState } from './types.js';
 
@@ -93,9 +92,9 @@ export type RetentionOutcome =
 /**
  * Retention trims history before a published snapshot: aligned to a message, never
  * backward, never past the visible snapshot (so bootstrap can always rebuild what it
- * trimmed). On a stream with records, `recordAtOffset` is the ordinal of the message at
- * the new earliest offset, its first retained record from then on (read by the engine,
- * core/records.ts); surviving records keep their ordinals.
+ * trimmed). `recordAtOffset` is the ordinal of the message at the new earliest offset
+ * (a record, or an append on a stream without records), its first retained one from then
+ * on (read by the engine, core/records.ts); surviving messages keep their ordinals.
  */
 export function decideRetention(
   stream: StreamState | undefined,
@@ -119,10 +118,10 @@ export function decideRetention(
   if (aligned) return { kind: 'rejected', error: aligned };
   const next = copyState(touched(s, nowMs));
   next.earliestOffset = request.offset;
-  if (hasRecords(s)) {
-    if (recordAtOffset === null) throw new Error('invariant: retention of a JSON stream needs the ordinal at its new earliest offset');
-    next.recordFirst = recordAtOffset;
-  }
+  // Every stream numbers its messages (core/records.ts), so every trim moves F: what
+  // stats counts (N - F) stays the messages retained.
+  if (recordAtOffset === null) throw new Error('invariant: retention needs the ordinal at the new earliest offset');
+  next.recordFirst = recordAtOffset;
   return { kind: 'retained', stream: next, changed: true };
 }
 

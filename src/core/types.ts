@@ -53,7 +53,8 @@ export interface StreamState {
   snapshot: SnapshotMeta | null;
   /**
    * JSON record coordinates (core/records.ts): the ordinal of the first retained message
-   * (F) and the ordinal the next message will get (N). Always 0 on other streams.
+   * (F) and the ordinal the next message will get (N). Other streams number their
+   * appends the same way, answered only as stats' message count (N - F).
    */
   recordFirst: number;
   recordNext: number;

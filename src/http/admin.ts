@@ -6,10 +6,8 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { absenceError } from '../core/stream.js';
-import type { StreamState } from '../core/types.js';
-import { isJsonContentType } from '../protocol/content-type.js';
+import { messagesHeld } from '../core/records.js';
 import { protocolError } from '../protocol/errors.js';
-import { countJsonMessages } from '../protocol/json.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
 import type { RillMetrics } from '../ops/metrics.js';
 import type { StorageObserver, Store } from '../storage/store.js';
@@ -21,14 +19,6 @@ import type { AdminRoute, StreamAddress } from './router.js';
 import { extensionHeaders } from './stream-headers.js';
 
 const DEFAULT_BUCKET_LIMIT = 100;
-/**
- * `/stats` and `{stream}/stats` count messages by reading what is held; past this many
- * bytes they do not (messages: null). Nor does `/stats` past MAX_COUNTED_STREAMS streams.
- */
-export const MAX_COUNTED_BYTES = 256 * 1024 * 1024;
-export const MAX_COUNTED_STREAMS = 10_000;
-const KEY_PAGE = 1000;
-const COUNT_PAGE_BYTES = 4 * 1024 * 1024;
 
 /** Why the server is not ready, or null when it is. */
 export interface ReadinessSources {
@@ -54,10 +44,10 @@ export async function handleAdmin(req: IncomingMessage, res: ServerResponse, ctx
       if (ctx.metrics === null || ctx.settings.metricsPort !== null) return sendError(res, protocolError('NOT_FOUND', 'no such route'));
       return sendMetrics(res, ctx.metrics);
     case 'stats': {
-      const [totals, bytes] = await Promise.all([ctx.store.totals(), ctx.store.heldBytes()]);
-      const countable = bytes <= MAX_COUNTED_BYTES && totals.streams <= MAX_COUNTED_STREAMS;
-      const messages = countable ? await countAllMessages(ctx.store) : null;
-      return sendJson(res, 200, { ...totals, bytes, messages, liveReaders: { sse: ctx.live.held.sse, longPoll: ctx.live.held.long_poll } });
+      // Messages are summed from the stream states, never read from their bodies: a count
+      // that reads what it counts let a few stats calls hold appends for seconds.
+      const [totals, held] = await Promise.all([ctx.store.totals(), ctx.store.heldTotals()]);
+      return sendJson(res, 200, { ...totals, bytes: held.bytes, messages: held.messages, liveReaders: { sse: ctx.live.held.sse, longPoll: ctx.live.held.long_poll } });
     }
   }
 }
@@ -116,7 +106,11 @@ async function sendMetrics(res: ServerResponse, metrics: RillMetrics): Promise<v
   send(res, 200, { 'content-type': metrics.contentType, 'cache-control': 'no-store' }, await metrics.render());
 }
 
-/** `GET {stream}/stats`: bytes held, messages, producer records, live readers waiting. */
+/**
+ * `GET {stream}/stats`: bytes held, messages, producer records, live readers waiting.
+ * Messages (lines of a JSON stream, appends of any other) come from the stream state
+ * (core/records.ts, messagesHeld): stats reads no stream body, however large.
+ */
 export async function handleStreamStats(res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
   const stream = await ctx.store.getStream(address.key);
   const absent = absenceError(stream, ctx.now());
@@ -127,43 +121,12 @@ export async function handleStreamStats(res: ServerResponse, ctx: HandlerContext
     tail: s.tail,
     earliestOffset: s.earliestOffset,
     bytes,
-    messages: bytes > MAX_COUNTED_BYTES ? null : await countMessages(ctx.store, s),
+    messages: messagesHeld(s),
     producers: await ctx.store.countProducers(s),
     liveReaders: ctx.hub.waitingOn(address.key),
     closed: s.closed,
   };
   sendJson(res, 200, body, extensionHeaders(address, s));
-}
-
-/** Messages from the earliest offset to the tail: lines of a JSON stream, appends of any other. */
-async function countMessages(store: Store, stream: StreamState): Promise<number> {
-  const json = isJsonContentType(stream.config.contentType);
-  let messages = 0;
-  for (let from = stream.earliestOffset; from < stream.tail; ) {
-    const chunks = await store.readChunks(stream, from, COUNT_PAGE_BYTES);
-    if (chunks.length === 0) break;
-    for (const chunk of chunks) {
-      if (json) messages += countJsonMessages(chunk.data);
-      else if (chunk.start >= from) messages++;
-    }
-    const last = chunks[chunks.length - 1]!;
-    from = Math.max(from + 1, last.start + last.data.length);
-  }
-  return messages;
-}
-
-/** Messages of every stream `totals` counts; a stream deleted meanwhile counts none. */
-async function countAllMessages(store: Store): Promise<number> {
-  let messages = 0;
-  for (let after: string | null = null; ; ) {
-    const keys = await store.streamKeys(after, KEY_PAGE);
-    for (const key of keys) {
-      const stream = await store.getStream(key);
-      if (stream && !stream.deleted) messages += await countMessages(store, stream);
-    }
-    if (keys.length < KEY_PAGE) return messages;
-    after = keys[keys.length - 1]!;
-  }
 }
 
 /** `/metrics` on its own address (`--metrics-port`), so that the main one need not expose it. */

@@ -30,6 +30,7 @@ import type {
   Store,
   StoreCommands,
   StoreOptions,
+  HeldTotals,
   StoreTotals,
   StreamListing,
 } from './store.js';
@@ -139,8 +140,7 @@ export abstract class BatchedStore implements Store {
   abstract listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing>;
   abstract listBuckets(after: string | null, limit: number): Promise<BucketListing>;
   abstract totals(): Promise<StoreTotals>;
-  abstract heldBytes(): Promise<number>;
-  abstract streamKeys(after: string | null, limit: number): Promise<string[]>;
+  abstract heldTotals(): Promise<HeldTotals>;
   abstract countProducers(stream: StreamState): Promise<number>;
   abstract getSubscription(key: string): Promise<SubscriptionState | undefined>;
   abstract listSubscriptions(scope: string | null, afterKey: string | null, limit: number): Promise<SubscriptionState[]>;

@@ -16,7 +16,7 @@ import {
 import { decideCreateBucket, decideDeleteBucket, type BucketState } from '../core/bucket.js';
 import { decideCreate, type ChunkView } from '../core/create.js';
 import { forgetCutoffMs } from '../core/producer.js';
-import { countRecordsIn, hasRecords, recordCountAt, recordFromCount } from '../core/records.js';
+import { appendOrdinalFromCount, countMessagesIn, hasRecords, recordCountAt, recordFromCount } from '../core/records.js';
 import { decideDelete, decideExpire, decideRelease, touched } from '../core/stream.js';
 import { decideTransaction, refusalAt, type CommittedOperation } from '../core/transaction.js';
 import type { AppendChanges, ProducerRecord, ProducerSettings, ProducerView, StreamState } from '../core/types.js';
@@ -305,15 +305,16 @@ export class Executor {
   }
 
   /**
-   * The record ordinal of the message boundary `position`, counted over the stored bytes
-   * as core/records.ts says; null when the stream has no records or the position lies
-   * outside its retained range (the decision then refuses the request).
+   * The message ordinal at `position`, counted over the stored bytes as core/records.ts
+   * says (records, or appends on a stream without records); null when the position lies
+   * outside the retained range (the decision then refuses the request).
    */
   private recordAt(stream: StreamState, position: number): number | null {
-    if (!hasRecords(stream) || position < stream.earliestOffset || position > stream.tail) return null;
+    if (position < stream.earliestOffset || position > stream.tail) return null;
     const count = recordCountAt(stream, position);
-    const newlines = count.from < count.to ? countRecordsIn(this.txn.chunksBetween(stream, count.from, count.to)) : 0;
-    return recordFromCount(count, newlines);
+    const messages = count.from < count.to ? countMessagesIn(stream, this.txn.chunksBetween(stream, count.from, count.to)) : 0;
+    if (hasRecords(stream)) return recordFromCount(count, messages);
+    return appendOrdinalFromCount(count, messages, count.sign === 1 || this.txn.chunkAt(stream, position)?.start === position);
   }
 
   private anchorFor(stream: StreamState | undefined, position: number): ChunkView | null {

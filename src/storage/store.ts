@@ -53,6 +53,12 @@ export interface BucketListing {
 }
 
 /** What the store holds, for metrics and `rill stats`. */
+/** What the streams `totals` counts hold (Store.heldTotals). */
+export interface HeldTotals {
+  bytes: number;
+  messages: number;
+}
+
 export interface StoreTotals {
   buckets: number;
   /** Streams not deleted (those past their expiry but not yet collected included). */
@@ -152,12 +158,12 @@ export interface Store extends SubscriptionReads {
   /** Cheap: /metrics reads these on every scrape. */
   totals(): Promise<StoreTotals>;
   /**
-   * Bytes the streams `totals` counts hold, each from its earliest offset to its tail (a
-   * fork's inherited history included). May cost a look-up per stream: not for /metrics.
+   * Bytes and messages the streams `totals` counts hold, each from its earliest offset to
+   * its tail (a fork's inherited history included). Messages are summed from the stream
+   * states (core/records.ts, messagesHeld), never from their bodies. May cost a look-up
+   * per stream: not for /metrics.
    */
-  heldBytes(): Promise<number>;
-  /** Keys of the streams `totals` counts (not deleted), in key order after `after`. */
-  streamKeys(after: string | null, limit: number): Promise<string[]>;
+  heldTotals(): Promise<HeldTotals>;
   /** Producer records the stream holds. */
   countProducers(stream: StreamState): Promise<number>;
   /** Stream-cache hits and misses since the store opened, for engines that keep one. */

@@ -3,12 +3,17 @@
  * forward and backward across any split of the bytes into windows finds the same
  * boundary as counting over the whole, the ordinal at a boundary is the same counted from
  * either end, record starts resolve against F and N, and a read's record parameters are
- * accepted only in the combinations the extension allows.
+ * accepted only in the combinations the extension allows. Streams without records number
+ * their appends with the same F and N (stats' message count).
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  appendOrdinalFromCount,
+  countMessagesIn,
   cutRecords,
+  messageNextAfterWrite,
+  messagesHeld,
   parseRecordQuery,
   recordCountAt,
   recordFromCount,
@@ -107,6 +112,44 @@ describe('finding a record by counting newlines', () => {
     expect(cutRecords(data, 2)).toEqual({ data: Buffer.from('1\n22\n'), records: 2 });
     expect(cutRecords(data, 9)).toEqual({ data, records: 3 });
     expect(cutRecords(data, null)).toEqual({ data, records: 3 });
+  });
+});
+
+describe('appends counted on a stream without records (what stats answers)', () => {
+  /** Appends of 1 to 5 bytes laid end to end: each one's start, and the end. */
+  const appendLengths = fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 1, maxLength: 30 });
+
+  it('the ordinal at any position, inside an append too, is the appends starting before it, counted up from F or down from N', () => {
+    fc.assert(
+      fc.property(appendLengths, fc.nat(), fc.nat({ max: 1000 }), (lengths, pick, first) => {
+        const starts = [0];
+        for (const length of lengths) starts.push(starts[starts.length - 1]! + length);
+        const tail = starts[lengths.length]!;
+        const stream = streamState({ tail, recordFirst: first, recordNext: first + lengths.length });
+        const position = pick % (tail + 1);
+        const count = recordCountAt(stream, position);
+        // The pieces a chain read of [from, to) gives: each append there, the first cut at `from`.
+        const pieces = lengths
+          .map((length, i) => ({ start: starts[i]!, end: starts[i]! + length }))
+          .filter((a) => a.end > count.from && a.start < count.to)
+          .map((a) => ({ data: Buffer.alloc(Math.min(a.end, count.to) - Math.max(a.start, count.from)) }));
+        const startsAppend = starts.includes(position);
+        const below = starts.slice(0, lengths.length).filter((start) => start < position).length;
+        expect(appendOrdinalFromCount(count, countMessagesIn(stream, pieces), startsAppend)).toBe(first + below);
+      }),
+      { seed: testSeed(), numRuns: 300 },
+    );
+  });
+
+  it('an append is one message whatever its bytes, an empty one none; on a JSON stream a message is a line', () => {
+    const bytes = streamState({ recordFirst: 2, recordNext: 5 });
+    expect(messageNextAfterWrite(bytes, Buffer.from('a\nb\n'))).toBe(6);
+    expect(messageNextAfterWrite(bytes, Buffer.alloc(0))).toBe(5);
+    expect(messagesHeld(bytes)).toBe(3);
+    const json = streamState({ config: { contentType: 'application/json', ttlSeconds: null, expiresAtMs: null }, recordNext: 5 });
+    expect(messageNextAfterWrite(json, Buffer.from('1\n2\n'))).toBe(7);
+    expect(countMessagesIn(json, [{ data: Buffer.from('1\n2\n') }, { data: Buffer.from('3\n') }])).toBe(3);
+    expect(countMessagesIn(bytes, [{ data: Buffer.from('1\n2\n') }, { data: Buffer.from('3\n') }])).toBe(2);
   });
 });
 

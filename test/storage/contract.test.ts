@@ -7,6 +7,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { bucketStreamKey, v1StreamKey } from '../../src/protocol/ids.js';
 import { absenceError } from '../../src/core/stream.js';
+import { countRecords, hasRecords, messagesHeld } from '../../src/core/records.js';
+import type { StreamState } from '../../src/core/types.js';
 import type { Store } from '../../src/storage/store.js';
 import {
   appendRequest,
@@ -52,6 +54,7 @@ function storeContract(engine: EngineUnderTest): void {
     batchTests(ctx);
     bucketTests(ctx);
     lifecycleTests(ctx, engine);
+    messageCountTests(ctx, engine);
   });
 }
 
@@ -665,7 +668,7 @@ function bucketTests(ctx: Ctx): void {
       expect((await ctx.store.listStreams('lis', '', null, 10)).names).toEqual(['a0', 't-a']);
     });
 
-    it('totals count the streams not deleted and the bytes they hold; streamKeys pages through those streams in key order', async () => {
+    it('totals count the streams not deleted, and the bytes and messages they hold', async () => {
       await ctx.store.run('createBucket', { id: 'tot' });
       await createIn(ctx.store, 'tot', ['x', 'gone']);
       const x = bucketStreamKey('tot', 'x');
@@ -680,17 +683,12 @@ function bucketTests(ctx: Ctx): void {
       await ctx.store.run('deleteStream', { name: bucketStreamKey('tot', 'gone'), incarnation: null });
       // x holds 20 bytes, the source 5, the fork its 5 inherited and 2 of its own.
       expect(await ctx.store.totals()).toEqual({ buckets: 1, streams: 3, producers: 0 });
-      expect(await ctx.store.heldBytes()).toBe(20 + 5 + 7);
-      const keys = [x, src, fork].sort(byBytes);
-      expect(await ctx.store.streamKeys(null, 10)).toEqual(keys);
-      expect(await ctx.store.streamKeys(null, 2)).toEqual(keys.slice(0, 2));
-      expect(await ctx.store.streamKeys(keys[1]!, 2)).toEqual(keys.slice(2));
-      expect(await ctx.store.streamKeys(keys[2]!, 2)).toEqual([]);
-      // A deleted source the fork still reads is kept, but no longer counted or listed.
+      // Messages: x's ten appends, the source's one, the fork's inherited one and its own.
+      expect(await ctx.store.heldTotals()).toEqual({ bytes: 20 + 5 + 7, messages: 10 + 1 + 2 });
+      // A deleted source the fork still reads is kept, but no longer counted.
       await ctx.store.run('deleteStream', { name: src, incarnation: null });
       expect(await ctx.store.totals()).toMatchObject({ streams: 2 });
-      expect(await ctx.store.heldBytes()).toBe(20 + 7);
-      expect(await ctx.store.streamKeys(null, 10)).toEqual([x, fork].sort(byBytes));
+      expect(await ctx.store.heldTotals()).toEqual({ bytes: 20 + 7, messages: 10 + 2 });
     });
 
     it('leaves deleted and expired streams out of a listing', async () => {
@@ -786,6 +784,107 @@ function lifecycleTests(ctx: Ctx, engine: EngineUnderTest): void {
       expect(await mustGet(ctx.store, name)).toMatchObject({ tail: 6, earliestOffset: 6 });
       expect(expectAppended(await ctx.store.run('append', { name, request: appendRequest('w') }))).toEqual({ start: 6, next: 7, closed: false, records: null });
       expect((await ctx.store.readRange(await mustGet(ctx.store, name), 6, 100)).toString()).toBe('w');
+    });
+  });
+}
+
+/**
+ * What stats once counted by reading a stream, as the reference a kept count must equal:
+ * from the earliest offset to the tail, the lines of a JSON stream, the appends (each
+ * stored append the stream reads, an inherited one cut at a fork offset included) of any
+ * other.
+ */
+async function messagesByReading(store: Store, stream: StreamState): Promise<number> {
+  const chunks = await store.readChunks(stream, stream.earliestOffset, stream.tail - stream.earliestOffset);
+  let messages = 0;
+  for (const chunk of chunks) messages += hasRecords(stream) ? countRecords(chunk.data) : 1;
+  return messages;
+}
+
+function messageCountTests(ctx: Ctx, engine: EngineUnderTest): void {
+  describe('message counts kept as streams are written (stats)', () => {
+    const publish = (name: string, offset: number) =>
+      ctx.store.run('publishSnapshot', { name, request: { offset, contentType: 'text/x-fold', digest: `d-${offset}`, match: null, incarnation: null }, body: Buffer.from('s') });
+    const trim = async (name: string, offset: number) => {
+      await publish(name, offset);
+      expect(await ctx.store.run('setRetention', { name, request: { offset, incarnation: null } })).toMatchObject({ kind: 'retained', changed: true });
+    };
+    /** Each stream's kept count: as stated, equal to a read of it, and the same after a reopen. */
+    const expectCounts = async (expected: Record<string, number>) => {
+      for (const reopened of [false, true]) {
+        if (reopened) ctx.store = await engine.reopen(ctx.store, ctx.clock);
+        for (const [name, count] of Object.entries(expected)) {
+          const stream = await mustGet(ctx.store, name);
+          expect([name, messagesHeld(stream)]).toEqual([name, count]);
+          expect([name, await messagesByReading(ctx.store, stream)]).toEqual([name, count]);
+        }
+      }
+    };
+
+    it('counts the appends of a stream without records (an empty one none) and the lines of a JSON batch', async () => {
+      const bin = v1StreamKey('count-bin');
+      const json = v1StreamKey('count-json');
+      await ctx.store.run('createStream', createRequest(bin, { data: Buffer.from('first') }));
+      for (const body of ['a\nb\n', '', 'c']) await ctx.store.run('append', { name: bin, request: appendRequest(body) });
+      await ctx.store.run('append', { name: bin, request: appendRequest('', { close: true }) });
+      await ctx.store.run('createStream', createRequest(json, { contentType: JSON_TYPE, data: Buffer.from('1\n2\n') }));
+      await ctx.store.run('append', { name: json, request: appendRequest('3\n4\n5\n', { contentType: JSON_TYPE }) });
+      await expectCounts({ [bin]: 3, [json]: 5 });
+      expect((await ctx.store.heldTotals()).messages).toBe(8);
+    });
+
+    it('stays exact over many random appends, a large one among them, across the row lag and a reopen', async () => {
+      const name = v1StreamKey('count-many');
+      await ctx.store.run('createStream', createRequest(name));
+      await fillRandom(ctx.store, name, 7, 300, 1500);
+      await ctx.store.run('append', { name, request: appendRequest(Buffer.alloc(1024 * 1024 + 3, 1)) });
+      await fillRandom(ctx.store, name, 8, 40, 900);
+      await expectCounts({ [name]: 341 });
+      ctx.store = await engine.reopen(ctx.store, ctx.clock);
+      await ctx.store.run('append', { name, request: appendRequest('after') });
+      await expectCounts({ [name]: 342 });
+    });
+
+    it('retention takes the trimmed appends and lines off the count', async () => {
+      const bin = v1StreamKey('count-trim');
+      const json = v1StreamKey('count-trim-json');
+      await ctx.store.run('createStream', createRequest(bin, { data: Buffer.from('aa') }));
+      for (const body of ['bbb', 'c', 'dddd']) await ctx.store.run('append', { name: bin, request: appendRequest(body) });
+      await trim(bin, 5);
+      await ctx.store.run('createStream', createRequest(json, { contentType: JSON_TYPE, data: Buffer.from('1\n2\n3\n') }));
+      await ctx.store.run('append', { name: json, request: appendRequest('4\n', { contentType: JSON_TYPE }) });
+      await trim(json, 4);
+      await expectCounts({ [bin]: 2, [json]: 2 });
+      await trim(bin, 10);
+      await ctx.store.run('append', { name: bin, request: appendRequest('e') });
+      await expectCounts({ [bin]: 1, [json]: 2 });
+    });
+
+    it('a fork counts what it reads of its source (an append cut at its offset too) and its own appends', async () => {
+      const src = v1StreamKey('count-src');
+      await ctx.store.run('createStream', createRequest(src, { data: Buffer.from('aaa') }));
+      for (const body of ['bbb', 'ccc', 'ddd']) await ctx.store.run('append', { name: src, request: appendRequest(body) });
+      const fork = (name: string, sourceName: string, offset: number, subOffset = 0) =>
+        ctx.store.run('createStream', createRequest(name, { fork: { sourceName, offset, subOffset } })).then(expectCreated);
+      const atBoundary = v1StreamKey('count-fork-6');
+      const inside = v1StreamKey('count-fork-7');
+      const prefixed = v1StreamKey('count-fork-sub');
+      const deeper = v1StreamKey('count-fork-deeper');
+      await fork(atBoundary, src, 6);
+      await fork(prefixed, src, 6, 2);
+      // Counted back from the fork's tail, an append cut at 7 belongs below it.
+      await fork(inside, src, 7);
+      await ctx.store.run('append', { name: inside, request: appendRequest('xy') });
+      await ctx.store.run('append', { name: inside, request: appendRequest('zz') });
+      // Below its parent's fork offset, counted back from the tail through two streams.
+      await fork(deeper, inside, 6);
+      await ctx.store.run('append', { name: src, request: appendRequest('eee') });
+      await expectCounts({ [src]: 5, [atBoundary]: 2, [inside]: 5, [prefixed]: 3, [deeper]: 2 });
+      await trim(src, 3);
+      const late = v1StreamKey('count-fork-late');
+      await fork(late, src, 11);
+      await expectCounts({ [src]: 4, [atBoundary]: 2, [late]: 3 });
+      expect((await ctx.store.heldTotals()).messages).toBe(4 + 2 + 5 + 3 + 2 + 3);
     });
   });
 }

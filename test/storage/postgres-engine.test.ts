@@ -90,6 +90,41 @@ describe('schema 3: record coordinates', () => {
   });
 });
 
+describe('schema 4: appends counted on streams without records', () => {
+  it('counts the retained appends of streams stored before it, a fork\'s inherited ones too, and leaves JSON ordinals as they were', async () => {
+    const older = await sharedDatabase();
+    const store = await PostgresStore.open({ url: older, producers: DEFAULT_PRODUCER_SETTINGS });
+    const bin = v1StreamKey('bin-before');
+    const fork = v1StreamKey('bin-fork-before');
+    const json = v1StreamKey('json-kept');
+    await store.run('createStream', createRequest(bin, { data: Buffer.from('aa') }));
+    for (const body of ['bb', 'cc', 'dd']) await store.run('append', { name: bin, request: appendRequest(body) });
+    await store.run('publishSnapshot', { name: bin, request: { offset: 2, contentType: 'text/plain', digest: 'x', match: null, incarnation: null }, body: Buffer.from('s') });
+    await store.run('setRetention', { name: bin, request: { offset: 2, incarnation: null } });
+    await store.run('createStream', createRequest(fork, { fork: { sourceName: bin, offset: 5, subOffset: 0 }, data: Buffer.from('f') }));
+    await store.run('createStream', createRequest(json, { contentType: 'application/json; charset=utf-8', data: Buffer.from('1\n2\n') }));
+    await store.run('publishSnapshot', { name: json, request: { offset: 2, contentType: 'text/plain', digest: 'x', match: null, incarnation: null }, body: Buffer.from('s') });
+    await store.run('setRetention', { name: json, request: { offset: 2, incarnation: null } });
+    await store.close();
+    const client = new pg.Client(older);
+    await client.connect();
+    // Schema 3 kept 0 and 0 on streams without records.
+    await client.query('UPDATE streams SET record_first = 0, record_next = 0 WHERE name = ANY($1)', [[bin, fork]]);
+    await client.query(`UPDATE rill_meta SET value = '3' WHERE key = 'schema_version'`);
+    await client.end();
+
+    const upgraded = await PostgresStore.open({ url: older, producers: DEFAULT_PRODUCER_SETTINGS });
+    stores.push(upgraded);
+    expect(await mustGet(upgraded, bin)).toMatchObject({ earliestOffset: 2, recordFirst: 0, recordNext: 3 });
+    expect(await mustGet(upgraded, fork)).toMatchObject({ recordFirst: 0, recordNext: 3 });
+    // A JSON stream (its content type with a parameter too) keeps its ordinals: its first retained record is 1.
+    expect(await mustGet(upgraded, json)).toMatchObject({ recordFirst: 1, recordNext: 2 });
+    expect((await upgraded.heldTotals()).messages).toBe(3 + 3 + 1);
+    await upgraded.run('append', { name: bin, request: appendRequest('e') });
+    expect(await mustGet(upgraded, bin)).toMatchObject({ recordNext: 4 });
+  });
+});
+
 describe('two nodes on one database', () => {
   it('appends from both nodes to one stream land contiguously, none lost or doubled', async () => {
     const [a, b] = [await node(), await node()];

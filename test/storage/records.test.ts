@@ -114,12 +114,12 @@ function recordContract(engine: EngineUnderTest): void {
       expect(expectAppended(await ctx.store.run('append', { name: fork, request: json(ndjson('g')) })).records).toEqual({ start: 4, next: 5 });
     });
 
-    it('a stream of another type keeps both ordinals at 0', async () => {
+    it('a stream of another type numbers its appends, not its lines, and answers no record range', async () => {
       const name = v1StreamKey('bytes');
       await ctx.store.run('createStream', createRequest(name, { data: Buffer.from('a\nb\n') }));
       const receipt = expectAppended(await ctx.store.run('append', { name, request: appendRequest('c\n') }));
       expect(receipt.records).toBeNull();
-      expect(await mustGet(ctx.store, name)).toMatchObject({ recordFirst: 0, recordNext: 0 });
+      expect(await mustGet(ctx.store, name)).toMatchObject({ recordFirst: 0, recordNext: 2 });
     });
   });
 }

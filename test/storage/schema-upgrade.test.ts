@@ -2,7 +2,9 @@
  * A data directory written by the rill of schema 3 (one `recent_chunks` row per append,
  * every append writing its stream's row) opens in this one with nothing lost: appends a
  * crash left unindexed there are indexed by the upgrade, and rows of deleted streams are
- * dropped. A directory of a newer schema than this rill knows is refused.
+ * dropped. Schemas 8 and 9 get their message ordinals (records, then the appends of
+ * streams without records) counted once. A directory of a newer schema than this rill
+ * knows is refused.
  */
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -99,6 +101,51 @@ it('upgrades a schema 8 directory: retained records are numbered from the earlie
     expect(await store.run('append', { name, request: appendRequest('"e"\n', json) })).toMatchObject({ kind: 'appended', receipt: { records: { start: 3, next: 4 } } });
   } finally {
     await store.close();
+  }
+});
+
+it('upgrades a schema 9 directory: streams without records get their retained appends counted, a fork its inherited ones too; JSON ordinals stay', async () => {
+  const dataDir = tempDataDir();
+  dirs.push(dataDir);
+  const bin = v1StreamKey('bin-before');
+  const fork = v1StreamKey('bin-fork-before');
+  const json = v1StreamKey('json-kept');
+  const jsonType = { contentType: 'application/json' };
+  let store = open(dataDir);
+  await store.run('createStream', createRequest(bin, { data: Buffer.from('aa') }));
+  for (const body of ['bb', 'cc', 'dd']) await store.run('append', { name: bin, request: appendRequest(body) });
+  await store.run('publishSnapshot', { name: bin, request: { offset: 2, contentType: 'text/plain', digest: 'x', match: null, incarnation: null }, body: Buffer.from('s') });
+  await store.run('setRetention', { name: bin, request: { offset: 2, incarnation: null } });
+  await store.run('append', { name: bin, request: appendRequest('ee') });
+  await store.run('createStream', createRequest(fork, { fork: { sourceName: bin, offset: 5, subOffset: 0 }, data: Buffer.from('f') }));
+  await store.run('createStream', createRequest(json, { ...jsonType, data: Buffer.from('1\n2\n') }));
+  await store.run('publishSnapshot', { name: json, request: { offset: 2, contentType: 'text/plain', digest: 'x', match: null, incarnation: null }, body: Buffer.from('s') });
+  await store.run('setRetention', { name: json, request: { offset: 2, incarnation: null } });
+  await store.close();
+  const db = new Database(join(dataDir, 'rill.db'));
+  // Schema 9 kept 0 and 0 on streams without records, and wrote their rows on no plain append.
+  db.exec(`UPDATE streams SET record_first = 0, record_next = 0 WHERE content_type <> 'application/json'`);
+  db.prepare('UPDATE streams SET tail = 2 WHERE name = ?').run(bin);
+  db.pragma('user_version = 9');
+  db.close();
+
+  store = open(dataDir);
+  try {
+    // bin retains bb cc dd ee; the fork reads bb and c of it, then its own f.
+    expect(await store.getStream(bin)).toMatchObject({ tail: 10, earliestOffset: 2, recordFirst: 0, recordNext: 4 });
+    expect(await store.getStream(fork)).toMatchObject({ recordFirst: 0, recordNext: 3 });
+    expect(await store.getStream(json)).toMatchObject({ recordFirst: 1, recordNext: 2 });
+    expect((await store.heldTotals()).messages).toBe(4 + 3 + 1);
+    await store.run('append', { name: bin, request: appendRequest('g') });
+    expect(await store.getStream(bin)).toMatchObject({ recordFirst: 0, recordNext: 5 });
+  } finally {
+    await store.close();
+  }
+  const reopened = open(dataDir);
+  try {
+    expect(await reopened.getStream(bin)).toMatchObject({ tail: 11, recordFirst: 0, recordNext: 5 });
+  } finally {
+    await reopened.close();
   }
 });
 

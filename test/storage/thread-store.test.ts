@@ -62,6 +62,8 @@ it('a server opens SQLite on the storage thread with --sqlite-thread on, and on 
       expectCreated(await store.run('createStream', createRequest(name)));
       expectAppended(await store.run('append', { name, request: appendRequest('both ways') }));
       expect((await store.readRange((await store.getStream(name))!, 0, 100)).toString()).toBe('both ways');
+      // Stats' sums cross to the thread as any read does.
+      expect(await store.heldTotals()).toEqual({ bytes: 9, messages: 1 });
     }
   } finally {
     await Promise.all(stores.map((store) => store.close()));

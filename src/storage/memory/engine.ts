@@ -5,6 +5,7 @@
  */
 import type { BucketState } from '../../core/bucket.js';
 import { isCollectable, isListed } from '../../core/stream.js';
+import { messagesHeld } from '../../core/records.js';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { BatchedStore } from '../batched.js';
@@ -12,7 +13,7 @@ import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type 
 import type { Txn } from '../executor.js';
 import { summarizeProducers } from '../../core/producer.js';
 import { descendantsEarliest } from '../../core/snapshot.js';
-import type { BucketInfo, BucketListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
+import type { BucketInfo, BucketListing, HeldTotals, StoreOptions, StoreTotals, StreamListing } from '../store.js';
 import { compareBytewise } from '../subscription-columns.js';
 import { MemorySubscriptions } from './subscriptions.js';
 
@@ -268,15 +269,15 @@ export class MemoryStore extends BatchedStore {
     return { buckets: this.buckets.size, streams, producers };
   }
 
-  async heldBytes(): Promise<number> {
+  async heldTotals(): Promise<HeldTotals> {
     let bytes = 0;
-    for (const s of this.streams.values()) if (!s.deleted) bytes += s.tail - s.earliestOffset;
-    return bytes;
-  }
-
-  async streamKeys(after: string | null, limit: number): Promise<string[]> {
-    const keys = [...this.streams.values()].filter((s) => !s.deleted && (after === null || compareBytewise(s.name, after) > 0)).map((s) => s.name);
-    return keys.sort(compareBytewise).slice(0, limit);
+    let messages = 0;
+    for (const s of this.streams.values()) {
+      if (s.deleted) continue;
+      bytes += s.tail - s.earliestOffset;
+      messages += messagesHeld(s);
+    }
+    return { bytes, messages };
   }
 
   async countProducers(stream: StreamState): Promise<number> {

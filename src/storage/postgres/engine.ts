@@ -14,7 +14,7 @@ import { BatchedStore } from '../batched.js';
 import { CommitOutcomeUnknownError, ReadUnavailableError } from '../errors.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
-import type { BucketInfo, BucketListing, Command, RemoteCommits, StoreOptions, StoreTotals, StreamListing } from '../store.js';
+import type { BucketInfo, BucketListing, Command, HeldTotals, RemoteCommits, StoreOptions, StoreTotals, StreamListing } from '../store.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { linkFromRow, subscriptionFromRecord, type LinkRow } from '../subscription-columns.js';
 import { PgBatch } from './batch.js';
@@ -279,14 +279,13 @@ export class PostgresStore extends BatchedStore {
     return rows[0]!;
   }
 
-  async heldBytes(): Promise<number> {
-    const { rows } = await this.query<{ bytes: number }>('SELECT coalesce(sum(tail - earliest_offset), 0)::bigint AS bytes FROM streams WHERE deleted = 0');
-    return rows[0]!.bytes;
-  }
-
-  async streamKeys(after: string | null, limit: number): Promise<string[]> {
-    const { rows } = await this.query<{ name: string }>('SELECT name FROM streams WHERE deleted = 0 AND name > $1 ORDER BY name LIMIT $2', [after ?? '', limit]);
-    return rows.map((r) => r.name);
+  /** Messages are N - F of each row (core/records.ts, messagesHeld), summed by PostgreSQL. */
+  async heldTotals(): Promise<HeldTotals> {
+    const { rows } = await this.query<HeldTotals>(
+      `SELECT coalesce(sum(tail - earliest_offset), 0)::bigint AS bytes, coalesce(sum(record_next - record_first), 0)::bigint AS messages
+         FROM streams WHERE deleted = 0`,
+    );
+    return rows[0]!;
   }
 
   async countProducers(stream: StreamState): Promise<number> {

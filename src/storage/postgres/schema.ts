@@ -9,11 +9,11 @@
  */
 import type { PoolClient } from 'pg';
 import { chunksFromChain } from '../chain.js';
-import { legacyRecords, withoutRecords } from '../records-backfill.js';
+import { legacyRecords, withoutRecords, WITHOUT_RECORDS_SQL } from '../records-backfill.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { ReadSource, withLoads } from './chunks.js';
 
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 /** Any constant of our own: only rill's migrations take this advisory lock. */
 const MIGRATION_LOCK = 0x72696c6c;
@@ -107,6 +107,11 @@ const MIGRATIONS: Record<number, string> = {
     ALTER TABLE producers ADD COLUMN receipt_record_start BIGINT;
     ALTER TABLE producers ADD COLUMN receipt_record_next BIGINT;
   `,
+  // Streams without records number their appends, as in SQLite's schema 10; their rows
+  // held 0 and 0 and are numbered in the same transaction (backfillRecords).
+  4: `
+    UPDATE streams SET record_first = NULL, record_next = NULL WHERE ${WITHOUT_RECORDS_SQL};
+  `,
 };
 
 export async function migrate(client: PoolClient): Promise<void> {
@@ -120,7 +125,7 @@ export async function migrate(client: PoolClient): Promise<void> {
       throw new Error(`the database was written by a newer rill (schema ${current}; this one knows ${SCHEMA_VERSION})`);
     }
     for (let version = current + 1; version <= SCHEMA_VERSION; version++) await client.query(MIGRATIONS[version]!);
-    if (current < 3) await backfillRecords(client);
+    if (current < 4) await backfillRecords(client);
     await client.query(
       `INSERT INTO rill_meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
       [String(SCHEMA_VERSION)],

@@ -18,8 +18,8 @@ import { ReadNotSettledError, StorageUnavailableError } from '../errors.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import { DiskSpace } from '../disk-space.js';
 import type { Txn } from '../executor.js';
-import type { BucketInfo, BucketListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
-import { countRecordsIn } from '../../core/records.js';
+import type { BucketInfo, BucketListing, HeldTotals, StoreOptions, StoreTotals, StreamListing } from '../store.js';
+import { countMessagesIn, messagesHeld } from '../../core/records.js';
 import { legacyRecords, withoutRecords } from '../records-backfill.js';
 import type { StreamRow } from '../stream-columns.js';
 import { StreamCache } from './cache.js';
@@ -54,7 +54,7 @@ export type { RecentIndexing } from './held-writes.js';
  * that stream's readers forever. Past this many waits the read is refused with 503.
  */
 export const MAX_REMOVAL_WAITS = 100;
-/** Streams heldBytes sums between two turns of the event loop (about 10 ms of work). */
+/** Streams `heldTotals` sums between two turns of the event loop (about 10 ms of work). */
 const HELD_PAGE = 5000;
 
 /** SQLite result codes that mean the storage failed, not that a statement broke a rule. */
@@ -151,7 +151,7 @@ export class SqliteStore extends BatchedStore {
       this.sql = prepareStatements(this.db);
       this.heldWrites = new HeldWrites(this.db, this.sql, options.recentIndexing ?? DEFAULT_RECENT_INDEXING);
       this.streams = new StreamRows(this.db, this.sql, this.cache, this.heldWrites.recent, (stream) => this.withPendingTouch(stream), (stream, from, to) =>
-        countRecordsIn(chunksFromChain(this.chunkSource, stream, from, to - from)),
+        countMessagesIn(stream, chunksFromChain(this.chunkSource, stream, from, to - from)),
       );
       this.subscriptions = new SqliteSubscriptions(this.db, this.streams);
       this.txn = new SqliteTxn(this.sql, this.streams, this.heldWrites, this.producers, this.chunkSource, this.subscriptions);
@@ -412,24 +412,26 @@ export class SqliteStore extends BatchedStore {
    * A row's tail may lag its chunks (stream-rows.ts), so each stream costs an indexed
    * look-up of its last chunk: about 2 µs. Pages of HELD_PAGE streams, with the event loop
    * let go between them, keep 100,000 streams from stalling requests; the sum is of each
-   * stream as its page read it.
+   * stream as its page read it. Messages are N - F (core/records.ts, messagesHeld): the
+   * row's when its tail is current, else the stream's as loaded, whose record tail counts
+   * the less than RECORD_ROW_LAG_BYTES appended since the row was written (fromRow).
    */
-  async heldBytes(): Promise<number> {
+  async heldTotals(): Promise<HeldTotals> {
     let bytes = 0;
+    let messages = 0;
     for (let afterId = 0; ; ) {
       const seen = this.durability.lastCommit();
       const rows = this.sql.heldPage.all(afterId, HELD_PAGE);
-      for (const row of rows) bytes += this.streams.tailOf(row.id, row.tail, () => row.indexed_end ?? undefined) - row.earliest_offset;
+      for (const row of rows) {
+        const tail = this.streams.tailOf(row.id, row.tail, () => row.indexed_end ?? undefined);
+        bytes += tail - row.earliest_offset;
+        messages += tail === row.tail ? row.record_next - row.record_first : messagesHeld(this.streams.byId(row.id)!);
+      }
       await this.answerWhenDurable(seen, null);
-      if (rows.length < HELD_PAGE) return bytes;
+      if (rows.length < HELD_PAGE) return { bytes, messages };
       afterId = rows[rows.length - 1]!.id;
       await new Promise((resolve) => setImmediate(resolve));
     }
-  }
-
-  async streamKeys(after: string | null, limit: number): Promise<string[]> {
-    const seen = this.durability.lastCommit();
-    return this.answerWhenDurable(seen, this.sql.streamKeysAfter.all(after ?? '', limit));
   }
 
   async countProducers(stream: StreamState): Promise<number> {

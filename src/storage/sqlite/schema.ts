@@ -3,8 +3,9 @@
  * than misread; older versions are migrated forward in order.
  */
 import type Database from 'better-sqlite3';
+import { WITHOUT_RECORDS_SQL } from '../records-backfill.js';
 
-export const SCHEMA_VERSION = 9;
+export const SCHEMA_VERSION = 10;
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -141,6 +142,13 @@ const MIGRATIONS: Record<number, string> = {
     ALTER TABLE streams ADD COLUMN record_next INTEGER;
     ALTER TABLE producers ADD COLUMN receipt_record_start INTEGER;
     ALTER TABLE producers ADD COLUMN receipt_record_next INTEGER;
+  `,
+  // Streams without records number their appends in record_first and record_next, what
+  // stats counts as their messages (core/records.ts). Their rows held 0 and 0: emptied
+  // here, they are numbered when the store opens (backfillRecords). A rill of schema 9
+  // would append without counting, so it must refuse this.
+  10: `
+    UPDATE streams SET record_first = NULL, record_next = NULL WHERE ${WITHOUT_RECORDS_SQL};
   `,
 };
 

@@ -22,6 +22,16 @@ export function streamParams(s: StreamState): Record<string, unknown> {
  * The statements by name, with their parameters and the rows they answer. Spelled out
  * (rather than inferred from prepareStatements) so that declaration files can name them.
  */
+/** A stream's row as Store.heldTotals sums it; `indexed_end` is where its last indexed append ends. */
+export interface HeldRow {
+  id: number;
+  tail: number;
+  earliest_offset: number;
+  record_first: number;
+  record_next: number;
+  indexed_end: number | null;
+}
+
 export interface Statements {
   streamByName: Database.Statement<[string], StreamRow>;
   streamById: Database.Statement<[number], StreamRow>;
@@ -52,8 +62,7 @@ export interface Statements {
   deleteRecentUpTo: Database.Statement<[number]>;
   clearRecent: Database.Statement;
   lastChunkEnd: Database.Statement<[number], { end: number }>;
-  heldPage: Database.Statement<[number, number], { id: number; tail: number; earliest_offset: number; indexed_end: number | null }>;
-  streamKeysAfter: Database.Statement<[string, number], string>;
+  heldPage: Database.Statement<[number, number], HeldRow>;
   chunkContaining: Database.Statement<[number, number], StoredChunkRow>;
   chunkRowsFrom: Database.Statement<{ stream: number; from: number; before: number }, StoredChunkRow>;
   producer: Database.Statement<[number, string], ProducerValues>;
@@ -121,11 +130,10 @@ export function prepareStatements(db: Database.Database): Statements {
       `SELECT start + length(data) AS end FROM chunks WHERE stream_id = ? ORDER BY start DESC LIMIT 1`,
     ),
     // The streams not deleted after an id, each with where its last indexed chunk ends.
-    heldPage: db.prepare<[number, number], { id: number; tail: number; earliest_offset: number; indexed_end: number | null }>(
-      `SELECT id, tail, earliest_offset, (SELECT start + length(data) FROM chunks WHERE stream_id = s.id ORDER BY start DESC LIMIT 1) AS indexed_end
+    heldPage: db.prepare<[number, number], HeldRow>(
+      `SELECT id, tail, earliest_offset, record_first, record_next, (SELECT start + length(data) FROM chunks WHERE stream_id = s.id ORDER BY start DESC LIMIT 1) AS indexed_end
          FROM streams s WHERE deleted = 0 AND id > ? ORDER BY id LIMIT ?`,
     ),
-    streamKeysAfter: db.prepare<[string, number], string>(`SELECT name FROM streams WHERE deleted = 0 AND name > ? ORDER BY name LIMIT ?`).pluck(),
     chunkContaining: db.prepare<[number, number], StoredChunkRow>(
       `SELECT start, data, bounds FROM chunks WHERE stream_id = ? AND start <= ? ORDER BY start DESC LIMIT 1`,
     ),

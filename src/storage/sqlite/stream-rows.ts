@@ -5,14 +5,13 @@
  */
 import type Database from 'better-sqlite3';
 import type { StreamState } from '../../core/types.js';
-import { hasRecords } from '../../core/records.js';
 import { RECORD_NEXT_COLUMN, rowToStream, STREAM_VALUE_COLUMNS, streamColumnValues, TAIL_COLUMN, type StreamRow } from '../stream-columns.js';
 import type { StreamCache } from './cache.js';
 import type { RecentChunks } from './recent.js';
 import { streamParams, type Statements } from './statements.js';
 
 /**
- * A JSON stream's row is written again, with its tail and record tail, whenever appends
+ * A stream's row is written again, with its tail and record tail, whenever appends
  * carry its tail across a multiple of this many bytes: a row's record tail then lags its
  * appends by less than this, which is all a load has to count (fromRow).
  */
@@ -30,8 +29,8 @@ export class StreamRows {
     private readonly recent: RecentChunks,
     /** A loaded stream as reads see it (BatchedStore.withPendingTouch). */
     private readonly asRead: (stream: StreamState) => StreamState,
-    /** Records (newlines) in the stream's stored bytes `[from, to)`. */
-    private readonly recordsBetween: (stream: StreamState, from: number, to: number) => number,
+    /** Messages (records, or appends on a stream without records) in the stream's stored bytes `[from, to)`, `from` an append's start. */
+    private readonly messagesBetween: (stream: StreamState, from: number, to: number) => number,
   ) {}
 
   byName(name: string): StreamState | undefined {
@@ -51,12 +50,12 @@ export class StreamRows {
    * Writes only the columns that changed since the cached state, compared column by
    * column without building whole rows; this runs once per append inside the batch.
    *
-   * A plain append changes only `tail` (and on a JSON stream `record_next`), and the
+   * A plain append changes only `tail` and `record_next`, and the
    * chunk it stores records that move, so its row is not written at all (one UPDATE
    * less per append): a row's tails may lag behind its chunks, and fromRow reads them
    * from both. A write of any other column brings the tails up to date with it, so that
    * a change that could take chunks away (a trim) never leaves the row behind; so does
-   * an append that carries a JSON stream's tail past a multiple of RECORD_ROW_LAG_BYTES.
+   * an append that carries a stream's tail past a multiple of RECORD_ROW_LAG_BYTES.
    */
   update(next: StreamState): void {
     const previous = this.cache.getById(next.id) ?? this.byId(next.id);
@@ -79,16 +78,17 @@ export class StreamRows {
   /**
    * A stored row as a stream state. Its tail is the greater of the row's and the end of
    * the stream's last chunk (plain appends leave the row's behind, see update); every
-   * recent append lies after every indexed one, so a recent one ends last (tailOf). A
-   * JSON stream's record tail is the row's plus the messages stored after the row's tail
-   * (less than RECORD_ROW_LAG_BYTES of them and one append).
+   * recent append lies after every indexed one, so a recent one ends last (tailOf). Its
+   * record tail is the row's plus the messages stored after the row's tail (less than
+   * RECORD_ROW_LAG_BYTES of them and one append): records on a JSON stream, appends on
+   * any other (core/records.ts).
    */
   fromRow(row: StreamRow): StreamState {
     const stream = rowToStream(row);
     const tail = this.tailOf(stream.id, stream.tail, () => this.sql.lastChunkEnd.get(stream.id)?.end);
     if (tail === stream.tail) return stream;
     const caught = { ...stream, tail };
-    if (hasRecords(stream)) caught.recordNext = stream.recordNext + this.recordsBetween(caught, stream.tail, tail);
+    caught.recordNext = stream.recordNext + this.messagesBetween(caught, stream.tail, tail);
     return caught;
   }
 

@@ -20,6 +20,7 @@ import type {
   StorageObserver,
   Store,
   StoreCommands,
+  HeldTotals,
   StoreTotals,
   StreamListing,
 } from '../store.js';
@@ -234,11 +235,8 @@ export class ThreadStore implements Store {
   totals(): Promise<StoreTotals> {
     return this.read('totals');
   }
-  heldBytes(): Promise<number> {
-    return this.read('heldBytes');
-  }
-  streamKeys(after: string | null, limit: number): Promise<string[]> {
-    return this.read('streamKeys', after, limit);
+  heldTotals(): Promise<HeldTotals> {
+    return this.read('heldTotals');
   }
   countProducers(stream: StreamState): Promise<number> {
     return this.read('countProducers', stream);
