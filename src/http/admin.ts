@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { absenceError } from '../core/stream.js';
 import { messagesHeld } from '../core/records.js';
 import { protocolError } from '../protocol/errors.js';
+import { encodeOffset } from '../protocol/offset.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
 import type { RillMetrics } from '../ops/metrics.js';
 import type { StorageObserver, Store } from '../storage/store.js';
@@ -118,8 +119,9 @@ export async function handleStreamStats(res: ServerResponse, ctx: HandlerContext
   const s = stream!;
   const bytes = s.tail - s.earliestOffset;
   const body = {
-    tail: s.tail,
-    earliestOffset: s.earliestOffset,
+    // Offsets in the form every other answer gives them (20-digit strings).
+    tail: encodeOffset(s.tail),
+    earliestOffset: encodeOffset(s.earliestOffset),
     bytes,
     messages: messagesHeld(s),
     producers: await ctx.store.countProducers(s),
