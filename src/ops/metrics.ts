@@ -12,7 +12,6 @@ import { buildInfo } from './build-info.js';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { StorageObserver, Store } from '../storage/store.js';
 import type { LiveReaders } from './live-readers.js';
-import type { UsageCounts, UsageTable } from '../core/usage.js';
 
 /** Seconds; append and commit latencies of a healthy server sit in the low milliseconds. */
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
@@ -20,10 +19,21 @@ const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
 /** What a scrape asks of the running server beyond its counters. */
+/** The usage record's per-bucket totals (core/usage.ts's UsageTable), as a scrape reads them. */
+interface UsageCounts {
+  appends: number;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+export interface UsageTotals {
+  bucketTotals(): Map<string, UsageCounts>;
+}
+
 export interface MetricsSources {
   store: Store;
   live: LiveReaders;
-  usage: UsageTable;
+  usage: UsageTotals;
 }
 
 /**
@@ -39,7 +49,7 @@ class UsageCounter {
   constructor(
     readonly name: string,
     readonly help: string,
-    private readonly usage: UsageTable,
+    private readonly usage: UsageTotals,
     private readonly field: keyof UsageCounts,
     registry: Registry,
   ) {
