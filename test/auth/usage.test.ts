@@ -115,6 +115,18 @@ describe('the usage record', () => {
     await until(async () => (await rowOf(env, admin, 'usea', 'dave'))?.liveReaders === 0, 'dave no longer a live reader');
   });
 
+  it('shows a waiting long-poll as a live reader, and adds the bytes it answers', async () => {
+    const erin = await env.token([{ bucket: 'useb', can: ['read'] }], { subject: 'erin' });
+    const tail = (await call(env.url, 'HEAD', '/useb/text', { headers: bearer(admin) })).headers['stream-next-offset']!;
+    const poll = call(env.url, 'GET', `/useb/text?offset=${tail}&live=long-poll`, { headers: bearer(erin) });
+    await until(async () => (await rowOf(env, admin, 'useb', 'erin'))?.liveReaders === 1, 'erin held as one live reader');
+    await append(env, bob, '/useb/text', 'xyz', TEXT);
+    const answer = await poll;
+    expect(answer.text()).toBe('xyz');
+    await until(async () => (await rowOf(env, admin, 'useb', 'erin'))?.liveReaders === 0, 'erin no longer a live reader');
+    expect((await rowOf(env, admin, 'useb', 'erin'))!.bytesOut).toBe(3);
+  });
+
   it('answers /usage to an admin on * only: 403 to others, 401 without a token', async () => {
     expectRefusal(await call(env.url, 'GET', '/usage', { headers: bearer(alice) }), 'FORBIDDEN');
     const bucketAdmin = await env.token([{ bucket: 'usea', can: ['admin'] }], { subject: 'usea-admin' });
