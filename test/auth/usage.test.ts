@@ -1,10 +1,12 @@
 /**
  * The usage record over HTTP, with auth on: each token subject's appends and bytes in per
  * bucket, bytes out of its reads, live readers while connected; `/usage` for an admin on
- * `*` only; per-bucket metrics; and the key cap folding into `(other)` with totals exact.
+ * `*` only (open with auth off, like `/stats`); per-bucket metrics; and the key cap folding
+ * into `(other)` with totals exact.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, expectRefusal } from '../http/client.js';
+import { startServer, type RunningServer } from '../helpers/server.js';
 import { until } from '../helpers/waits.js';
 import { bearer, useAuthServer, type AuthServer } from './setup.js';
 
@@ -197,5 +199,27 @@ describe('the usage record past its key cap', () => {
     expect(await metricValue(env, admin, 'rill_usage_bytes_in_total', 'capa')).toBe(2);
     const after = await usageRows(env, admin);
     expect(after.reduce((n, r) => n + r.bytesIn, 0)).toBe(12);
+  });
+});
+
+describe('the usage record with auth off', () => {
+  let server: RunningServer;
+
+  beforeAll(async () => {
+    server = await startServer({ store: 'memory', args: ['--usage-max-keys', '5'] });
+  });
+
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('counts under the subject "-" and answers /usage without a token, as /stats is', async () => {
+    expect((await call(server.url, 'PUT', '/open', {})).status).toBe(201);
+    expect((await call(server.url, 'PUT', '/open/s', { headers: TEXT })).status).toBe(201);
+    expect((await call(server.url, 'POST', '/open/s', { headers: TEXT, body: 'hi' })).status).toBe(204);
+    expect((await call(server.url, 'GET', '/stats')).status).toBe(200);
+    const reply = await call(server.url, 'GET', '/usage');
+    expect(reply.status).toBe(200);
+    expect(reply.json()).toEqual({ rows: [{ bucket: 'open', subject: '-', appends: 1, bytesIn: 2, bytesOut: 0, liveReaders: 0 }], next: null, maxKeys: 5 });
   });
 });
