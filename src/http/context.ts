@@ -5,6 +5,7 @@ import type { AccessControl } from './access.js';
 import type { BrowserPolicy } from './browsers.js';
 import type { CreateGate } from './bucket-limits.js';
 import type { LiveReaders } from '../ops/live-readers.js';
+import type { UsageTable } from '../core/usage.js';
 import type { RillMetrics } from '../ops/metrics.js';
 import type { Store } from '../storage/store.js';
 import type { SubscriptionService } from '../subscriptions/service.js';
@@ -20,6 +21,8 @@ export interface HandlerContext {
   /** Metrics, when kept (null with `--metrics off`). */
   metrics: RillMetrics | null;
   live: LiveReaders;
+  /** The usage record of this node, per bucket and token subject (core/usage.ts). */
+  usage: UsageTable;
   readiness: ReadinessSources;
   /** Wall clock; the only place the HTTP layer reads time. */
   now: () => number;
