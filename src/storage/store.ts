@@ -6,7 +6,8 @@
  */
 import type { PutAttrsOutcome } from '../core/attrs.js';
 import type { PublishSnapshotOutcome, PublishSnapshotRequest, RetentionOutcome, RetentionRequest } from '../core/snapshot.js';
-import type { BucketCreateOutcome, BucketDeleteOutcome, BucketState } from '../core/bucket.js';
+import type { BucketCreateOutcome, BucketDeleteOutcome, BucketSettingsOutcome, BucketState } from '../core/bucket.js';
+import type { BucketSettingsChange } from '../core/bucket-settings.js';
 import type { CreateOutcome, CreateRequest } from '../core/create.js';
 import type { DeleteDecision } from '../core/stream.js';
 import type { LinkView, SubscriptionState } from '../core/subscription-types.js';
@@ -19,6 +20,8 @@ export type DeleteOutcome = Exclude<DeleteDecision, { kind: 'dropped' }> | { kin
 export interface StoreCommands extends SubscriptionCommands {
   createBucket: { input: { id: string }; output: BucketCreateOutcome };
   deleteBucket: { input: { id: string }; output: BucketDeleteOutcome };
+  /** Applies an admin's change to a bucket's settings (core/bucket-settings.ts), read and written in one transaction. */
+  setBucketSettings: { input: { id: string; change: BucketSettingsChange }; output: BucketSettingsOutcome };
   createStream: { input: CreateRequest; output: CreateOutcome };
   append: { input: { name: string; request: AppendRequest }; output: AppendOutcome };
   /** A group transaction: every append applies, in order, or none does (core/transaction.ts). */

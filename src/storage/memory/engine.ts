@@ -163,8 +163,10 @@ export class MemoryStore extends BatchedStore {
           .filter((s) => isCollectable(s, nowMs))
           .slice(0, limit),
       putBucket: (bucket) => {
+        // A settings change rewrites a bucket that exists: undoing it puts the old one back.
+        const before = this.buckets.get(bucket.id);
         this.buckets.set(bucket.id, bucket);
-        this.record(() => this.buckets.delete(bucket.id));
+        this.record(() => (before === undefined ? this.buckets.delete(bucket.id) : this.buckets.set(bucket.id, before)));
       },
       dropBucket: (id) => {
         const previous = this.buckets.get(id);

@@ -18,6 +18,7 @@ import { ReadNotSettledError, StorageUnavailableError } from '../errors.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import { DiskSpace } from '../disk-space.js';
 import type { Txn } from '../executor.js';
+import { withSettings } from '../../core/bucket-settings.js';
 import type { BucketInfo, BucketListing, HeldTotals, StoreOptions, StoreTotals, StreamListing } from '../store.js';
 import { countMessagesIn, messagesHeld } from '../../core/records.js';
 import { legacyRecords, withoutRecords } from '../records-backfill.js';
@@ -370,7 +371,7 @@ export class SqliteStore extends BatchedStore {
   async getBucket(id: string): Promise<BucketInfo | undefined> {
     const seen = this.durability.lastCommit();
     const row = this.sql.bucket.get(id);
-    const info = row ? { id: row.id, createdAtMs: row.created_at_ms, streamCount: this.sql.bucketLive.get(id, this.now())!.n } : undefined;
+    const info = row ? withSettings({ id: row.id, createdAtMs: row.created_at_ms, streamCount: this.sql.bucketLive.get(id, this.now())!.n }, row.settings) : undefined;
     return this.answerWhenDurable(seen, info);
   }
 
