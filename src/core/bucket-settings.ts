@@ -5,6 +5,7 @@
  * parsing a change, applying it, and what a bucket's settings mean.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
+import type { AccessTarget, Permission } from './access.js';
 import type { BucketLimits, BucketState } from './bucket.js';
 
 /** A limit override: null keeps the server-wide limit; 0 lifts the limit for this bucket. */
@@ -85,12 +86,13 @@ export function effectiveBucketLimits(server: BucketLimits, settings: BucketSett
 }
 
 /**
- * Whether a request without a token is served: only a read (GET or HEAD) of a stream,
- * or of what only reading it needs, in a bucket an admin made public. Listings,
- * subscriptions and every write still need a token.
+ * Whether a request without a token is served: only a read (GET or HEAD needing the read
+ * permission) of a stream, or of what only reading it needs (its snapshot, bootstrap,
+ * attributes), in a bucket an admin made public. Listings, subscriptions and every write
+ * still need a token.
  */
-export function anonymousMayRead(settings: BucketSettings | undefined, method: string, target: 'stream' | 'other'): boolean {
-  return settings?.publicRead === true && target === 'stream' && (method === 'GET' || method === 'HEAD');
+export function anonymousMayRead(settings: BucketSettings | undefined, method: string, need: Permission, target: AccessTarget['kind']): boolean {
+  return settings?.publicRead === true && need === 'read' && target === 'stream' && (method === 'GET' || method === 'HEAD');
 }
 
 /**

@@ -70,10 +70,10 @@ export const NO_BUCKET_LIMITS: BucketLimits = { maxStreams: 0, maxSubscriptions:
 export function bucketLimitRefusal(what: 'streams' | 'subscriptions', held: number, limits: BucketLimits): ProtocolError | null {
   if (what === 'streams') {
     if (limits.maxStreams === 0 || held < limits.maxStreams) return null;
-    return protocolError('BUCKET_STREAM_LIMIT', `this bucket holds at most ${limits.maxStreams} streams (--bucket-max-streams); delete some first`);
+    return protocolError('BUCKET_STREAM_LIMIT', `this bucket holds at most ${limits.maxStreams} streams (--bucket-max-streams, or the bucket's own limit); delete some first`);
   }
   if (limits.maxSubscriptions === 0 || held < limits.maxSubscriptions) return null;
-  return protocolError('BUCKET_SUBSCRIPTION_LIMIT', `this bucket holds at most ${limits.maxSubscriptions} subscriptions (--bucket-max-subscriptions); delete some first`);
+  return protocolError('BUCKET_SUBSCRIPTION_LIMIT', `this bucket holds at most ${limits.maxSubscriptions} subscriptions (--bucket-max-subscriptions, or the bucket's own limit); delete some first`);
 }
 
 /** The limits as `GET /{bucket}` shows them: null where there is none. */
