@@ -12,7 +12,7 @@ export const BUCKET_SETTINGS_CACHE_MS = 1000;
 /** Anonymous requests choose the bucket names looked up: the cache never grows past this. */
 const MAX_CACHED_BUCKETS = 10_000;
 
-type Lookup = (bucket: string) => Promise<{ settings?: BucketSettings } | undefined>;
+type Lookup = (bucket: string) => Promise<BucketSettings | undefined>;
 
 export class BucketSettingsCache {
   private readonly entries = new Map<string, { atMs: number; settings: BucketSettings | undefined }>();
@@ -23,7 +23,7 @@ export class BucketSettingsCache {
   ) {}
 
   static of(store: Store, now: () => number): BucketSettingsCache {
-    return new BucketSettingsCache((bucket) => store.getBucket(bucket), now);
+    return new BucketSettingsCache((bucket) => store.bucketSettings(bucket), now);
   }
 
   /** A bucket's settings; undefined for one without any, or that does not exist. */
@@ -31,7 +31,7 @@ export class BucketSettingsCache {
     const nowMs = this.now();
     const kept = this.entries.get(bucket);
     if (kept !== undefined && nowMs - kept.atMs < BUCKET_SETTINGS_CACHE_MS) return kept.settings;
-    const settings = (await this.lookup(bucket))?.settings;
+    const settings = await this.lookup(bucket);
     if (this.entries.size >= MAX_CACHED_BUCKETS) this.entries.clear();
     this.entries.set(bucket, { atMs: nowMs, settings });
     return settings;

@@ -449,12 +449,15 @@ function durabilityTests(ctx: Ctx, engine: EngineUnderTest): void {
       ctx.store = await engine.reopen(ctx.store, ctx.clock);
 
       expect(await ctx.store.getBucket('tuned')).toEqual({ id: 'tuned', createdAtMs: T0, streamCount: 0, settings: merged });
+      expect(await ctx.store.bucketSettings('tuned')).toEqual(merged);
+      expect(await ctx.store.bucketSettings('absent')).toBeUndefined();
       await ctx.store.run('setBucketSettings', { id: 'tuned', change: { publicRead: false, limits: { maxStreams: null } } });
       expect((await ctx.store.getBucket('tuned'))?.settings).toEqual({ publicRead: false, limits: { maxStreams: null, maxSubscriptions: 0 } });
       // A deleted bucket takes its settings with it: created again, it has none.
       await ctx.store.run('deleteBucket', { id: 'tuned' });
       await ctx.store.run('createBucket', { id: 'tuned' });
       expect(await ctx.store.getBucket('tuned')).toEqual({ id: 'tuned', createdAtMs: T0, streamCount: 0 });
+      expect(await ctx.store.bucketSettings('tuned')).toBeUndefined();
     });
 
     it('keeps streams, bytes, producers, Stream-Seq, incarnations and forks', async () => {

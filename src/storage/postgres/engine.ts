@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { StreamState } from '../../core/types.js';
-import { withSettings } from '../../core/bucket-settings.js';
+import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
 import { BatchedStore } from '../batched.js';
 import { CommitOutcomeUnknownError, ReadUnavailableError } from '../errors.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type StoredChunk } from '../chain.js';
@@ -235,6 +235,11 @@ export class PostgresStore extends BatchedStore {
   async snapshotBody(stream: StreamState): Promise<Buffer | null> {
     const { rows } = await this.query<{ data: Buffer }>('SELECT data FROM snapshots WHERE stream_id = $1', [stream.id]);
     return rows[0]?.data ?? null;
+  }
+
+  async bucketSettings(id: string): Promise<BucketSettings | undefined> {
+    const { rows } = await this.query<{ settings: unknown }>('SELECT settings FROM buckets WHERE id = $1', [id]);
+    return bucketSettingsFromStored(rows[0]?.settings);
   }
 
   /** Counts the streams isListed (core/stream.ts) takes, as do listStreams and listBuckets below. */
