@@ -8,6 +8,9 @@
  * answer (status, headers, body, and the work done to find it) is that of a missing one
  * on every route, request errors included. Only creating a bucket is answered here,
  * since creating the phantom would create it.
+ *
+ * A request without a token is refused, except a read of a stream in a bucket an admin
+ * made public (admitAnonymous): it is then served as a read-only token on that bucket.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';

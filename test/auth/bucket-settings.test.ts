@@ -47,6 +47,13 @@ describe('public read', () => {
     expect(read.status, read.text()).toBe(200);
     expect(read.text()).toBe('hello');
     expect((await call(env.url, 'HEAD', '/open/news')).status).toBe(200);
+    // Live reads too: a long-poll at the tail answers once an append arrives.
+    const polled = call(env.url, 'GET', '/open/news?offset=now&live=long-poll');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await call(env.url, 'POST', '/open/news', { headers: { ...admin, ...TEXT }, body: '!' })).status).toBe(204);
+    const woke = await polled;
+    expect(woke.status, woke.text()).toBe(200);
+    expect(woke.text()).toBe('!');
     // A stream the public bucket does not hold is missing, as it is to any reader.
     expectRefusal(await call(env.url, 'GET', '/open/nothing'), 'STREAM_NOT_FOUND');
   });
@@ -64,7 +71,7 @@ describe('public read', () => {
       const reply = await call(env.url, method, path, { headers: TEXT, body: method === 'GET' || method === 'DELETE' ? undefined : 'x' });
       expect(reply.status, `${method} ${path}: ${reply.text()}`).toBe(401);
     }
-    expect((await call(env.url, 'GET', '/open/news?offset=-1')).text()).toBe('hello');
+    expect((await call(env.url, 'GET', '/open/news?offset=-1')).text()).toBe('hello!');
   });
 
   it('still answers 401 to anonymous reads of a bucket that is not public, or does not exist', async () => {
@@ -93,7 +100,7 @@ describe('public read', () => {
     expect((await patch('open', { publicRead: false })).json()).toMatchObject({ publicRead: false });
     expect((await call(env.url, 'GET', '/open/news')).status).toBe(401);
     expect((await patch('open', { publicRead: true })).status).toBe(200);
-    expect((await call(env.url, 'GET', '/open/news?offset=-1')).text()).toBe('hello');
+    expect((await call(env.url, 'GET', '/open/news?offset=-1')).text()).toBe('hello!');
   });
 });
 
@@ -156,7 +163,7 @@ describe('per-bucket limits', () => {
     });
     await env.rill.listen();
     env.url = env.rill.url();
-    expect((await call(env.url, 'GET', '/open/news?offset=-1')).text()).toBe('hello');
+    expect((await call(env.url, 'GET', '/open/news?offset=-1')).text()).toBe('hello!');
     expect((await call(env.url, 'GET', '/tight', { headers: admin })).json()).toMatchObject({ limits: { maxStreams: 2 }, overrides: { maxStreams: 2, maxSubscriptions: 7 } });
     expectRefusal(await call(env.url, 'PUT', '/tight/g', { headers: { ...admin, ...TEXT } }), 'BUCKET_STREAM_LIMIT');
     expect((await call(env.url, 'GET', '/closed/news')).status).toBe(401);
