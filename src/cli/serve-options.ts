@@ -8,6 +8,7 @@ import { applyConfigFile, applyEnvironment, ConfigError, readConfigFile, repeata
 import { LOG_LEVELS, type LogLevel } from '../ops/log-levels.js';
 import { DEFAULT_SETTINGS, DEFAULT_SUBSCRIPTION_SETTINGS, type ServerSettings } from '../http/settings.js';
 import { UsageError } from './errors.js';
+import { MAX_USAGE_MAX_KEYS } from '../core/usage.js';
 import { TOKEN_PROFILES, type TokenProfile } from '../auth/profile.js';
 import { bytesOption, durationOption, parseNonNegativeInteger, parsePositiveInteger } from './units.js';
 
@@ -18,6 +19,13 @@ function parseAccessLog(value: string): number {
   const rate = Number(value);
   if (!/^(0|1|0?\.\d+)$/.test(value) || rate < 0 || rate > 1) throw new InvalidArgumentError('expected on, off, or a share of requests from 0 to 1 such as 0.1');
   return rate;
+}
+
+/** A row bound of the usage record: a table of no rows could not count, one of millions is no longer small. */
+function parseUsageMaxKeys(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1 || n > MAX_USAGE_MAX_KEYS) throw new InvalidArgumentError(`expected an integer from 1 to ${MAX_USAGE_MAX_KEYS}`);
+  return n;
 }
 
 function parsePort(value: string): number {
@@ -54,6 +62,7 @@ export interface ServeFlags {
   sseMaxBuffered: number;
   maxBody: number;
   maxAppendMessages: number;
+  usageMaxKeys: number;
   bucketMaxStreams: number;
   bucketMaxSubscriptions: number;
   minFreeDisk: number;
@@ -136,6 +145,7 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     sseMaxBufferedBytes: flags.sseMaxBuffered,
     maxBodyBytes: flags.maxBody,
     maxAppendMessages: flags.maxAppendMessages,
+    usageMaxKeys: flags.usageMaxKeys,
     bucketLimits: { maxStreams: flags.bucketMaxStreams, maxSubscriptions: flags.bucketMaxSubscriptions },
     minFreeDiskBytes: flags.minFreeDisk,
     maxSnapshotBytes: flags.maxSnapshotBytes,
@@ -211,6 +221,7 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .addOption(bytesOption('--max-body <size>', 'largest append or create body', d.maxBodyBytes))
     .addOption(bytesOption('--min-free-disk <size>', 'below this much free disk space, writes are refused with 507 while deletes and retention still run (sqlite; 0: off)', d.minFreeDiskBytes, 0))
     .option('--max-append-messages <n>', 'most messages one append may carry (the elements of a JSON array)', parsePositiveInteger, d.maxAppendMessages)
+    .option(`--usage-max-keys <n>`, `rows of the usage record (GET /usage) kept, one per bucket and token subject; past it the least recently active is folded into (other) (1 to ${MAX_USAGE_MAX_KEYS})`, parseUsageMaxKeys, d.usageMaxKeys)
     .addOption(bytesOption('--max-snapshot-bytes <size>', 'largest snapshot body', d.maxSnapshotBytes))
     .addOption(bytesOption('--max-header-bytes <size>', 'largest request head (request line and headers)', d.maxHeaderBytes))
     .addOption(bytesOption('--max-url-bytes <size>', 'longest request URL', d.maxUrlBytes))

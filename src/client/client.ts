@@ -50,8 +50,9 @@ export interface ServerStats {
 
 /** What `GET {stream}/stats` answers. */
 export interface StreamStats {
-  tail: number;
-  earliestOffset: number;
+  /** The tail and the earliest offset still held, as every offset is written (20 digits). */
+  tail: string;
+  earliestOffset: string;
   /** Bytes held, from the earliest offset to the tail. */
   bytes: number;
   /** Messages held: lines of a JSON stream, appends of another (kept as they are written, never counted on request). */

@@ -15,6 +15,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { decideAccess, readablePrefixes, V1_BUCKET, type AccessTarget, type Permission } from '../core/access.js';
+import { usageSubject } from '../core/usage.js';
 import type { Principal } from '../auth/claims.js';
 import { messagesOf, Quotas, type WrittenPayload } from '../auth/quota.js';
 import { Revocations } from './revocations.js';
@@ -380,6 +381,11 @@ function refusal(error: ProtocolError): Admission {
  */
 function invalidTokenChallenge(error: ProtocolError): string {
   return `${INVALID_TOKEN_CHALLENGE}, error_description="${error.message.replace(/[^\x20-\x21\x23-\x5b\x5d-\x7e]/g, "'")}", code="${error.code}"`;
+}
+
+/** The subject a request's usage is counted under (core/usage.ts): its token's `sub`, `-` without auth or without one. */
+export function usageSubjectOf(req: IncomingMessage): string {
+  return usageSubject(principalOfRequest(req)?.subject);
 }
 
 function principalOfRequest(req: IncomingMessage): Principal | undefined {

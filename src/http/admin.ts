@@ -1,13 +1,14 @@
 /**
  * Operator routes: `GET /` lists buckets, `/readyz` says whether the store can serve,
  * `/metrics` is Prometheus' scrape, `/stats` and `{stream}/stats` are what `rill stats`
- * prints. Bucket ids are at least 4 characters, so `/` and the reserved names
+ * prints, `/usage` is the usage record (usage.ts). Bucket ids are at least 4 characters, so `/` and the reserved names
  * (router.ts) never shadow a bucket.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { absenceError } from '../core/stream.js';
 import { messagesHeld } from '../core/records.js';
 import { protocolError } from '../protocol/errors.js';
+import { encodeOffset } from '../protocol/offset.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
 import type { RillMetrics } from '../ops/metrics.js';
 import type { StorageObserver, Store } from '../storage/store.js';
@@ -17,6 +18,7 @@ import { parseQuery } from './request.js';
 import { send, sendError, sendJson } from './response.js';
 import type { AdminRoute, StreamAddress } from './router.js';
 import { extensionHeaders } from './stream-headers.js';
+import { handleUsage } from './usage.js';
 
 const DEFAULT_BUCKET_LIMIT = 100;
 
@@ -49,6 +51,8 @@ export async function handleAdmin(req: IncomingMessage, res: ServerResponse, ctx
       const [totals, held] = await Promise.all([ctx.store.totals(), ctx.store.heldTotals()]);
       return sendJson(res, 200, { ...totals, bytes: held.bytes, messages: held.messages, liveReaders: { sse: ctx.live.held.sse, longPoll: ctx.live.held.long_poll } });
     }
+    case 'usage':
+      return handleUsage(res, ctx, search);
   }
 }
 
@@ -118,8 +122,9 @@ export async function handleStreamStats(res: ServerResponse, ctx: HandlerContext
   const s = stream!;
   const bytes = s.tail - s.earliestOffset;
   const body = {
-    tail: s.tail,
-    earliestOffset: s.earliestOffset,
+    // Offsets in the form every other answer gives them (20-digit strings).
+    tail: encodeOffset(s.tail),
+    earliestOffset: encodeOffset(s.earliestOffset),
     bytes,
     messages: messagesHeld(s),
     producers: await ctx.store.countProducers(s),

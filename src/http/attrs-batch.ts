@@ -17,6 +17,7 @@ import { frameJson, header, readBody, incarnationOf } from './request.js';
 import { send, sendBodyRefusal, sendError, sendJson } from './response.js';
 import type { StreamAddress } from './router.js';
 import { extensionHeaders } from './stream-headers.js';
+import { countWrite } from './usage.js';
 
 /** Parses attribute JSON text from a body or a Stream-Attrs header. */
 export function parseAttrsText(text: string): { ok: true; canonical: string | null } | { ok: false; error: ProtocolError } {
@@ -141,6 +142,9 @@ export async function handleAppendBatch(req: IncomingMessage, res: ServerRespons
     return ctx.store.run('append', { name: address.key, request });
   });
   const outcomes = await Promise.all(pending);
+  outcomes.forEach((outcome, i) => {
+    if (outcome.kind === 'appended') countWrite(req, ctx, address.bucket, contentType, (requests[i] as AppendRequest).data);
+  });
   sendJson(res, 200, outcomes.map(ackOf), Object.assign(await incarnationHeader(ctx, address, outcomes), extensions));
 }
 

@@ -6,6 +6,7 @@ import type { BrowserPolicy } from './browsers.js';
 import type { CreateGate } from './bucket-limits.js';
 import type { BucketSettingsCache } from './bucket-settings.js';
 import type { LiveReaders } from '../ops/live-readers.js';
+import type { UsageTable } from '../core/usage.js';
 import type { RillMetrics } from '../ops/metrics.js';
 import type { Store } from '../storage/store.js';
 import type { SubscriptionService } from '../subscriptions/service.js';
@@ -21,6 +22,8 @@ export interface HandlerContext {
   /** Metrics, when kept (null with `--metrics off`). */
   metrics: RillMetrics | null;
   live: LiveReaders;
+  /** The usage record of this node, per bucket and token subject (core/usage.ts). */
+  usage: UsageTable;
   readiness: ReadinessSources;
   /** Wall clock; the only place the HTTP layer reads time. */
   now: () => number;

@@ -20,6 +20,7 @@ import { handleRecordRead } from './record-reads.js';
 import { answerHeaders, send, sendError, type HeaderMap } from './response.js';
 import { extensionHeaders, storedBodyHeaders } from './stream-headers.js';
 import type { StreamAddress } from './router.js';
+import { countServed, holdLiveUsage } from './usage.js';
 
 export interface ReadQuery {
   request: ReadRequest;
@@ -151,7 +152,7 @@ export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx:
   if (query.request.live === 'long-poll') return longPoll(req, res, ctx, { address, first: plan.stream, position: plan.position, query }, offsetAnswers(req, res, extensions));
   if (query.request.offset?.kind === 'now') return sendTail(res, plan.stream, extensions);
   const window = await readWindow(ctx.store, plan.stream, plan.position, query.maxBytes, false);
-  countRead(ctx, plan.stream, window);
+  countRead(req, ctx, plan.stream, window);
   sendData(req, res, plan.stream, plan.position, window, extensions);
 }
 
@@ -169,6 +170,7 @@ export interface SseStart {
 export function startSse(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, start: SseStart): Promise<void> | void {
   if (!ctx.hub.acquire()) return sendError(res, liveRefusal(ctx), start.extensions);
   ctx.live.track('sse', res);
+  holdLiveUsage(req, res, ctx, start.address.bucket);
   return serveSse(res, {
     store: ctx.store,
     hub: ctx.hub,
@@ -184,6 +186,7 @@ export function startSse(req: IncomingMessage, res: ServerResponse, ctx: Handler
     tokenExpiresAtMs: tokenExpiryOf(req),
     baseHeaders: Object.assign({}, answerHeaders(res), start.extensions),
     records: start.records,
+    served: (bytes) => countServed(req, ctx, start.address.bucket, bytes),
   });
 }
 
@@ -200,8 +203,9 @@ function offsetAnswers(req: IncomingMessage, res: ServerResponse, extensions: He
   };
 }
 
-/** Adds a read's bytes, and its messages on a JSON stream (one per line), to the metrics. */
-export function countRead(ctx: HandlerContext, stream: StreamState, window: ReadWindow): void {
+/** Adds a read's bytes to the reader's usage, and its bytes and messages on a JSON stream (one per line) to the metrics. */
+export function countRead(req: IncomingMessage, ctx: HandlerContext, stream: StreamState, window: ReadWindow): void {
+  countServed(req, ctx, stream.bucket, window.data.length);
   if (ctx.metrics === null) return;
   ctx.metrics.readServed(window.data.length, isJsonContentType(stream.config.contentType) ? countJsonMessages(window.data) : 0);
 }
@@ -242,7 +246,7 @@ export async function longPoll(req: IncomingMessage, res: ServerResponse, ctx: H
       if (ctx.now() >= tokenExpiresAtMs) return sendError(res, protocolError('TOKEN_EXPIRED', 'the token expired during the long-poll; retry with a fresh one'));
       if (position < stream.tail) {
         const window = await readWindow(ctx.store, stream, position, query.maxBytes, false);
-        countRead(ctx, stream, window);
+        countRead(req, ctx, stream, window);
         return answers.data(stream, position, window, cursor);
       }
       const remaining = deadline - ctx.now();
@@ -250,6 +254,7 @@ export async function longPoll(req: IncomingMessage, res: ServerResponse, ctx: H
       if (!holding) {
         if (!ctx.hub.acquire()) return sendError(res, liveRefusal(ctx));
         ctx.live.track('long_poll', res);
+        holdLiveUsage(req, res, ctx, address.bucket);
         holding = true;
       }
       const woke = await ctx.hub.wait(address.key, Math.min(remaining, tokenExpiresAtMs - ctx.now()), hangup);

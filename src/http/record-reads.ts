@@ -41,7 +41,7 @@ export async function handleRecordRead(req: IncomingMessage, res: ServerResponse
   if (query.request.live === 'long-poll') return longPoll(req, res, ctx, { address: read.address, first: stream, position, query }, answers);
   if (position >= stream.tail) return sendEmpty(res, stream, record, extensions);
   const window = await readWindow(ctx.store, stream, position, query.maxBytes, false);
-  countRead(ctx, stream, window);
+  countRead(req, ctx, stream, window);
   answers.data(stream, position, window, '');
 }
 

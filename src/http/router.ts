@@ -43,7 +43,7 @@ export interface StreamAddress {
 }
 
 /** Operator routes (http/admin.ts): `GET /` lists buckets; the others are reserved top-level names. */
-export type AdminRoute = 'buckets' | 'readyz' | 'metrics' | 'stats';
+export type AdminRoute = 'buckets' | 'readyz' | 'metrics' | 'stats' | 'usage';
 
 export type Route =
   | { kind: 'health' }
@@ -75,7 +75,7 @@ export type SubscriptionAction = 'callback' | 'claim' | 'ack' | 'release';
 const SUBSCRIPTION_ACTIONS: ReadonlySet<string> = new Set<SubscriptionAction>(['callback', 'claim', 'ack', 'release']);
 
 /** Paths that are not bucket names. */
-export const RESERVED_TOP_LEVEL = new Set(['healthz', 'readyz', 'metrics', 'stats', 'v1', 'console']);
+export const RESERVED_TOP_LEVEL = new Set(['healthz', 'readyz', 'metrics', 'stats', 'usage', 'v1', 'console']);
 
 // A Map, not an object: a path segment such as `constructor` must not find a prototype's member.
 const ADMIN_ROUTES = new Map<string, AdminRoute>([
@@ -83,6 +83,7 @@ const ADMIN_ROUTES = new Map<string, AdminRoute>([
   ['readyz', 'readyz'],
   ['metrics', 'metrics'],
   ['stats', 'stats'],
+  ['usage', 'usage'],
 ]);
 
 const V1_ROOT = '/v1/stream';

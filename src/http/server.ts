@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import { LiveHub } from '../live/hub.js';
 import { buildInfo } from '../ops/build-info.js';
 import { LiveReaders } from '../ops/live-readers.js';
+import { UsageTable } from '../core/usage.js';
 import { createLogger, redactUrl } from '../ops/logger.js';
 import { RillMetrics } from '../ops/metrics.js';
 import { requestIdOf, RequestLog, setRouteTemplate } from '../ops/request-log.js';
@@ -354,11 +355,13 @@ function listenOn(server: Server, port: number, host: string): Promise<void> {
 /** What operations add to a server: metrics, live-reader counts, readiness and the request log. */
 function operations(settings: ServerSettings, store: Store, hub: LiveHub, log: Logger) {
   const live = new LiveReaders();
-  const metrics = settings.metrics ? new RillMetrics({ store, live }) : null;
+  const usage = new UsageTable(settings.usageMaxKeys);
+  const metrics = settings.metrics ? new RillMetrics({ store, live, usage }) : null;
   if (metrics) store.observe(metrics);
   const storageHealth = new StorageHealth(store);
   const ops = {
     live,
+    usage,
     metrics,
     /** Set once the server listens; /readyz answers 503 'starting' until then. */
     started: false,
@@ -389,7 +392,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const { metrics, requests, metricsListener } = ops;
   let baseUrl = '';
   const subscriptions = new SubscriptionService(store, { ...settings.subscriptions, observer: metrics, nowMs: now, log, baseUrl: () => baseUrl });
-  const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, readiness: ops.readiness, now, access, browsers, subscriptions, recordMarks: new RecordMarks(), creates: new CreateGate(), bucketSettings };
+  const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, usage: ops.usage, readiness: ops.readiness, now, access, browsers, subscriptions, recordMarks: new RecordMarks(), creates: new CreateGate(), bucketSettings };
   const servedOverTls = settings.tlsCertFile !== null;
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     guard.requestArrived(req.socket);

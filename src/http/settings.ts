@@ -3,6 +3,7 @@ import { MAX_SNAPSHOT_BYTES } from '../core/snapshot.js';
 import { NO_QUOTAS, type QuotaSettings } from '../auth/quota.js';
 import type { TokenProfile } from '../auth/profile.js';
 import { NO_BUCKET_LIMITS, type BucketLimits } from '../core/bucket.js';
+import { DEFAULT_USAGE_MAX_KEYS } from '../core/usage.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings } from '../core/types.js';
 import { DEFAULT_REMOTE_CHECK_MS } from '../live/remote.js';
 import { POSTGRES_DEFAULTS } from '../storage/postgres/settings.js';
@@ -66,6 +67,11 @@ export interface ServerSettings {
   maxBodyBytes: number;
   /** Most messages one append (or create, or append-batch frame) may carry: a JSON array's elements. */
   maxAppendMessages: number;
+  /**
+   * Rows of the usage record (core/usage.ts) kept per node, one per bucket and token
+   * subject: past it the least recently active is folded into `(other)`.
+   */
+  usageMaxKeys: number;
   /** Most streams and subscriptions one bucket holds (0: unlimited), every bucket alike. */
   bucketLimits: BucketLimits;
   /** Largest snapshot body. */
@@ -205,6 +211,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   minFreeDiskBytes: 64 * 1024 * 1024,
   maxBodyBytes: 32 * 1024 * 1024,
   maxAppendMessages: 100_000,
+  usageMaxKeys: DEFAULT_USAGE_MAX_KEYS,
   bucketLimits: NO_BUCKET_LIMITS,
   maxSnapshotBytes: MAX_SNAPSHOT_BYTES,
   readChunkBytes: 4 * 1024 * 1024,

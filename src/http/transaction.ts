@@ -21,6 +21,7 @@ import { frameJson, header, readBody } from './request.js';
 import { sendBodyRefusal, sendError, sendJson } from './response.js';
 import { route, type StreamAddress } from './router.js';
 import { TRANSACTION_EXTENSIONS } from './stream-headers.js';
+import { countWrite } from './usage.js';
 
 export interface TransactionTarget {
   bucket: string;
@@ -61,6 +62,10 @@ export async function handleTransaction(req: IncomingMessage, res: ServerRespons
   }
   const outcome = await ctx.store.run('appendTransaction', { operations });
   if (outcome.kind === 'rejected') return refuse(res, outcome);
+  outcome.operations.forEach((committed, i) => {
+    const { request } = operations[i]!;
+    if (committed.kind === 'appended') countWrite(req, ctx, target.bucket, request.contentType, request.data);
+  });
   const acks = outcome.operations.map((committed, index) => ackOf(parsed.operations[index]!, committed));
   sendJson(res, 200, acks, TRANSACTION_EXTENSIONS);
 }

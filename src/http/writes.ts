@@ -33,6 +33,7 @@ import { resolveStreamReference, type StreamAddress } from './router.js';
 import { countRecords, hasRecords } from '../core/records.js';
 import type { RecordRange, StreamState } from '../core/types.js';
 import { describeStream, extensionHeaders, extensionsOf, metadataHeaders, producerHeaders, receiptHeaders, recordRangeHeaders } from './stream-headers.js';
+import { countWrite } from './usage.js';
 
 class RequestError extends Error {
   constructor(readonly protocol: ProtocolError) {
@@ -166,6 +167,8 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
     });
     if ('code' in outcome) return sendError(res, outcome);
     if (outcome.kind === 'rejected') return sendError(res, outcome.error, extensionsOf(address, outcome.records));
+    // Found, the stream was not written: only a create stores its body.
+    if (outcome.kind === 'created') countWrite(req, ctx, address.bucket, framingType, request.data);
     const headers = Object.assign(describeStream(outcome.stream), extensionHeaders(address, outcome.stream));
     if (outcome.kind === 'created') headers['location'] = absoluteUrl(req, ctx, address.path);
     const created = createdRecords(outcome, request.data);
@@ -226,7 +229,10 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
     const framed = frame(body, request.contentType, false, ctx.settings.maxAppendMessages);
     request.data = framed instanceof Buffer ? framed : await framed;
     if (ctx.access.chargesMessages) chargeOrRefuse(req, ctx, request.contentType, request.data);
-    renderAppend(res, address, await ctx.store.run('append', { name: address.key, request }));
+    const outcome = await ctx.store.run('append', { name: address.key, request });
+    // A duplicate or a refusal stored nothing.
+    if (outcome.kind === 'appended') countWrite(req, ctx, address.bucket, request.contentType, request.data);
+    renderAppend(res, address, outcome);
   } catch (error) {
     answerRequestError(res, error);
   }

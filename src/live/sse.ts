@@ -45,6 +45,8 @@ export interface SseOptions {
    * say where it stands in records too. Null for an offset reader.
    */
   records: { first: number; envelope: boolean } | null;
+  /** Told the stream bytes of each data event written to this reader (the usage record); a shared event counts for each reader. */
+  served?: (bytes: number) => void;
 }
 
 type Encoding = 'text' | 'json' | 'base64' | 'envelope';
@@ -182,7 +184,7 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
       const shared = await nextEvent(options, encoding, state, windowBytes);
       // No bytes below the tail means the stream was dropped under this reader: stop rather than spin.
       if (shared.bytes === 0) return;
-      writeEvent(res, state, shared, now());
+      writeEvent(res, options, state, shared, now());
       announced = true;
     }
     if (endsStream(state.stream, state.position)) {
@@ -225,7 +227,8 @@ async function pump(res: ServerResponse, options: SseOptions, encoding: Encoding
  * depends on the shared state, the position (both fixed by the shared entry), closure
  * and the cursor: readers alike in those share one buffer.
  */
-function writeEvent(res: ServerResponse, state: PumpState, shared: SharedEvent, nowMs: number): void {
+function writeEvent(res: ServerResponse, options: SseOptions, state: PumpState, shared: SharedEvent, nowMs: number): void {
+  options.served?.(shared.bytes);
   state.position = shared.next;
   if (state.record !== null) state.record += shared.records;
   const variant = `${state.cursor}:${state.stream.closed}`;
@@ -263,7 +266,7 @@ function tailFollower(res: ServerResponse, options: SseOptions, encoding: Encodi
       const nowMs = options.now();
       if (change === null || change.shared.bytes === 0 || res.writableNeedDrain || res.destroyed || nowMs >= limits.endAt) return false;
       state.stream = change.stream;
-      writeEvent(res, state, change.shared, nowMs);
+      writeEvent(res, options, state, change.shared, nowMs);
       return state.position >= change.stream.tail && !endsStream(change.stream, state.position);
     },
   };

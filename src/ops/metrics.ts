@@ -4,8 +4,9 @@
  * The hot paths add plain numbers: an append request adds to a map entry and observes one
  * histogram, a committed batch adds its totals once (not once per message). Counters with
  * labels are folded into prom-client only when `/metrics` is scraped, since prom-client's
- * labelled `inc` hashes its labels on every call. No label holds a stream or bucket name:
- * routes are templates (`/{bucket}/{stream}`), so the series stay few whatever the load.
+ * labelled `inc` hashes its labels on every call. No label holds a stream name, and a
+ * bucket name only in the usage counters, bounded by the usage record's cap: routes are
+ * templates (`/{bucket}/{stream}`), so the series stay few whatever the load.
  */
 import { buildInfo } from './build-info.js';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
@@ -18,9 +19,48 @@ const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
 /** What a scrape asks of the running server beyond its counters. */
+/** The usage record's per-bucket totals (core/usage.ts's UsageTable), as a scrape reads them. */
+interface UsageCounts {
+  appends: number;
+  bytesIn: number;
+  bytesOut: number;
+}
+
+export interface UsageTotals {
+  bucketTotals(): Map<string, UsageCounts>;
+}
+
 export interface MetricsSources {
   store: Store;
   live: LiveReaders;
+  usage: UsageTotals;
+}
+
+/**
+ * A counter per bucket read straight from the usage record at each scrape (its per-bucket
+ * totals, core/usage.ts): the record already counts, so the request path adds nothing for
+ * metrics. Its `bucket` values are the record's buckets, at most `--usage-max-keys`, and
+ * `(other)` for buckets folded: bounded, whatever the load. Subjects are never labels.
+ */
+class UsageCounter {
+  readonly type = 'counter';
+  readonly aggregator = 'sum';
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly usage: UsageTotals,
+    private readonly field: keyof UsageCounts,
+    registry: Registry,
+  ) {
+    registry.registerMetric(this as never);
+  }
+
+  get() {
+    const values = [];
+    for (const [bucket, totals] of this.usage.bucketTotals()) values.push({ labels: { bucket }, value: totals[this.field] });
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
 }
 
 /**
@@ -105,6 +145,10 @@ export class RillMetrics implements StorageObserver {
     this.batchCommands = histogram('rill_storage_batch_commands', 'Commands per committed batch', BATCH_BUCKETS);
     this.registerCounters();
     this.registerGauges();
+    const usage = (name: string, help: string, field: keyof UsageCounts) => new UsageCounter(name, help, sources.usage, field, this.registry);
+    usage('rill_usage_appends_total', 'Messages appended on this node since it started, by bucket (the usage record; (other): buckets folded past --usage-max-keys)', 'appends');
+    usage('rill_usage_bytes_in_total', 'Bytes stored by writes on this node since it started, by bucket (the usage record)', 'bytesIn');
+    usage('rill_usage_bytes_out_total', 'Stream bytes served by reads (catch-up, long-poll, SSE, record reads) on this node since it started, by bucket (the usage record)', 'bytesOut');
   }
 
   /** A request ended (its answer written, or its connection closed). */

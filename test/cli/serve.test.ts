@@ -95,6 +95,15 @@ describe('rill serve', () => {
     expect((await serveSettingsOf(['--sse-lifetime', '1s'], {})).settings.sseLifetimeMs).toBe(1000);
   });
 
+  it('takes --usage-max-keys from 1 to 1,000,000, 10,000 by default, and refuses others', async () => {
+    expect((await serveSettingsOf([], {})).settings.usageMaxKeys).toBe(10_000);
+    expect((await serveSettingsOf(['--usage-max-keys', '3'], {})).settings.usageMaxKeys).toBe(3);
+    expect((await serveSettingsOf([], { RILL_USAGE_MAX_KEYS: '50' })).settings.usageMaxKeys).toBe(50);
+    for (const bad of ['0', '1000001', '2.5', 'many']) {
+      await expect(serveSettingsOf(['--usage-max-keys', bad], {})).rejects.toThrow('expected an integer from 1 to 1000000');
+    }
+  });
+
   it('passes --quota-creates and the bucket limits to the settings, from flags or the environment, 0 (none) by default', async () => {
     const defaults = (await serveSettingsOf([], {})).settings;
     expect([defaults.auth?.quotas.createsPerSecond, defaults.bucketLimits]).toEqual([0, { maxStreams: 0, maxSubscriptions: 0 }]);

@@ -80,7 +80,7 @@ describe('operator routes', () => {
     expect((await fetch(`${server.url}/adm-4/s0`, { method: 'POST', headers: producer, body: '[4]' })).status).toBe(200);
     expect(await client.stats()).toEqual({ buckets: 5, streams: 10, producers: 1, bytes: 26, messages: 4, liveReaders: { sse: 0, longPoll: 0 } });
     // '{"a":1}\n{"b":2}\n{"c":3}\n4\n'
-    expect(await client.streamStats('adm-4/s0')).toEqual({ tail: 26, earliestOffset: 0, bytes: 26, messages: 4, producers: 1, liveReaders: 0, closed: false });
+    expect(await client.streamStats('adm-4/s0')).toEqual({ tail: '00000000000000000026', earliestOffset: '00000000000000000000', bytes: 26, messages: 4, producers: 1, liveReaders: 0, closed: false });
     const missing = await fetch(`${server.url}/adm-4/nope/stats`);
     expect([missing.status, (await missing.json()).code]).toEqual([404, 'STREAM_NOT_FOUND']);
   });

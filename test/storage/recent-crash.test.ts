@@ -2,10 +2,10 @@
  * Recent appends under SIGKILL: a writer process on the SQLite engine, with appends sealed
  * and indexed every few commits (so a kill lands before, during and after indexing
  * slices) and its longer appends indexed by their own commit (past held ones of their
- * stream), is killed at random moments. Each reopening must find every acknowledged
- * append exactly where it was written, the bytes of at most the one unacknowledged
- * append after it, no stream whose deletion was acknowledged, and nothing a deleted
- * stream wrote under another name.
+ * stream), is killed at random moments (after a random number of its acknowledgements).
+ * Each reopening must find every acknowledged append exactly where it was written, the
+ * bytes of at most the one unacknowledged append after it, no stream whose deletion was
+ * acknowledged, and nothing a deleted stream wrote under another name.
  */
 import { spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
@@ -68,15 +68,27 @@ function apply(expected: Expected, line: string): void {
   } else if (verb !== 'deleting' && line !== '') throw new Error(`unexpected line from the writer: ${line}`);
 }
 
-/** Runs the writer for `runMs`, SIGKILLs it, and applies every acknowledgement it printed. */
-async function runAndKill(dataDir: string, names: string[], seed: number, runMs: number, expected: Expected): Promise<void> {
+/**
+ * Runs the writer until it has printed `ackLines` lines (acknowledgements), SIGKILLs it
+ * then, wherever it is, and applies every acknowledgement it printed. Counted in work done,
+ * not in time: on a loaded machine a run of a few hundred milliseconds could end before the
+ * writer had started.
+ */
+async function runAndKill(dataDir: string, names: string[], seed: number, ackLines: number, expected: Expected): Promise<void> {
   const child = spawn(process.execPath, [CHILD, dataDir, JSON.stringify(names), String(seed)], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  let printed = 0;
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  await new Promise((r) => setTimeout(r, runMs));
+  const enough = new Promise<void>((resolve) => {
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      for (const byte of d) if (byte === 10) printed++;
+      if (printed >= ackLines) resolve();
+    });
+  });
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  await Promise.race([enough, exited]);
   child.kill('SIGKILL');
   await exited;
   expect(err).toBe('');
@@ -144,7 +156,7 @@ test('every acknowledged append survives SIGKILL at any point of sealing and ind
     // A slot continues with its newest name; one whose creation was not acknowledged may
     // or may not exist, and the writer creates it if not.
     const names = expected.generations.map((generation, slot) => `s${slot}.${generation}`);
-    await runAndKill(dataDir, names, random(1_000_000), 250 + random(300), expected);
+    await runAndKill(dataDir, names, random(1_000_000), 60 + random(300), expected);
     bytes = await check(dataDir, expected);
   }
   expect(expected.deleted.size).toBeGreaterThan(0);
