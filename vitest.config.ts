@@ -41,6 +41,7 @@ const USES_POSTGRES = [
   'test/storage/fork-queries.test.ts',
   'test/storage/stream-queries.test.ts',
   'test/storage/transactions.test.ts',
+  'test/auth/bucket-settings-nodes.test.ts',
 ];
 
 /** HTTP and client files run again on PostgreSQL: what they assert depends on the engine. */

@@ -1,11 +1,15 @@
 /** Bucket rules: create is idempotent; a bucket that holds streams cannot be deleted. */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { decideExpire, notFound } from './stream.js';
+import type { BucketSettings, BucketSettingsChange } from './bucket-settings.js';
+import { applyBucketSettingsChange } from './bucket-settings.js';
 import type { StreamState } from './types.js';
 
 export interface BucketState {
   id: string;
   createdAtMs: number;
+  /** What an admin set (PATCH /{bucket}); absent: none, the server-wide defaults apply. */
+  settings?: BucketSettings;
 }
 
 export type BucketCreateOutcome = { kind: 'created'; bucket: BucketState } | { kind: 'exists'; bucket: BucketState };
@@ -13,6 +17,14 @@ export type BucketCreateOutcome = { kind: 'created'; bucket: BucketState } | { k
 export function decideCreateBucket(existing: BucketState | undefined, id: string, nowMs: number): BucketCreateOutcome {
   if (existing) return { kind: 'exists', bucket: existing };
   return { kind: 'created', bucket: { id, createdAtMs: nowMs } };
+}
+
+export type BucketSettingsOutcome = { kind: 'set'; bucket: BucketState } | { kind: 'rejected'; error: ProtocolError };
+
+/** A settings change applies to a bucket that exists; the others are left as they were. */
+export function decideBucketSettings(existing: BucketState | undefined, change: BucketSettingsChange): BucketSettingsOutcome {
+  if (!existing) return { kind: 'rejected', error: notFound('bucket') };
+  return { kind: 'set', bucket: { ...existing, settings: applyBucketSettingsChange(existing.settings, change) } };
 }
 
 export type BucketDeleteOutcome = { kind: 'deleted' } | { kind: 'rejected'; error: ProtocolError };
@@ -58,10 +70,10 @@ export const NO_BUCKET_LIMITS: BucketLimits = { maxStreams: 0, maxSubscriptions:
 export function bucketLimitRefusal(what: 'streams' | 'subscriptions', held: number, limits: BucketLimits): ProtocolError | null {
   if (what === 'streams') {
     if (limits.maxStreams === 0 || held < limits.maxStreams) return null;
-    return protocolError('BUCKET_STREAM_LIMIT', `this bucket holds at most ${limits.maxStreams} streams (--bucket-max-streams); delete some first`);
+    return protocolError('BUCKET_STREAM_LIMIT', `this bucket holds at most ${limits.maxStreams} streams (--bucket-max-streams, or the bucket's own limit); delete some first`);
   }
   if (limits.maxSubscriptions === 0 || held < limits.maxSubscriptions) return null;
-  return protocolError('BUCKET_SUBSCRIPTION_LIMIT', `this bucket holds at most ${limits.maxSubscriptions} subscriptions (--bucket-max-subscriptions); delete some first`);
+  return protocolError('BUCKET_SUBSCRIPTION_LIMIT', `this bucket holds at most ${limits.maxSubscriptions} subscriptions (--bucket-max-subscriptions, or the bucket's own limit); delete some first`);
 }
 
 /** The limits as `GET /{bucket}` shows them: null where there is none. */

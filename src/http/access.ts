@@ -8,6 +8,9 @@
  * answer (status, headers, body, and the work done to find it) is that of a missing one
  * on every route, request errors included. Only creating a bucket is answered here,
  * since creating the phantom would create it.
+ *
+ * A request without a token is refused, except a read of a stream in a bucket an admin
+ * made public (admitAnonymous): it is then served as a read-only token on that bucket.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -16,6 +19,8 @@ import { usageSubject } from '../core/usage.js';
 import type { Principal } from '../auth/claims.js';
 import { messagesOf, Quotas, type WrittenPayload } from '../auth/quota.js';
 import { Revocations } from './revocations.js';
+import type { BucketSettingsCache } from './bucket-settings.js';
+import { anonymousMayRead, DEFAULT_BUCKET_SETTINGS } from '../core/bucket-settings.js';
 import { TokenVerifier, timeRefusal, unauthorized } from '../auth/verifier.js';
 import type { MetaStore } from '../subscriptions/meta.js';
 import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
@@ -50,6 +55,8 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, Permission>> = {
   'bucket HEAD': 'read',
   'bucket PUT': 'admin',
   'bucket DELETE': 'admin',
+  // Settings: admin on `*` (accessRuleOf), since a bucket's admin is its tenant and must not lift its own limits.
+  'bucket PATCH': 'admin',
   'bucket-streams GET': 'read',
   'bucket-streams HEAD': 'read',
   'buckets GET': 'admin',
@@ -106,6 +113,7 @@ export function accessRuleOf(route: Route, method: string): { need: Permission; 
     case 'stream-ext':
       return { need: PERMISSION_OF[route.ext]?.[method] ?? 'read', target: streamTarget(route.stream) };
     case 'bucket':
+      if (method === 'PATCH') return { need: 'admin', target: { kind: 'server' } };
       return { need: PERMISSION_OF.bucket![method] ?? 'read', target: { kind: 'bucket', bucket: route.bucket } };
     case 'bucket-streams':
       return { need: PERMISSION_OF['bucket-streams']![method] ?? 'read', target: { kind: 'listing', bucket: route.bucket } };
@@ -200,11 +208,18 @@ export class AccessControl {
   private readonly quotas: Quotas;
   /** Null with auth off, and until the store is open (keepRevocationsIn). */
   revocations: Revocations | null = null;
+  /** Null with auth off (everything is readable then), and until the store is open. */
+  private bucketSettings: BucketSettingsCache | null = null;
 
   constructor(private readonly settings: AuthSettings, nowMs: number) {
     this.on = isAuthOn(settings);
     this.verifier = this.on ? new TokenVerifier(settings, nowMs) : null;
     this.quotas = new Quotas(settings.quotas);
+  }
+
+  /** Where the public-read setting of buckets is found (bucket-settings.ts). */
+  readBucketSettingsFrom(settings: BucketSettingsCache): void {
+    if (this.on) this.bucketSettings = settings;
   }
 
   /** Keeps revocations in the store's meta table, shared by every node on it. */
@@ -234,7 +249,7 @@ export class AccessControl {
     }
     const found = tokenOf(req, search);
     if ('code' in found) return refusal(found);
-    if (found.token === null) return { ok: false, error: unauthorized('this server needs a token: send Authorization: Bearer <token>'), headers: { 'www-authenticate': CHALLENGE } };
+    if (found.token === null) return this.admitAnonymous(req, res, route, found.search, nowMs);
     const known = verifier.lookup(found.token, nowMs);
     const remember = (principal: Principal | ProtocolError): Principal | ProtocolError => {
       if (!('code' in principal) && header !== undefined && found.search === search) socket[SEEN] = { header, keys, principal };
@@ -242,6 +257,25 @@ export class AccessControl {
     };
     if (known !== undefined) return this.authorize(req, res, route, found.search, remember(known), nowMs);
     return verifier.verify(found.token, nowMs).then((principal) => this.authorize(req, res, route, found.search, remember(principal), nowMs));
+  }
+
+  /**
+   * A request without any token: refused, unless it reads a stream of a public bucket
+   * (core/bucket-settings.ts anonymousMayRead). It is then served as a token granting
+   * read on that bucket alone would be, so every later check (concealment of other
+   * streams, quotas under one shared subject) holds as for any token. A request that
+   * sent a token, even a bad one, never comes here.
+   */
+  private admitAnonymous(req: IncomingMessage, res: ServerResponse, route: Route, search: string, nowMs: number): Admission | Promise<Admission> {
+    const refused: Admission = { ok: false, error: unauthorized('this server needs a token: send Authorization: Bearer <token>'), headers: { 'www-authenticate': CHALLENGE } };
+    const method = req.method ?? 'GET';
+    const rule = accessRuleOf(route, method);
+    if (this.bucketSettings === null || rule === null || rule.target.kind !== 'stream' || rule.target.bucket === V1_BUCKET) return refused;
+    if (!anonymousMayRead(PUBLIC_PROBE, method, rule.need, rule.target.kind)) return refused;
+    const bucket = rule.target.bucket;
+    return this.bucketSettings.get(bucket).then((settings) =>
+      anonymousMayRead(settings, method, rule.need, 'stream') ? this.authorize(req, res, route, search, anonymousReader(bucket), nowMs) : refused,
+    );
   }
 
   private authorize(req: IncomingMessage, res: ServerResponse, route: Route, search: string, principal: Principal | ProtocolError, nowMs: number): Admission {
@@ -321,6 +355,17 @@ function arrivingWrite(route: Route, method: string | undefined): { append: bool
     default:
       return null;
   }
+}
+
+/** Settings of a public bucket: asks whether a request could be a public read before any lookup. */
+const PUBLIC_PROBE = { ...DEFAULT_BUCKET_SETTINGS, publicRead: true };
+
+/** The subject anonymous readers share: quotas count them together, apart from every token's. */
+export const ANONYMOUS_SUBJECT = '~anonymous';
+
+/** What a request without a token may do in a public bucket: read its streams, nothing else. */
+function anonymousReader(bucket: string): Principal {
+  return { subject: ANONYMOUS_SUBJECT, grants: [{ bucket, prefix: '', level: 'read' }], expiresAtMs: null, notBeforeMs: null, issuedAtMs: null, jti: null };
 }
 
 function refusal(error: ProtocolError): Admission {

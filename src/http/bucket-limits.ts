@@ -6,8 +6,11 @@
  * are left as they are), so while a limit is set the creates of one bucket run one at a
  * time in this process: the count a create checks is the one it adds to. Nodes sharing a
  * store check apart, so together they may pass a limit by the creates that race on others.
+ * A bucket's own limits (PATCH /{bucket}) replace the server-wide ones; they are read
+ * through ctx.bucketSettings, so another node's change applies here within its cache time.
  */
 import { bucketLimitRefusal } from '../core/bucket.js';
+import { effectiveBucketLimits } from '../core/bucket-settings.js';
 import type { ProtocolError } from '../protocol/errors.js';
 import { bucketOfScope } from '../protocol/ids.js';
 import type { HandlerContext } from './context.js';
@@ -31,11 +34,12 @@ export class CreateGate {
 }
 
 /** Runs a stream create, or refuses it when it would add a stream past its bucket's limit. */
-export function createWithinStreamLimit<T>(ctx: HandlerContext, address: StreamAddress, create: () => Promise<T>): Promise<T | ProtocolError> {
-  const limits = ctx.settings.bucketLimits;
+export async function createWithinStreamLimit<T>(ctx: HandlerContext, address: StreamAddress, create: () => Promise<T>): Promise<T | ProtocolError> {
   const bucket = address.bucket;
   // The /v1 family is no tenant's bucket: the limits are per bucket.
-  if (limits.maxStreams === 0 || bucket === null) return create();
+  if (bucket === null) return create();
+  const limits = effectiveBucketLimits(ctx.settings.bucketLimits, await ctx.bucketSettings.get(bucket));
+  if (limits.maxStreams === 0) return create();
   return ctx.creates.run(`streams ${bucket}`, async () => {
     // A PUT of a stream that exists adds none: it answers as it always does, even at the limit.
     if ((await ctx.store.getStream(address.key)) === undefined) {
@@ -48,10 +52,11 @@ export function createWithinStreamLimit<T>(ctx: HandlerContext, address: StreamA
 }
 
 /** Runs a subscription create, or refuses it when it would add one past its bucket's limit. */
-export function createWithinSubscriptionLimit<T>(ctx: HandlerContext, scope: string, key: string, create: () => Promise<T>): Promise<T | ProtocolError> {
-  const limits = ctx.settings.bucketLimits;
+export async function createWithinSubscriptionLimit<T>(ctx: HandlerContext, scope: string, key: string, create: () => Promise<T>): Promise<T | ProtocolError> {
   const bucket = bucketOfScope(scope);
-  if (limits.maxSubscriptions === 0 || bucket === null) return create();
+  if (bucket === null) return create();
+  const limits = effectiveBucketLimits(ctx.settings.bucketLimits, await ctx.bucketSettings.get(bucket));
+  if (limits.maxSubscriptions === 0) return create();
   return ctx.creates.run(`subscriptions ${bucket}`, async () => {
     if ((await ctx.store.getSubscription(key)) === undefined) {
       // Counting stops at the limit: no more need be read to know it is reached.

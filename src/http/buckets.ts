@@ -4,10 +4,12 @@ import { protocolError } from '../protocol/errors.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
 import { listingPrefixes } from '../core/access.js';
 import { bucketLimitsView } from '../core/bucket.js';
+import { DEFAULT_BUCKET_SETTINGS, effectiveBucketLimits, parseBucketSettingsChange } from '../core/bucket-settings.js';
+import type { BucketInfo } from '../storage/store.js';
 import { listingScope } from './access.js';
 import type { HandlerContext } from './context.js';
-import { parseQuery } from './request.js';
-import { send, sendError, sendJson } from './response.js';
+import { parseQuery, readBody } from './request.js';
+import { send, sendBodyRefusal, sendError, sendJson } from './response.js';
 
 export const MAX_LIST_LIMIT = 1000;
 const DEFAULT_LIST_LIMIT = 100;
@@ -22,17 +24,58 @@ export async function handleBucket(req: IncomingMessage, res: ServerResponse, ct
     case 'HEAD': {
       const info = await ctx.store.getBucket(bucket);
       if (!info) return sendError(res, protocolError('BUCKET_NOT_FOUND', 'bucket not found'));
-      const limits = bucketLimitsView(ctx.settings.bucketLimits);
-      return sendJson(res, 200, { id: info.id, streamCount: info.streamCount, createdAt: new Date(info.createdAtMs).toISOString(), limits });
+      return sendJson(res, 200, bucketView(ctx, info));
     }
+    case 'PATCH':
+      return changeSettings(req, res, ctx, bucket);
     case 'DELETE': {
       const outcome = await ctx.store.run('deleteBucket', { id: bucket });
+      ctx.bucketSettings.forget(bucket);
       if (outcome.kind === 'rejected') return sendError(res, outcome.error);
       return send(res, 204, { 'cache-control': 'no-store' });
     }
     default:
-      return sendError(res, protocolError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on a bucket`), { allow: 'GET, HEAD, PUT, DELETE, OPTIONS' });
+      return sendError(res, protocolError('METHOD_NOT_ALLOWED', `${req.method} is not allowed on a bucket`), { allow: 'GET, HEAD, PUT, PATCH, DELETE, OPTIONS' });
   }
+}
+
+/** Settings bodies are a few members: anything larger is not one. */
+const MAX_SETTINGS_BYTES = 4096;
+
+/**
+ * `GET /{bucket}`: `limits` are those in force (its overrides, else the server-wide
+ * ones; null: none), `overrides` what an admin set (null: the server-wide limit; 0: none).
+ */
+function bucketView(ctx: HandlerContext, info: BucketInfo): Record<string, unknown> {
+  const settings = info.settings ?? DEFAULT_BUCKET_SETTINGS;
+  return {
+    id: info.id,
+    streamCount: info.streamCount,
+    createdAt: new Date(info.createdAtMs).toISOString(),
+    limits: bucketLimitsView(effectiveBucketLimits(ctx.settings.bucketLimits, info.settings)),
+    publicRead: settings.publicRead,
+    overrides: settings.limits,
+  };
+}
+
+/** `PATCH /{bucket}` (admin on `*`, access.ts): changes the members the body names, answers the bucket's view. */
+async function changeSettings(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, bucket: string): Promise<void> {
+  const body = await readBody(req, MAX_SETTINGS_BYTES);
+  if (!body.ok) return sendBodyRefusal(res, body.error);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.body.toString('utf8'));
+  } catch {
+    return sendError(res, protocolError('INVALID_JSON', 'the body is not valid JSON'));
+  }
+  const read = parseBucketSettingsChange(parsed);
+  if (!read.ok) return sendError(res, read.error);
+  const outcome = await ctx.store.run('setBucketSettings', { id: bucket, change: read.change });
+  ctx.bucketSettings.forget(bucket);
+  if (outcome.kind === 'rejected') return sendError(res, outcome.error);
+  const info = await ctx.store.getBucket(bucket);
+  if (!info) return sendError(res, protocolError('BUCKET_NOT_FOUND', 'bucket not found'));
+  return sendJson(res, 200, bucketView(ctx, info));
 }
 
 export async function handleListStreams(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, bucket: string, search: string): Promise<void> {

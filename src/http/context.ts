@@ -4,6 +4,7 @@ import type { RecordMarks } from '../live/records.js';
 import type { AccessControl } from './access.js';
 import type { BrowserPolicy } from './browsers.js';
 import type { CreateGate } from './bucket-limits.js';
+import type { BucketSettingsCache } from './bucket-settings.js';
 import type { LiveReaders } from '../ops/live-readers.js';
 import type { UsageTable } from '../core/usage.js';
 import type { RillMetrics } from '../ops/metrics.js';
@@ -33,4 +34,6 @@ export interface HandlerContext {
   recordMarks: RecordMarks;
   /** Creates of one bucket, one at a time while a bucket limit is set (bucket-limits.ts). */
   creates: CreateGate;
+  /** Each bucket's settings, briefly kept (bucket-settings.ts). */
+  bucketSettings: BucketSettingsCache;
 }

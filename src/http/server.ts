@@ -22,6 +22,7 @@ import { repeatedHeaderError } from '../protocol/parse.js';
 import { storageRefusal } from '../storage/errors.js';
 import { openStore, openStoreNow } from '../storage/open.js';
 import type { Store } from '../storage/store.js';
+import { BucketSettingsCache } from './bucket-settings.js';
 import { AccessControl, guardsSubscriptionRoute, type Admission } from './access.js';
 import { refuseSharedKeyFile } from '../auth/key-files.js';
 import { HSTS, readCertificate, watchCertificate } from './tls.js';
@@ -383,13 +384,15 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const browsers = new BrowserPolicy({ corsOrigins: settings.corsOrigins, authOn: isAuthOn(settings.auth), listenHost: settings.host, allowedHosts: settings.allowedHosts, tls: settings.tlsCertFile !== null, publicUrl: settings.publicUrl });
   const store = options.store ?? openStoreNow(settings, { nowMs: now, onDiskSpace: diskSpaceLog(settings, log) });
   access.keepRevocationsIn(store);
+  const bucketSettings = BucketSettingsCache.of(store, now);
+  access.readBucketSettingsFrom(bucketSettings);
   const hub = new LiveHub(store, settings.maxLiveConnections, settings.remoteCheckMs);
   const storageFailures = new StorageFailureLog(log, Date.now);
   const ops = operations(settings, store, hub, log);
   const { metrics, requests, metricsListener } = ops;
   let baseUrl = '';
   const subscriptions = new SubscriptionService(store, { ...settings.subscriptions, observer: metrics, nowMs: now, log, baseUrl: () => baseUrl });
-  const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, usage: ops.usage, readiness: ops.readiness, now, access, browsers, subscriptions, recordMarks: new RecordMarks(), creates: new CreateGate() };
+  const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, usage: ops.usage, readiness: ops.readiness, now, access, browsers, subscriptions, recordMarks: new RecordMarks(), creates: new CreateGate(), bucketSettings };
   const servedOverTls = settings.tlsCertFile !== null;
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     guard.requestArrived(req.socket);

@@ -4,6 +4,7 @@
  * only after that commit; if the commit fails, every command of the batch is refused
  * with STORAGE_UNAVAILABLE and none of them applied.
  */
+import type { BucketSettings } from '../core/bucket-settings.js';
 import { touched } from '../core/stream.js';
 import type { LinkView, SubscriptionState } from '../core/subscription-types.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings, type StreamState } from '../core/types.js';
@@ -137,6 +138,7 @@ export abstract class BatchedStore implements Store {
   abstract snapshotBody(stream: StreamState): Promise<Buffer | null>;
   abstract chunkAt(stream: StreamState, position: number): Promise<{ start: number; data: Buffer } | null>;
   abstract getBucket(id: string): Promise<BucketInfo | undefined>;
+  abstract bucketSettings(id: string): Promise<BucketSettings | undefined>;
   abstract listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing>;
   abstract listBuckets(after: string | null, limit: number): Promise<BucketListing>;
   abstract totals(): Promise<StoreTotals>;

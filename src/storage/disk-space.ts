@@ -36,6 +36,7 @@ export function bytesAdded<K extends CommandName>(kind: K, input: StoreCommands[
       return 2 * (input as StoreCommands['publishSnapshot']['input']).body.length + ROW_BYTES;
     case 'putAttrs':
     case 'createBucket':
+    case 'setBucketSettings':
       return ROW_BYTES;
     case 'createSubscription':
       return ROW_BYTES * 4;

@@ -13,7 +13,8 @@ import {
   type PublishSnapshotRequest,
   type RetentionRequest,
 } from '../core/snapshot.js';
-import { decideCreateBucket, decideDeleteBucket, type BucketState } from '../core/bucket.js';
+import { decideBucketSettings, decideCreateBucket, decideDeleteBucket, type BucketState } from '../core/bucket.js';
+import type { BucketSettingsChange } from '../core/bucket-settings.js';
 import { decideCreate, type ChunkView } from '../core/create.js';
 import { forgetCutoffMs } from '../core/producer.js';
 import { appendOrdinalFromCount, countMessagesIn, hasRecords, recordCountAt, recordFromCount } from '../core/records.js';
@@ -132,6 +133,7 @@ export class Executor {
   private static readonly steps: { [N in CommandName]: (e: Executor, i: StoreCommands[N]['input']) => StoreCommands[N]['output'] } = {
     createBucket: (e, i) => e.createBucket(i.id),
     deleteBucket: (e, i) => e.deleteBucket(i.id),
+    setBucketSettings: (e, i) => e.setBucketSettings(i.id, i.change),
     createStream: (e, i) => e.createStream(i),
     append: (e, i) => e.append(i.name, i.request),
     appendTransaction: (e, i) => e.appendTransaction(i.operations),
@@ -177,6 +179,13 @@ export class Executor {
   private createBucket(id: string): StoreCommands['createBucket']['output'] {
     const outcome = decideCreateBucket(this.txn.getBucket(id), id, this.nowMs);
     if (outcome.kind === 'created') this.txn.putBucket(outcome.bucket);
+    return outcome;
+  }
+
+  /** putBucket of a bucket that exists rewrites its row: every engine's putBucket is an upsert. */
+  private setBucketSettings(id: string, change: BucketSettingsChange): StoreCommands['setBucketSettings']['output'] {
+    const outcome = decideBucketSettings(this.txn.getBucket(id), change);
+    if (outcome.kind === 'set') this.txn.putBucket(outcome.bucket);
     return outcome;
   }
 

@@ -6,7 +6,8 @@
  */
 import type { PutAttrsOutcome } from '../core/attrs.js';
 import type { PublishSnapshotOutcome, PublishSnapshotRequest, RetentionOutcome, RetentionRequest } from '../core/snapshot.js';
-import type { BucketCreateOutcome, BucketDeleteOutcome, BucketState } from '../core/bucket.js';
+import type { BucketCreateOutcome, BucketDeleteOutcome, BucketSettingsOutcome, BucketState } from '../core/bucket.js';
+import type { BucketSettings, BucketSettingsChange } from '../core/bucket-settings.js';
 import type { CreateOutcome, CreateRequest } from '../core/create.js';
 import type { DeleteDecision } from '../core/stream.js';
 import type { LinkView, SubscriptionState } from '../core/subscription-types.js';
@@ -19,6 +20,8 @@ export type DeleteOutcome = Exclude<DeleteDecision, { kind: 'dropped' }> | { kin
 export interface StoreCommands extends SubscriptionCommands {
   createBucket: { input: { id: string }; output: BucketCreateOutcome };
   deleteBucket: { input: { id: string }; output: BucketDeleteOutcome };
+  /** Applies an admin's change to a bucket's settings (core/bucket-settings.ts), read and written in one transaction. */
+  setBucketSettings: { input: { id: string; change: BucketSettingsChange }; output: BucketSettingsOutcome };
   createStream: { input: CreateRequest; output: CreateOutcome };
   append: { input: { name: string; request: AppendRequest }; output: AppendOutcome };
   /** A group transaction: every append applies, in order, or none does (core/transaction.ts). */
@@ -152,6 +155,11 @@ export interface Store extends SubscriptionReads {
   /** The append that starts at or contains `position`, or null at the tail. */
   chunkAt(stream: StreamState, position: number): Promise<{ start: number; data: Buffer } | null>;
   getBucket(id: string): Promise<BucketInfo | undefined>;
+  /**
+   * A bucket's settings (undefined: none, or no such bucket), read by its key alone: what
+   * a tokenless request costs is then the same whether the bucket exists or not.
+   */
+  bucketSettings(id: string): Promise<BucketSettings | undefined>;
   listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing>;
   /** Buckets in id order after `after`, each with its stream count. */
   listBuckets(after: string | null, limit: number): Promise<BucketListing>;

@@ -91,8 +91,12 @@ const BUCKET_ROWS: Array<Row & { target: 'shared' | 'fresh' | 'empty' }> = [
   { row: 'bucket-streams HEAD', method: 'HEAD', need: 'read', suffix: '/streams', allowed: 200, hidden: { status: 404 }, target: 'shared' },
 ];
 
-/** Rows tested elsewhere: the server-wide bucket listing (admin routes), subscriptions (test/auth/subscriptions.test.ts), revocations (below). */
-const NOT_ROUTED = new Set(['buckets GET', ...Object.keys(ROUTE_PERMISSIONS).filter((row) => row.startsWith('subscription') || row.startsWith('revocations'))]);
+/**
+ * Rows tested elsewhere: the server-wide bucket listing (admin routes), bucket settings
+ * (admin on `*`, whoever holds the bucket: test/auth/bucket-settings.test.ts), subscriptions
+ * (test/auth/subscriptions.test.ts), revocations (below).
+ */
+const NOT_ROUTED = new Set(['buckets GET', 'bucket PATCH', ...Object.keys(ROUTE_PERMISSIONS).filter((row) => row.startsWith('subscription') || row.startsWith('revocations'))]);
 
 let counter = 0;
 const fresh = (prefix: string) => `${prefix}${process.pid}-${++counter}`;

@@ -4,6 +4,7 @@
  * trace. Nothing survives the process.
  */
 import type { BucketState } from '../../core/bucket.js';
+import type { BucketSettings } from '../../core/bucket-settings.js';
 import { isCollectable, isListed } from '../../core/stream.js';
 import { messagesHeld } from '../../core/records.js';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
@@ -163,8 +164,10 @@ export class MemoryStore extends BatchedStore {
           .filter((s) => isCollectable(s, nowMs))
           .slice(0, limit),
       putBucket: (bucket) => {
+        // A settings change rewrites a bucket that exists: undoing it puts the old one back.
+        const before = this.buckets.get(bucket.id);
         this.buckets.set(bucket.id, bucket);
-        this.record(() => this.buckets.delete(bucket.id));
+        this.record(() => (before === undefined ? this.buckets.delete(bucket.id) : this.buckets.set(bucket.id, before)));
       },
       dropBucket: (id) => {
         const previous = this.buckets.get(id);
@@ -234,6 +237,10 @@ export class MemoryStore extends BatchedStore {
 
   async chunkAt(stream: StreamState, position: number): Promise<StoredChunk | null> {
     return chunkFromChain(this.chunkSource, stream, position);
+  }
+
+  async bucketSettings(id: string): Promise<BucketSettings | undefined> {
+    return this.buckets.get(id)?.settings;
   }
 
   async getBucket(id: string): Promise<BucketInfo | undefined> {

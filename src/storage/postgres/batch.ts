@@ -10,6 +10,7 @@
  * that their answer includes them. The step under way is undone and runs again.
  */
 import type { BucketState } from '../../core/bucket.js';
+import { withSettings } from '../../core/bucket-settings.js';
 import type { ChunkView } from '../../core/create.js';
 import type { ProducerRecord, ProducerView, StreamState } from '../../core/types.js';
 import { chunkFromChain, chunksFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
@@ -91,7 +92,7 @@ export class PgBatch implements Txn {
     const producerKeys: Array<[string, string]> = [];
     const buckets = new Set<string>();
     for (const c of commands) {
-      if (c.kind === 'createBucket' || c.kind === 'deleteBucket') buckets.add(c.input.id);
+      if (c.kind === 'createBucket' || c.kind === 'deleteBucket' || c.kind === 'setBucketSettings') buckets.add(c.input.id);
       else if (c.kind === 'createStream') {
         names.add(c.input.name);
         if (c.input.fork) names.add(c.input.fork.sourceName);
@@ -425,9 +426,9 @@ export class PgBatch implements Txn {
 
   private async loadBuckets(ids: string[]): Promise<void> {
     // Locked: a bucket's deletion and a stream's creation in it never pass each other.
-    const { rows } = await this.query<{ id: string; created_at_ms: number }>('SELECT * FROM buckets WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [ids]);
+    const { rows } = await this.query<{ id: string; created_at_ms: number; settings: unknown }>('SELECT * FROM buckets WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [ids]);
     for (const id of ids) if (!this.buckets.has(id)) this.buckets.set(id, null);
-    for (const row of rows) this.buckets.set(row.id, { id: row.id, createdAtMs: row.created_at_ms });
+    for (const row of rows) this.buckets.set(row.id, withSettings({ id: row.id, createdAtMs: row.created_at_ms }, row.settings));
   }
 
   /** Chunks as this batch sees them: its own appends, the table's rows, and its trims. */

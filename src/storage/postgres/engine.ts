@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { StreamState } from '../../core/types.js';
+import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
 import { BatchedStore } from '../batched.js';
 import { CommitOutcomeUnknownError, ReadUnavailableError } from '../errors.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type StoredChunk } from '../chain.js';
@@ -236,15 +237,20 @@ export class PostgresStore extends BatchedStore {
     return rows[0]?.data ?? null;
   }
 
+  async bucketSettings(id: string): Promise<BucketSettings | undefined> {
+    const { rows } = await this.query<{ settings: unknown }>('SELECT settings FROM buckets WHERE id = $1', [id]);
+    return bucketSettingsFromStored(rows[0]?.settings);
+  }
+
   /** Counts the streams isListed (core/stream.ts) takes, as do listStreams and listBuckets below. */
   async getBucket(id: string): Promise<BucketInfo | undefined> {
-    const { rows } = await this.query<{ id: string; created_at_ms: number; n: number }>(
-      `SELECT id, created_at_ms, (SELECT count(*)::bigint FROM streams
+    const { rows } = await this.query<{ id: string; created_at_ms: number; n: number; settings: unknown }>(
+      `SELECT id, created_at_ms, settings, (SELECT count(*)::bigint FROM streams
          WHERE bucket = $1 AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > $2)) AS n FROM buckets WHERE id = $1`,
       [id, this.now()],
     );
     const row = rows[0];
-    return row ? { id: row.id, createdAtMs: row.created_at_ms, streamCount: row.n } : undefined;
+    return row ? withSettings({ id: row.id, createdAtMs: row.created_at_ms, streamCount: row.n }, row.settings) : undefined;
   }
 
   async listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing> {

@@ -13,7 +13,7 @@ import { legacyRecords, withoutRecords, WITHOUT_RECORDS_SQL } from '../records-b
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { ReadSource, withLoads } from './chunks.js';
 
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 /** Any constant of our own: only rill's migrations take this advisory lock. */
 const MIGRATION_LOCK = 0x72696c6c;
@@ -111,6 +111,10 @@ const MIGRATIONS: Record<number, string> = {
   // held 0 and 0 and are numbered in the same transaction (backfillRecords).
   4: `
     UPDATE streams SET record_first = NULL, record_next = NULL WHERE ${WITHOUT_RECORDS_SQL};
+  `,
+  // Bucket settings an admin sets (core/bucket-settings.ts), as in SQLite's schema 11; NULL: none.
+  5: `
+    ALTER TABLE buckets ADD COLUMN settings JSONB;
   `,
 };
 

@@ -208,8 +208,10 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
   const upserts = [...writes.buckets.entries()].filter(([, b]) => b !== null);
   if (upserts.length > 0) {
     out.push({
-      text: `INSERT INTO buckets (id, created_at_ms) SELECT * FROM unnest($1::text[], $2::bigint[]) ON CONFLICT (id) DO UPDATE SET created_at_ms = EXCLUDED.created_at_ms`,
-      values: [upserts.map(([id]) => id), upserts.map(([, b]) => b!.createdAtMs)],
+      // settings as JSON text (NULL: none), cast per row: unnest of a jsonb[] would need each element quoted.
+      text: `INSERT INTO buckets (id, created_at_ms, settings) SELECT id, at, s::jsonb FROM unnest($1::text[], $2::bigint[], $3::text[]) AS u(id, at, s)
+             ON CONFLICT (id) DO UPDATE SET created_at_ms = EXCLUDED.created_at_ms, settings = EXCLUDED.settings`,
+      values: [upserts.map(([id]) => id), upserts.map(([, b]) => b!.createdAtMs), upserts.map(([, b]) => (b!.settings === undefined ? null : JSON.stringify(b!.settings)))],
     });
   }
   const dropped = [...writes.streams.entries()].filter(([, s]) => s === null).map(([id]) => id);

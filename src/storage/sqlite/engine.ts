@@ -18,6 +18,7 @@ import { ReadNotSettledError, StorageUnavailableError } from '../errors.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import { DiskSpace } from '../disk-space.js';
 import type { Txn } from '../executor.js';
+import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
 import type { BucketInfo, BucketListing, HeldTotals, StoreOptions, StoreTotals, StreamListing } from '../store.js';
 import { countMessagesIn, messagesHeld } from '../../core/records.js';
 import { legacyRecords, withoutRecords } from '../records-backfill.js';
@@ -367,10 +368,15 @@ export class SqliteStore extends BatchedStore {
    * Bucket reads query SQLite, which holds commits not yet durable: each answer waits until
    * every commit its query could see is durable, so a crash cannot undo what it reported.
    */
+  async bucketSettings(id: string): Promise<BucketSettings | undefined> {
+    const seen = this.durability.lastCommit();
+    return this.answerWhenDurable(seen, bucketSettingsFromStored(this.sql.bucket.get(id)?.settings));
+  }
+
   async getBucket(id: string): Promise<BucketInfo | undefined> {
     const seen = this.durability.lastCommit();
     const row = this.sql.bucket.get(id);
-    const info = row ? { id: row.id, createdAtMs: row.created_at_ms, streamCount: this.sql.bucketLive.get(id, this.now())!.n } : undefined;
+    const info = row ? withSettings({ id: row.id, createdAtMs: row.created_at_ms, streamCount: this.sql.bucketLive.get(id, this.now())!.n }, row.settings) : undefined;
     return this.answerWhenDurable(seen, info);
   }
 

@@ -5,7 +5,7 @@
 import type Database from 'better-sqlite3';
 import { WITHOUT_RECORDS_SQL } from '../records-backfill.js';
 
-export const SCHEMA_VERSION = 10;
+export const SCHEMA_VERSION = 11;
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -149,6 +149,10 @@ const MIGRATIONS: Record<number, string> = {
   // would append without counting, so it must refuse this.
   10: `
     UPDATE streams SET record_first = NULL, record_next = NULL WHERE ${WITHOUT_RECORDS_SQL};
+  `,
+  // Bucket settings an admin sets (core/bucket-settings.ts), as JSON; NULL: none.
+  11: `
+    ALTER TABLE buckets ADD COLUMN settings TEXT;
   `,
 };
 

@@ -50,8 +50,8 @@ export interface Statements {
   expired: Database.Statement<[number, number], StreamRow>;
   nextId: Database.Statement<[], { value: string }>;
   setNextId: Database.Statement<[string]>;
-  bucket: Database.Statement<[string], { id: string; created_at_ms: number }>;
-  insertBucket: Database.Statement<[string, number]>;
+  bucket: Database.Statement<[string], { id: string; created_at_ms: number; settings: string | null }>;
+  insertBucket: Database.Statement<[string, number, string | null]>;
   deleteBucket: Database.Statement<[string]>;
   bucketUndeleted: Database.Statement<[string], { n: number }>;
   bucketLive: Database.Statement<[string, number], { n: number }>;
@@ -109,8 +109,11 @@ export function prepareStatements(db: Database.Database): Statements {
     ),
     nextId: db.prepare<[], { value: string }>(`SELECT value FROM meta WHERE key = 'next_stream_id'`),
     setNextId: db.prepare<[string]>(`UPDATE meta SET value = ? WHERE key = 'next_stream_id'`),
-    bucket: db.prepare<[string], { id: string; created_at_ms: number }>(`SELECT * FROM buckets WHERE id = ?`),
-    insertBucket: db.prepare<[string, number]>(`INSERT INTO buckets (id, created_at_ms) VALUES (?, ?)`),
+    bucket: db.prepare<[string], { id: string; created_at_ms: number; settings: string | null }>(`SELECT * FROM buckets WHERE id = ?`),
+    // An upsert: a settings change rewrites a bucket that exists.
+    insertBucket: db.prepare<[string, number, string | null]>(
+      `INSERT INTO buckets (id, created_at_ms, settings) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET settings = excluded.settings`,
+    ),
     deleteBucket: db.prepare<[string]>(`DELETE FROM buckets WHERE id = ?`),
     bucketUndeleted: db.prepare<[string], { n: number }>(`SELECT count(*) AS n FROM streams WHERE bucket = ? AND deleted = 0`),
     bucketLive: db.prepare<[string, number], { n: number }>(

@@ -7,6 +7,7 @@
  * database is local, so no step ever waits (compare the PostgreSQL Txn, postgres/batch.ts).
  */
 import type { BucketState } from '../../core/bucket.js';
+import { withSettings } from '../../core/bucket-settings.js';
 import type { ChunkView } from '../../core/create.js';
 import type { ProducerRecord, ProducerView, StreamState } from '../../core/types.js';
 import { chunkFromChain, chunksFromChain, type ChunkSource } from '../chain.js';
@@ -62,7 +63,7 @@ export class SqliteTxn implements Txn {
 
   getBucket(id: string): BucketState | undefined {
     const row = this.sql.bucket.get(id);
-    return row ? { id: row.id, createdAtMs: row.created_at_ms } : undefined;
+    return row ? withSettings({ id: row.id, createdAtMs: row.created_at_ms }, row.settings) : undefined;
   }
 
   countUndeletedStreams(bucket: string): number {
@@ -120,7 +121,7 @@ export class SqliteTxn implements Txn {
   // ---- writes ------------------------------------------------------------------------
 
   putBucket(bucket: BucketState): void {
-    this.sql.insertBucket.run(bucket.id, bucket.createdAtMs);
+    this.sql.insertBucket.run(bucket.id, bucket.createdAtMs, bucket.settings === undefined ? null : JSON.stringify(bucket.settings));
   }
 
   dropBucket(id: string): void {

@@ -6,6 +6,7 @@
  * batching, durability and reads work there exactly as in one thread (its own tests and
  * the storage contract run it both ways). docs/decisions.md says why a thread.
  */
+import type { BucketSettings } from '../../core/bucket-settings.js';
 import { Worker } from 'node:worker_threads';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { StreamState } from '../../core/types.js';
@@ -225,6 +226,10 @@ export class ThreadStore implements Store {
   }
   getBucket(id: string): Promise<BucketInfo | undefined> {
     return this.read('getBucket', id);
+  }
+
+  bucketSettings(id: string): Promise<BucketSettings | undefined> {
+    return this.read('bucketSettings', id);
   }
   listStreams(bucket: string, prefix: string, after: string | null, limit: number): Promise<StreamListing> {
     return this.read('listStreams', bucket, prefix, after, limit);
