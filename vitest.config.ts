@@ -4,7 +4,7 @@ import { LongFirst } from './test/support/long-first.js';
 /**
  * How `npm test` is laid out on this 2-core machine:
  *
- * - `main`: every file that needs no PostgreSQL server, three at a time (WORKERS).
+ * - `main`: every file that needs no PostgreSQL server, two at a time (WORKERS).
  * - `postgres-engine`: the files that run PostgreSQL themselves (the storage contract, the
  *   seed-000 model on every engine, the conformance suite on PostgreSQL, ...), likewise.
  * - `postgres`: the HTTP and client files whose answers depend on what an engine stores
@@ -72,12 +72,15 @@ const AGAIN_ON_POSTGRES = [
 const SERIAL = ['test/multinode/cluster.test.ts', 'test/multinode/postgres-kill.test.ts'];
 
 /**
- * Files run at once. Three on two cores: much of a file's time is waiting (child processes
- * starting, PostgreSQL round trips, servers' timers), and with two the run used 1.2 cores
- * on average. Measured side by side on this machine while another engineer's tests ran:
- * 9 min 19 s with two, 7 min 21 s with three (1.5 cores used).
+ * Files run at once. Much of a file's time is waiting (child processes starting,
+ * PostgreSQL round trips, servers' timers): with two the run used 1.2 of the 2 cores, and
+ * three were faster (9 min 19 s against 7 min 21 s side by side under the same other load;
+ * 376-381 s of vitest on a quiet machine). But the heavier load showed races in two tests
+ * (the console's paging read its list before a re-render, fixed; a producer's writes
+ * stored out of order once after a SIGKILL on PostgreSQL, not understood yet), so it stays
+ * at two until the second is.
  */
-const WORKERS = 3;
+const WORKERS = 2;
 
 export default defineConfig({
   test: {

@@ -218,6 +218,9 @@ describe('web console', () => {
     const pageStart = page.getByTestId('page-offset');
     for (let n = 0; n < 10; n++) {
       await pageStart.filter({ hasText: expected[n * 1000]! }).waitFor();
+      // The first page starts where the page of 100 before it did: its label matches at once,
+      // so the list is waited for too, or the 100 messages still shown would be read.
+      await expect.poll(() => pager.locator('li').count()).toBe(1000);
       const shown = await pager.locator('li').evaluateAll((lis) =>
         lis.map((li) => ({ offset: li.getAttribute('data-offset')!, text: li.querySelector('code.preview')!.textContent! })),
       );
