@@ -9,6 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { createRillServer } from '../../src/http/server.js';
 import { AUTH_OFF } from '../../src/http/settings.js';
 import { call, expectRefusal } from '../http/client.js';
+import { until } from '../helpers/waits.js';
 import { bearer, useAuthServer } from './setup.js';
 
 const SERVER_MAX_STREAMS = 5;
@@ -49,7 +50,7 @@ describe('public read', () => {
     expect((await call(env.url, 'HEAD', '/open/news')).status).toBe(200);
     // Live reads too: a long-poll at the tail answers once an append arrives.
     const polled = call(env.url, 'GET', '/open/news?offset=now&live=long-poll');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await until(async () => ((await call(env.url, 'GET', '/open/news/stats', { headers: admin })).json() as { liveReaders: number }).liveReaders === 1, 'the anonymous long-poll to be held');
     expect((await call(env.url, 'POST', '/open/news', { headers: { ...admin, ...TEXT }, body: '!' })).status).toBe(204);
     const woke = await polled;
     expect(woke.status, woke.text()).toBe(200);
