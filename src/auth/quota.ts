@@ -22,7 +22,7 @@
  * keeps its create charged, as a write keeps its bytes.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
-import { countJsonMessages } from '../protocol/json.js';
+import { messagesOfWrite } from '../core/records.js';
 
 export interface QuotaSettings {
   /** Messages written per second per subject (0: unlimited). */
@@ -206,6 +206,6 @@ export interface WrittenPayload {
  */
 export function messagesOf(payloads: readonly WrittenPayload[]): number {
   let total = 0;
-  for (const { json, data } of payloads) total += Math.max(1, json ? countJsonMessages(data) : 1);
+  for (const { json, data } of payloads) total += Math.max(1, messagesOfWrite(json, data));
   return total;
 }

@@ -69,8 +69,17 @@ export function recordsOfWrite(stream: StreamState, data: Uint8Array): RecordRan
  * reads its message count from the state (messagesHeld) instead of its bytes.
  */
 export function messageNextAfterWrite(stream: StreamState, data: Uint8Array): number {
-  if (hasRecords(stream)) return stream.recordNext + countRecords(data);
-  return data.length > 0 ? stream.recordNext + 1 : stream.recordNext;
+  return stream.recordNext + messagesOfWrite(hasRecords(stream), data);
+}
+
+/**
+ * Messages one write of stored (framed) `data` adds: a JSON payload's lines (an array of N
+ * is N), one append of any other type, none when it stores nothing (a close). What stats,
+ * the usage record and the appends quota count.
+ */
+export function messagesOfWrite(json: boolean, data: Uint8Array): number {
+  if (json) return countRecords(data);
+  return data.length > 0 ? 1 : 0;
 }
 
 /**

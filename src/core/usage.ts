@@ -12,7 +12,7 @@
  * Counting is a Map lookup and a few pointer moves: no allocation for a key seen before
  * (the append path is hot).
  */
-import { countJsonMessages } from '../protocol/json.js';
+import { messagesOfWrite } from './records.js';
 
 /** The subject of a request with auth off, or of a token without `sub`. */
 export const NO_SUBJECT = '-';
@@ -22,14 +22,8 @@ export const DEFAULT_USAGE_MAX_KEYS = 10_000;
 /** Bounds of `--usage-max-keys`: one key at least; past a million the table is no longer small. */
 export const MAX_USAGE_MAX_KEYS = 1_000_000;
 
-/**
- * Messages one stored payload counts as: a JSON payload's framed messages (an array of N
- * is N), any other non-empty payload one, an empty one (a close) none: it writes nothing.
- */
-export function messagesWritten(json: boolean, data: Uint8Array): number {
-  if (data.length === 0) return 0;
-  return json ? countJsonMessages(data) : 1;
-}
+/** Messages one stored payload counts as: the rule of records.ts, one for stats and the record. */
+export const messagesWritten = messagesOfWrite;
 
 /** The row subject of a token subject: `-` for none (auth off, or a token without `sub`). */
 export function usageSubject(subject: string | undefined): string {
