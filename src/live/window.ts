@@ -11,7 +11,9 @@ export interface ReadWindow {
 
 /**
  * Reads up to `maxBytes` from `position`. A JSON message larger than the window is
- * returned whole and alone (the window grows until it holds the message's end);
+ * returned whole and alone: the window grows to the end of the append holding it (a
+ * message never spans two appends), so it is read once more rather than again and again
+ * as the window doubles (twenty reads of a 5 MiB append for a window of 10 bytes);
  * `textSafe` keeps a text window from splitting a UTF-8 character.
  */
 export async function readWindow(store: Store, stream: StreamState, position: number, maxBytes: number, textSafe: boolean): Promise<ReadWindow> {
@@ -22,7 +24,9 @@ export async function readWindow(store: Store, stream: StreamState, position: nu
     const reachesTail = position + raw.length >= stream.tail;
     let n = usableLength(raw, json, reachesTail, maxBytes);
     if (n === 0 && raw.length > 0) {
-      size *= 2;
+      const append = await store.chunkAt(stream, position);
+      const appendEnd = append === null ? 0 : append.start + append.data.length - position;
+      size = Math.max(size * 2, appendEnd);
       continue;
     }
     if (textSafe && !json && !reachesTail) n = utf8SafeLength(raw.subarray(0, n)) || n;
