@@ -65,6 +65,7 @@ export interface ServeFlags {
   usageMaxKeys: number;
   bucketMaxStreams: number;
   bucketMaxSubscriptions: number;
+  bucketMaxBytes: number;
   minFreeDisk: number;
   maxSnapshotBytes: number;
   maxHeaderBytes: number;
@@ -146,7 +147,7 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     maxBodyBytes: flags.maxBody,
     maxAppendMessages: flags.maxAppendMessages,
     usageMaxKeys: flags.usageMaxKeys,
-    bucketLimits: { maxStreams: flags.bucketMaxStreams, maxSubscriptions: flags.bucketMaxSubscriptions },
+    bucketLimits: { maxStreams: flags.bucketMaxStreams, maxSubscriptions: flags.bucketMaxSubscriptions, maxBytes: flags.bucketMaxBytes },
     minFreeDiskBytes: flags.minFreeDisk,
     maxSnapshotBytes: flags.maxSnapshotBytes,
     maxHeaderBytes: flags.maxHeaderBytes,
@@ -262,6 +263,7 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--max-webhook-deliveries <n>', 'webhook deliveries in flight at once', parsePositiveInteger, d.subscriptions.maxConcurrentDeliveries)
     .option('--bucket-max-streams <n>', 'streams one bucket may hold (0: unlimited)', parseNonNegativeInteger, 0)
     .option('--bucket-max-subscriptions <n>', 'subscriptions one bucket may hold (0: unlimited)', parseNonNegativeInteger, 0)
+    .addOption(bytesOption('--bucket-max-bytes <size>', "bytes one bucket's streams may retain; a write past it is refused with 507 (0: unlimited)", 0, 0))
     .option('--max-subscriptions <n>', 'subscriptions the server holds', parsePositiveInteger, d.subscriptions.limits.maxSubscriptions)
     .option('--max-subscription-streams <n>', 'streams one subscription may hold', parsePositiveInteger, d.subscriptions.limits.maxStreamsPerSubscription)
     .addOption(durationOption('--subscription-sweep <duration>', 'how often due webhook retries, expired leases and missed wakes are looked for', d.subscriptions.sweepIntervalMs))

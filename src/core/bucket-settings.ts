@@ -1,7 +1,7 @@
 /**
  * Per-bucket settings an admin on `*` sets (`PATCH /{bucket}`): whether the bucket's
  * streams are readable without a token, and limits that replace the server-wide
- * --bucket-max-streams / --bucket-max-subscriptions for this bucket. Pure rules only:
+ * --bucket-max-streams / --bucket-max-subscriptions / --bucket-max-bytes for this bucket. Pure rules only:
  * parsing a change, applying it, and what a bucket's settings mean.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
@@ -11,19 +11,25 @@ import type { BucketLimits, BucketState } from './bucket.js';
 /** A limit override: null keeps the server-wide limit; 0 lifts the limit for this bucket. */
 export interface BucketSettings {
   publicRead: boolean;
-  limits: { maxStreams: number | null; maxSubscriptions: number | null };
+  limits: { maxStreams: number | null; maxSubscriptions: number | null; maxBytes: number | null };
 }
 
-export const DEFAULT_BUCKET_SETTINGS: BucketSettings = { publicRead: false, limits: { maxStreams: null, maxSubscriptions: null } };
+type LimitName = keyof BucketSettings['limits'];
+
+export const DEFAULT_BUCKET_SETTINGS: BucketSettings = { publicRead: false, limits: { maxStreams: null, maxSubscriptions: null, maxBytes: null } };
 
 /** The members a change names; the others keep their value. */
 export interface BucketSettingsChange {
   publicRead?: boolean;
-  limits?: { maxStreams?: number | null; maxSubscriptions?: number | null };
+  limits?: { [name in LimitName]?: number | null };
 }
 
-/** Ample for any deployment, and far from float precision. */
-export const MAX_LIMIT_OVERRIDE = 1_000_000_000;
+/** Ample for any deployment, and far from float precision: counts, and bytes (1 PiB). */
+export const MAX_LIMIT_OVERRIDE: Record<LimitName, number> = { maxStreams: 1_000_000_000, maxSubscriptions: 1_000_000_000, maxBytes: 2 ** 50 };
+
+function isLimitName(name: string): name is LimitName {
+  return Object.hasOwn(MAX_LIMIT_OVERRIDE, name);
+}
 
 function invalid(message: string): { ok: false; error: ProtocolError } {
   return { ok: false, error: protocolError('INVALID_BUCKET_SETTINGS', message) };
@@ -33,9 +39,9 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** A limit as a body may give it: null, or an integer from 0 (unlimited) to MAX_LIMIT_OVERRIDE. */
-function isLimitValue(value: unknown): value is number | null {
-  return value === null || (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MAX_LIMIT_OVERRIDE);
+/** A limit as a body may give it: null, or an integer from 0 (unlimited) to its MAX_LIMIT_OVERRIDE. */
+function isLimitValue(name: LimitName, value: unknown): value is number | null {
+  return value === null || (typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= MAX_LIMIT_OVERRIDE[name]);
 }
 
 /**
@@ -53,8 +59,8 @@ export function parseBucketSettingsChange(body: unknown): { ok: true; change: Bu
       if (!isPlainObject(value)) return invalid('limits must be an object');
       const limits: NonNullable<BucketSettingsChange['limits']> = {};
       for (const [name, limit] of Object.entries(value)) {
-        if (name !== 'maxStreams' && name !== 'maxSubscriptions') return invalid(`limits has no member ${JSON.stringify(name).slice(0, 80)}`);
-        if (!isLimitValue(limit)) return invalid(`limits.${name} must be null or an integer from 0 to ${MAX_LIMIT_OVERRIDE}`);
+        if (!isLimitName(name)) return invalid(`limits has no member ${JSON.stringify(name).slice(0, 80)}: they are maxStreams, maxSubscriptions and maxBytes`);
+        if (!isLimitValue(name, limit)) return invalid(`limits.${name} must be null or an integer from 0 to ${MAX_LIMIT_OVERRIDE[name]}`);
         limits[name] = limit;
       }
       change.limits = limits;
@@ -68,12 +74,10 @@ export function parseBucketSettingsChange(body: unknown): { ok: true; change: Bu
 /** The settings once a change is applied. */
 export function applyBucketSettingsChange(current: BucketSettings | undefined, change: BucketSettingsChange): BucketSettings {
   const base = current ?? DEFAULT_BUCKET_SETTINGS;
+  const limit = (name: LimitName) => (change.limits?.[name] !== undefined ? change.limits[name] : base.limits[name]);
   return {
     publicRead: change.publicRead ?? base.publicRead,
-    limits: {
-      maxStreams: change.limits?.maxStreams !== undefined ? change.limits.maxStreams : base.limits.maxStreams,
-      maxSubscriptions: change.limits?.maxSubscriptions !== undefined ? change.limits.maxSubscriptions : base.limits.maxSubscriptions,
-    },
+    limits: { maxStreams: limit('maxStreams'), maxSubscriptions: limit('maxSubscriptions'), maxBytes: limit('maxBytes') },
   };
 }
 
@@ -82,6 +86,7 @@ export function effectiveBucketLimits(server: BucketLimits, settings: BucketSett
   return {
     maxStreams: settings?.limits.maxStreams ?? server.maxStreams,
     maxSubscriptions: settings?.limits.maxSubscriptions ?? server.maxSubscriptions,
+    maxBytes: settings?.limits.maxBytes ?? server.maxBytes,
   };
 }
 

@@ -56,15 +56,17 @@ export function decideDeleteBucket(
 }
 
 /**
- * Most streams and subscriptions one bucket may hold (0: unlimited), so one tenant's bucket
- * cannot take the whole server: its disk, or every one of --max-subscriptions.
+ * Most streams, subscriptions and retained bytes one bucket may hold (0: unlimited), so one
+ * tenant's bucket cannot take the whole server: its disk, or every one of --max-subscriptions.
  */
 export interface BucketLimits {
   maxStreams: number;
   maxSubscriptions: number;
+  /** Bytes its streams retain (each stream's tail less its earliest offset, as stats counts them). */
+  maxBytes: number;
 }
 
-export const NO_BUCKET_LIMITS: BucketLimits = { maxStreams: 0, maxSubscriptions: 0 };
+export const NO_BUCKET_LIMITS: BucketLimits = { maxStreams: 0, maxSubscriptions: 0, maxBytes: 0 };
 
 /** The refusal of a new stream or subscription in a bucket that holds `held` of them already, or null. */
 export function bucketLimitRefusal(what: 'streams' | 'subscriptions', held: number, limits: BucketLimits): ProtocolError | null {
@@ -76,7 +78,20 @@ export function bucketLimitRefusal(what: 'streams' | 'subscriptions', held: numb
   return protocolError('BUCKET_SUBSCRIPTION_LIMIT', `this bucket holds at most ${limits.maxSubscriptions} subscriptions (--bucket-max-subscriptions, or the bucket's own limit); delete some first`);
 }
 
+/**
+ * The refusal of a write storing `adding` bytes in a bucket whose streams retain `held`, or
+ * null. A write that would pass the limit is refused whole (507, as a full disk is): the
+ * tenant frees room by deleting streams or letting retention trim them.
+ */
+export function bucketBytesRefusal(held: number, adding: number, limits: BucketLimits): ProtocolError | null {
+  if (limits.maxBytes === 0 || adding === 0 || held + adding <= limits.maxBytes) return null;
+  return protocolError(
+    'BUCKET_BYTES_LIMIT',
+    `this bucket retains at most ${limits.maxBytes} bytes (--bucket-max-bytes, or the bucket's own limit); it holds ${held} and this write adds ${adding}: delete or trim streams first`,
+  );
+}
+
 /** The limits as `GET /{bucket}` shows them: null where there is none. */
-export function bucketLimitsView(limits: BucketLimits): { maxStreams: number | null; maxSubscriptions: number | null } {
-  return { maxStreams: limits.maxStreams || null, maxSubscriptions: limits.maxSubscriptions || null };
+export function bucketLimitsView(limits: BucketLimits): { maxStreams: number | null; maxSubscriptions: number | null; maxBytes: number | null } {
+  return { maxStreams: limits.maxStreams || null, maxSubscriptions: limits.maxSubscriptions || null, maxBytes: limits.maxBytes || null };
 }

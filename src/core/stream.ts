@@ -116,6 +116,15 @@ export function decideExpire(state: StreamState, nowMs: number): ExpireDecision 
  * builtin cost of an append (4,800 of its 120,000 instructions on the event loop). A field
  * added to StreamState and missing here fails to compile.
  */
+/**
+ * Where the bytes a stream holds itself begin: its earliest offset, or for a fork its fork
+ * point (what lies before it is the source's). A bucket's retained bytes (--bucket-max-bytes)
+ * are each undeleted stream's tail less this.
+ */
+export function ownStart(state: StreamState): number {
+  return Math.max(state.earliestOffset, state.fork?.offset ?? 0);
+}
+
 export function copyState(s: StreamState): StreamState {
   return {
     id: s.id,

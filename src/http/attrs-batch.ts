@@ -129,23 +129,34 @@ export async function handleAppendBatch(req: IncomingMessage, res: ServerRespons
   const incarnation = incarnationOf(req);
   const requests: Array<AppendRequest | ProtocolError> = [];
   for (const frame of parsed.frames) requests.push(await frameRequest(frame, contentType, incarnation, ctx.settings.maxAppendMessages));
-  // The batch is charged whole, by the messages of its frames that would be written, or refused whole.
-  if (ctx.access.chargesMessages) {
-    const json = isJsonContentType(contentType);
-    const payloads = requests.flatMap((request) => ('code' in request ? [] : [{ json, data: request.data }]));
-    const refused = ctx.access.chargeMessages(req, payloads, ctx.now());
-    if (refused) return sendError(res, refused, extensions);
+  const valid = requests.filter((request): request is AppendRequest => !('code' in request));
+  // The batch holds room in its bucket for every frame that would be written, or is refused whole.
+  const held = await ctx.bucketBytes.hold(address.bucket, valid.reduce((n, request) => n + request.data.length, 0));
+  if ('code' in held) return sendError(res, held, extensions);
+  let storedBytes = 0;
+  try {
+    // The batch is charged whole, by the messages of its frames that would be written, or refused whole.
+    if (ctx.access.chargesMessages) {
+      const json = isJsonContentType(contentType);
+      const refused = ctx.access.chargeMessages(req, valid.map((request) => ({ json, data: request.data })), ctx.now());
+      if (refused) return sendError(res, refused, extensions);
+    }
+    // All frames are queued in this turn of the event loop, so they commit in one batch, in order.
+    const pending = requests.map((request) => {
+      if ('code' in request) return Promise.resolve({ kind: 'rejected' as const, error: request });
+      return ctx.store.run('append', { name: address.key, request });
+    });
+    const outcomes = await Promise.all(pending);
+    outcomes.forEach((outcome, i) => {
+      if (outcome.kind !== 'appended') return;
+      const { data } = requests[i] as AppendRequest;
+      storedBytes += data.length;
+      countWrite(req, ctx, address.bucket, contentType, data);
+    });
+    sendJson(res, 200, outcomes.map(ackOf), Object.assign(await incarnationHeader(ctx, address, outcomes), extensions));
+  } finally {
+    held.settle(storedBytes);
   }
-  // All frames are queued in this turn of the event loop, so they commit in one batch, in order.
-  const pending = requests.map((request) => {
-    if ('code' in request) return Promise.resolve({ kind: 'rejected' as const, error: request });
-    return ctx.store.run('append', { name: address.key, request });
-  });
-  const outcomes = await Promise.all(pending);
-  outcomes.forEach((outcome, i) => {
-    if (outcome.kind === 'appended') countWrite(req, ctx, address.bucket, contentType, (requests[i] as AppendRequest).data);
-  });
-  sendJson(res, 200, outcomes.map(ackOf), Object.assign(await incarnationHeader(ctx, address, outcomes), extensions));
 }
 
 /** Like every successful answer about a stream, the batch's carries its incarnation. */

@@ -24,7 +24,7 @@ export async function handleBucket(req: IncomingMessage, res: ServerResponse, ct
     case 'HEAD': {
       const info = await ctx.store.getBucket(bucket);
       if (!info) return sendError(res, protocolError('BUCKET_NOT_FOUND', 'bucket not found'));
-      return sendJson(res, 200, bucketView(ctx, info));
+      return sendJson(res, 200, await bucketView(ctx, info));
     }
     case 'PATCH':
       return changeSettings(req, res, ctx, bucket);
@@ -44,13 +44,15 @@ const MAX_SETTINGS_BYTES = 4096;
 
 /**
  * `GET /{bucket}`: `limits` are those in force (its overrides, else the server-wide
- * ones; null: none), `overrides` what an admin set (null: the server-wide limit; 0: none).
+ * ones; null: none), `overrides` what an admin set (null: the server-wide limit; 0: none),
+ * `retainedBytes` what --bucket-max-bytes counts.
  */
-function bucketView(ctx: HandlerContext, info: BucketInfo): Record<string, unknown> {
+async function bucketView(ctx: HandlerContext, info: BucketInfo): Promise<Record<string, unknown>> {
   const settings = info.settings ?? DEFAULT_BUCKET_SETTINGS;
   return {
     id: info.id,
     streamCount: info.streamCount,
+    retainedBytes: await ctx.store.bucketHeldBytes(info.id),
     createdAt: new Date(info.createdAtMs).toISOString(),
     limits: bucketLimitsView(effectiveBucketLimits(ctx.settings.bucketLimits, info.settings)),
     publicRead: settings.publicRead,
@@ -75,7 +77,7 @@ async function changeSettings(req: IncomingMessage, res: ServerResponse, ctx: Ha
   if (outcome.kind === 'rejected') return sendError(res, outcome.error);
   const info = await ctx.store.getBucket(bucket);
   if (!info) return sendError(res, protocolError('BUCKET_NOT_FOUND', 'bucket not found'));
-  return sendJson(res, 200, bucketView(ctx, info));
+  return sendJson(res, 200, await bucketView(ctx, info));
 }
 
 export async function handleListStreams(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, bucket: string, search: string): Promise<void> {

@@ -5,6 +5,7 @@ import type { AccessControl } from './access.js';
 import type { BrowserPolicy } from './browsers.js';
 import type { CreateGate } from './bucket-limits.js';
 import type { BucketSettingsCache } from './bucket-settings.js';
+import type { BucketBytes } from './bucket-bytes.js';
 import type { LiveReaders } from '../ops/live-readers.js';
 import type { UsageTable } from '../core/usage.js';
 import type { RillMetrics } from '../ops/metrics.js';
@@ -36,4 +37,6 @@ export interface HandlerContext {
   creates: CreateGate;
   /** Each bucket's settings, briefly kept (bucket-settings.ts). */
   bucketSettings: BucketSettingsCache;
+  /** Each limited bucket's retained bytes as this node counts them (bucket-bytes.ts). */
+  bucketBytes: BucketBytes;
 }

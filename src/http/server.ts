@@ -45,6 +45,7 @@ import { handleAppend, handleCreate, handleDelete, handleHead } from './writes.j
 import { presetAddressExtensions, presetTransactionExtensions } from './stream-headers.js';
 import { handleSubscriptions } from './subscriptions.js';
 import { CreateGate } from './bucket-limits.js';
+import { BucketBytes } from './bucket-bytes.js';
 import { nodeNameOf, SubscriptionService } from '../subscriptions/service.js';
 
 export interface RillServer {
@@ -392,7 +393,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
   const { metrics, requests, metricsListener } = ops;
   let baseUrl = '';
   const subscriptions = new SubscriptionService(store, { ...settings.subscriptions, observer: metrics, nowMs: now, log, baseUrl: () => baseUrl });
-  const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, usage: ops.usage, readiness: ops.readiness, now, access, browsers, subscriptions, recordMarks: new RecordMarks(), creates: new CreateGate(), bucketSettings };
+  const ctx: HandlerContext = { store, hub, settings, log, metrics, live: ops.live, usage: ops.usage, readiness: ops.readiness, now, access, browsers, subscriptions, recordMarks: new RecordMarks(), creates: new CreateGate(), bucketSettings, bucketBytes: new BucketBytes(store, bucketSettings, settings.bucketLimits, now) };
   const servedOverTls = settings.tlsCertFile !== null;
   const listener = (req: IncomingMessage, res: ServerResponse) => {
     guard.requestArrived(req.socket);

@@ -55,19 +55,29 @@ export async function handleTransaction(req: IncomingMessage, res: ServerRespons
     if ('code' in prepared) return refuse(res, { error: prepared, operation: index });
     operations.push(prepared);
   }
-  if (ctx.access.chargesMessages) {
-    const payloads = operations.map(({ request }) => ({ json: isJsonContentType(request.contentType ?? ''), data: request.data }));
-    const refused = ctx.access.chargeMessages(req, payloads, ctx.now());
-    if (refused) return refuse(res, { error: refused, operation: null });
+  // Every operation is in the affinity key's bucket: the transaction holds room for all of them.
+  const held = await ctx.bucketBytes.hold(target.bucket, operations.reduce((n, { request }) => n + request.data.length, 0));
+  if ('code' in held) return refuse(res, { error: held, operation: null });
+  let storedBytes = 0;
+  try {
+    if (ctx.access.chargesMessages) {
+      const payloads = operations.map(({ request }) => ({ json: isJsonContentType(request.contentType ?? ''), data: request.data }));
+      const refused = ctx.access.chargeMessages(req, payloads, ctx.now());
+      if (refused) return refuse(res, { error: refused, operation: null });
+    }
+    const outcome = await ctx.store.run('appendTransaction', { operations });
+    if (outcome.kind === 'rejected') return refuse(res, outcome);
+    outcome.operations.forEach((committed, i) => {
+      const { request } = operations[i]!;
+      if (committed.kind !== 'appended') return;
+      storedBytes += request.data.length;
+      countWrite(req, ctx, target.bucket, request.contentType, request.data);
+    });
+    const acks = outcome.operations.map((committed, index) => ackOf(parsed.operations[index]!, committed));
+    sendJson(res, 200, acks, TRANSACTION_EXTENSIONS);
+  } finally {
+    held.settle(storedBytes);
   }
-  const outcome = await ctx.store.run('appendTransaction', { operations });
-  if (outcome.kind === 'rejected') return refuse(res, outcome);
-  outcome.operations.forEach((committed, i) => {
-    const { request } = operations[i]!;
-    if (committed.kind === 'appended') countWrite(req, ctx, target.bucket, request.contentType, request.data);
-  });
-  const acks = outcome.operations.map((committed, index) => ackOf(parsed.operations[index]!, committed));
-  sendJson(res, 200, acks, TRANSACTION_EXTENSIONS);
 }
 
 /**

@@ -123,6 +123,8 @@ export const ERROR_STATUS = {
   TOO_MANY_CONNECTIONS: 503,
   STORAGE_UNAVAILABLE: 503,
   INSUFFICIENT_STORAGE: 507,
+  // 507: a write that would take a bucket past its --bucket-max-bytes.
+  BUCKET_BYTES_LIMIT: 507,
 } as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

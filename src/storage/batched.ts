@@ -143,6 +143,7 @@ export abstract class BatchedStore implements Store {
   abstract listBuckets(after: string | null, limit: number): Promise<BucketListing>;
   abstract totals(): Promise<StoreTotals>;
   abstract heldTotals(): Promise<HeldTotals>;
+  abstract bucketHeldBytes(bucket: string): Promise<number>;
   abstract countProducers(stream: StreamState): Promise<number>;
   abstract getSubscription(key: string): Promise<SubscriptionState | undefined>;
   abstract listSubscriptions(scope: string | null, afterKey: string | null, limit: number): Promise<SubscriptionState[]>;

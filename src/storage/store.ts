@@ -172,6 +172,12 @@ export interface Store extends SubscriptionReads {
    * per stream: not for /metrics.
    */
   heldTotals(): Promise<HeldTotals>;
+  /**
+   * Bytes the bucket's streams hold themselves (--bucket-max-bytes): each undeleted stream
+   * from its earliest offset, or a fork from its fork point, to its tail; a fork's inherited
+   * history is its source's. May cost a look-up per stream of the bucket.
+   */
+  bucketHeldBytes(bucket: string): Promise<number>;
   /** Producer records the stream holds. */
   countProducers(stream: StreamState): Promise<number>;
   /** Stream-cache hits and misses since the store opened, for engines that keep one. */

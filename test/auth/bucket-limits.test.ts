@@ -9,7 +9,7 @@ import { bearer, useAuthServer } from './setup.js';
 
 const MAX_STREAMS = 3;
 const MAX_SUBSCRIPTIONS = 2;
-const env = useAuthServer({ bucketLimits: { maxStreams: MAX_STREAMS, maxSubscriptions: MAX_SUBSCRIPTIONS } });
+const env = useAuthServer({ bucketLimits: { maxStreams: MAX_STREAMS, maxSubscriptions: MAX_SUBSCRIPTIONS, maxBytes: 0 } });
 const TEXT = { 'content-type': 'text/plain' };
 let admin: Record<string, string>;
 

@@ -26,7 +26,7 @@ let admin: Record<string, string>;
 async function startNode(): Promise<string> {
   const auth = { ...AUTH_OFF, secretFile, keysCheckMs: 0 };
   const rill = await openRillServer({
-    settings: { drainTimeoutMs: 500, auth, port: 0, store: 'postgres', postgresUrl, bucketLimits: { maxStreams: 10, maxSubscriptions: 0 } },
+    settings: { drainTimeoutMs: 500, auth, port: 0, store: 'postgres', postgresUrl, bucketLimits: { maxStreams: 10, maxSubscriptions: 0, maxBytes: 0 } },
     logger: pino({ level: 'silent' }),
   });
   await rill.listen();

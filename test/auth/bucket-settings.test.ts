@@ -13,7 +13,7 @@ import { until } from '../helpers/waits.js';
 import { bearer, useAuthServer } from './setup.js';
 
 const SERVER_MAX_STREAMS = 5;
-const env = useAuthServer({ bucketLimits: { maxStreams: SERVER_MAX_STREAMS, maxSubscriptions: 0 } });
+const env = useAuthServer({ bucketLimits: { maxStreams: SERVER_MAX_STREAMS, maxSubscriptions: 0, maxBytes: 0 } });
 const TEXT = { 'content-type': 'text/plain' };
 const JSON_BODY = { 'content-type': 'application/json' };
 let admin: Record<string, string>;
@@ -159,7 +159,7 @@ describe('per-bucket limits', () => {
     await env.rill.close();
     const auth = { ...AUTH_OFF, secretFile: env.secretFile, keysCheckMs: 0 };
     env.rill = createRillServer({
-      settings: { drainTimeoutMs: 500, bucketLimits: { maxStreams: SERVER_MAX_STREAMS, maxSubscriptions: 0 }, auth, port: 0, dataDir: join(env.dir, 'data'), store: 'sqlite' },
+      settings: { drainTimeoutMs: 500, bucketLimits: { maxStreams: SERVER_MAX_STREAMS, maxSubscriptions: 0, maxBytes: 0 }, auth, port: 0, dataDir: join(env.dir, 'data'), store: 'sqlite' },
       logger: pino({ level: 'silent' }),
       now: env.clock.now,
     });

@@ -3,7 +3,7 @@
  * bucket taking messages at instants the test passes in.
  */
 import { describe, expect, it } from 'vitest';
-import { bucketLimitRefusal, bucketLimitsView } from '../../src/core/bucket.js';
+import { bucketBytesRefusal, bucketLimitRefusal, bucketLimitsView } from '../../src/core/bucket.js';
 import { messagesOf, NO_QUOTAS, Quotas } from '../../src/auth/quota.js';
 
 const text = (body: string) => ({ json: false, data: Buffer.from(body) });
@@ -52,12 +52,26 @@ describe('Quotas.takeMessages', () => {
 
 describe('bucketLimitRefusal', () => {
   it('refuses at the limit, not below it, and never when the limit is 0', () => {
-    const limits = { maxStreams: 2, maxSubscriptions: 1 };
+    const limits = { maxStreams: 2, maxSubscriptions: 1, maxBytes: 0 };
     expect(bucketLimitRefusal('streams', 1, limits)).toBeNull();
     expect(bucketLimitRefusal('streams', 2, limits)?.code).toBe('BUCKET_STREAM_LIMIT');
     expect(bucketLimitRefusal('subscriptions', 0, limits)).toBeNull();
     expect(bucketLimitRefusal('subscriptions', 1, limits)?.code).toBe('BUCKET_SUBSCRIPTION_LIMIT');
-    expect(bucketLimitRefusal('streams', 1_000_000, { maxStreams: 0, maxSubscriptions: 0 })).toBeNull();
-    expect(bucketLimitsView({ maxStreams: 2, maxSubscriptions: 0 })).toEqual({ maxStreams: 2, maxSubscriptions: null });
+    expect(bucketLimitRefusal('streams', 1_000_000, { maxStreams: 0, maxSubscriptions: 0, maxBytes: 0 })).toBeNull();
+    expect(bucketLimitsView({ maxStreams: 2, maxSubscriptions: 0, maxBytes: 0 })).toEqual({ maxStreams: 2, maxSubscriptions: null, maxBytes: null });
+  });
+});
+
+describe('bucketBytesRefusal', () => {
+  it('refuses a write that would take the bucket past its bytes, whole; never one that fits exactly, adds nothing, or meets no limit', () => {
+    const limits = { maxStreams: 0, maxSubscriptions: 0, maxBytes: 100 };
+    expect(bucketBytesRefusal(60, 40, limits)).toBeNull();
+    const refused = bucketBytesRefusal(60, 41, limits);
+    expect(refused?.code).toBe('BUCKET_BYTES_LIMIT');
+    expect(refused?.message).toContain('holds 60 and this write adds 41');
+    expect(bucketBytesRefusal(500, 0, limits)).toBeNull();
+    expect(bucketBytesRefusal(0, 101, limits)?.code).toBe('BUCKET_BYTES_LIMIT');
+    expect(bucketBytesRefusal(2 ** 40, 2 ** 40, { ...limits, maxBytes: 0 })).toBeNull();
+    expect(bucketLimitsView(limits)).toEqual({ maxStreams: null, maxSubscriptions: null, maxBytes: 100 });
   });
 });

@@ -718,6 +718,31 @@ function bucketTests(ctx: Ctx): void {
       expect(await ctx.store.heldTotals()).toEqual({ bytes: 20 + 7, messages: 10 + 2 });
     });
 
+    it("bucketHeldBytes sums the bytes a bucket's streams hold themselves: a fork from its fork point, no deleted stream, no other bucket", async () => {
+      await ctx.store.run('createBucket', { id: 'held' });
+      await ctx.store.run('createBucket', { id: 'held-other' });
+      expect(await ctx.store.bucketHeldBytes('held')).toBe(0);
+      await createIn(ctx.store, 'held', ['a', 'b', 'gone']);
+      const a = bucketStreamKey('held', 'a');
+      // Ten appends: with tiny seal marks some are indexed and some still recent.
+      for (let i = 0; i < 10; i++) await ctx.store.run('append', { name: a, request: appendRequest(`a${i}`) });
+      await ctx.store.run('append', { name: bucketStreamKey('held', 'gone'), request: appendRequest('doomed') });
+      const fork = bucketStreamKey('held', 'fork');
+      expectCreated(await ctx.store.run('createStream', createRequest(fork, { bucket: 'held', fork: { sourceName: a, offset: null, subOffset: 0 } })));
+      await ctx.store.run('append', { name: fork, request: appendRequest('!!!') });
+      await createIn(ctx.store, 'held-other', ['x']);
+      await ctx.store.run('append', { name: bucketStreamKey('held-other', 'x'), request: appendRequest('elsewhere') });
+      expectCreated(await ctx.store.run('createStream', createRequest(v1StreamKey('held-v1'), { data: Buffer.from('none') })));
+      // a holds 20 bytes, gone 6, the fork 3 of its own (its 20 inherited are a's).
+      expect(await ctx.store.bucketHeldBytes('held')).toBe(20 + 6 + 3);
+      await ctx.store.run('deleteStream', { name: bucketStreamKey('held', 'gone'), incarnation: null });
+      // a, deleted while its fork reads it, is kept but no longer counted.
+      await ctx.store.run('deleteStream', { name: a, incarnation: null });
+      expect(await ctx.store.bucketHeldBytes('held')).toBe(3);
+      expect(await ctx.store.bucketHeldBytes('held-other')).toBe(9);
+      expect(await ctx.store.bucketHeldBytes('no-such-bucket')).toBe(0);
+    });
+
     it('leaves deleted and expired streams out of a listing', async () => {
       await ctx.store.run('createBucket', { id: 'hide' });
       await createIn(ctx.store, 'hide', ['keep', 'gone']);

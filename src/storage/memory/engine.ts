@@ -5,7 +5,7 @@
  */
 import type { BucketState } from '../../core/bucket.js';
 import type { BucketSettings } from '../../core/bucket-settings.js';
-import { isCollectable, isListed } from '../../core/stream.js';
+import { isCollectable, isListed, ownStart } from '../../core/stream.js';
 import { messagesHeld } from '../../core/records.js';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
@@ -285,6 +285,14 @@ export class MemoryStore extends BatchedStore {
       messages += messagesHeld(s);
     }
     return { bytes, messages };
+  }
+
+  async bucketHeldBytes(bucket: string): Promise<number> {
+    let bytes = 0;
+    for (const s of this.streams.values()) {
+      if (s.bucket === bucket && !s.deleted) bytes += s.tail - ownStart(s);
+    }
+    return bytes;
   }
 
   async countProducers(stream: StreamState): Promise<number> {

@@ -294,6 +294,16 @@ export class PostgresStore extends BatchedStore {
     return rows[0]!;
   }
 
+  /** ownStart (core/stream.ts) as SQL: a fork's own bytes begin at its fork point. */
+  async bucketHeldBytes(bucket: string): Promise<number> {
+    const { rows } = await this.query<{ bytes: number }>(
+      `SELECT coalesce(sum(tail - greatest(earliest_offset, coalesce(fork_offset, 0))), 0)::bigint AS bytes
+         FROM streams WHERE bucket = $1 AND deleted = 0`,
+      [bucket],
+    );
+    return rows[0]!.bytes;
+  }
+
   async countProducers(stream: StreamState): Promise<number> {
     const { rows } = await this.query<{ n: number }>('SELECT count(*)::bigint AS n FROM producers WHERE stream_id = $1', [stream.id]);
     return rows[0]!.n;

@@ -440,6 +440,20 @@ export class SqliteStore extends BatchedStore {
     }
   }
 
+  /** Paged like heldTotals; ownStart (core/stream.ts) is the row's `own_start`. */
+  async bucketHeldBytes(bucket: string): Promise<number> {
+    let bytes = 0;
+    for (let afterName = ''; ; ) {
+      const seen = this.durability.lastCommit();
+      const rows = this.sql.bucketHeldPage.all(bucket, afterName, HELD_PAGE);
+      for (const row of rows) bytes += this.streams.tailOf(row.id, row.tail, () => row.indexed_end ?? undefined) - row.own_start;
+      await this.answerWhenDurable(seen, null);
+      if (rows.length < HELD_PAGE) return bytes;
+      afterName = rows[rows.length - 1]!.name;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
   async countProducers(stream: StreamState): Promise<number> {
     this.inOwnTransaction(() => this.heldWrites.writeStreamProducers(stream.id));
     const seen = this.durability.lastCommit();

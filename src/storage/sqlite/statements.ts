@@ -32,6 +32,15 @@ export interface HeldRow {
   indexed_end: number | null;
 }
 
+/** A bucket's stream as Store.bucketHeldBytes sums it. */
+export interface BucketHeldRow {
+  id: number;
+  name: string;
+  tail: number;
+  own_start: number;
+  indexed_end: number | null;
+}
+
 export interface Statements {
   streamByName: Database.Statement<[string], StreamRow>;
   streamById: Database.Statement<[number], StreamRow>;
@@ -63,6 +72,7 @@ export interface Statements {
   clearRecent: Database.Statement;
   lastChunkEnd: Database.Statement<[number], { end: number }>;
   heldPage: Database.Statement<[number, number], HeldRow>;
+  bucketHeldPage: Database.Statement<[string, string, number], BucketHeldRow>;
   chunkContaining: Database.Statement<[number, number], StoredChunkRow>;
   chunkRowsFrom: Database.Statement<{ stream: number; from: number; before: number }, StoredChunkRow>;
   producer: Database.Statement<[number, string], ProducerValues>;
@@ -136,6 +146,11 @@ export function prepareStatements(db: Database.Database): Statements {
     heldPage: db.prepare<[number, number], HeldRow>(
       `SELECT id, tail, earliest_offset, record_first, record_next, (SELECT start + length(data) FROM chunks WHERE stream_id = s.id ORDER BY start DESC LIMIT 1) AS indexed_end
          FROM streams s WHERE deleted = 0 AND id > ? ORDER BY id LIMIT ?`,
+    ),
+    bucketHeldPage: db.prepare<[string, string, number], BucketHeldRow>(
+      `SELECT id, name, tail, max(earliest_offset, coalesce(fork_offset, 0)) AS own_start,
+              (SELECT start + length(data) FROM chunks WHERE stream_id = s.id ORDER BY start DESC LIMIT 1) AS indexed_end
+         FROM streams s WHERE bucket = ? AND deleted = 0 AND name > ? ORDER BY name LIMIT ?`,
     ),
     chunkContaining: db.prepare<[number, number], StoredChunkRow>(
       `SELECT start, data, bounds FROM chunks WHERE stream_id = ? AND start <= ? ORDER BY start DESC LIMIT 1`,

@@ -243,6 +243,9 @@ export class ThreadStore implements Store {
   heldTotals(): Promise<HeldTotals> {
     return this.read('heldTotals');
   }
+  bucketHeldBytes(bucket: string): Promise<number> {
+    return this.read('bucketHeldBytes', bucket);
+  }
   countProducers(stream: StreamState): Promise<number> {
     return this.read('countProducers', stream);
   }
