@@ -73,6 +73,8 @@ export function answerHeaders(res: ServerResponse): HeaderMap {
 }
 
 export const ALLOWED_METHODS = 'GET, HEAD, PUT, POST, DELETE, OPTIONS';
+/** What a page of an allowed origin may send: a stream's methods, and PATCH of a bucket's settings (by an admin). */
+export const CORS_METHODS = 'GET, HEAD, PUT, POST, PATCH, DELETE, OPTIONS';
 
 export function send(res: ServerResponse, status: number, headers: HeaderMap, body?: Buffer | string): void {
   if (res.headersSent) {

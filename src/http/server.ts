@@ -33,7 +33,7 @@ import { handleBucket, handleListStreams } from './buckets.js';
 import { handleConsole, isConsolePath } from './console.js';
 import type { HandlerContext } from './context.js';
 import { handleRead } from './reads.js';
-import { ALLOWED_METHODS, originOf, send, sendBodyRefusal, sendError, sendJson } from './response.js';
+import { ALLOWED_METHODS, CORS_METHODS, originOf, send, sendBodyRefusal, sendError, sendJson } from './response.js';
 import { route, routeTemplate, type Route, type StreamAddress } from './router.js';
 import { handleAppendBatch, handleGetAttrs, handlePutAttrs } from './attrs-batch.js';
 import { handleBootstrap, handlePublishSnapshot, handleReadSnapshot, handleRetention } from './snapshots.js';
@@ -110,7 +110,7 @@ function preflight(req: IncomingMessage, res: ServerResponse): void {
   if (originOf(res) === undefined) return send(res, 204, { 'cache-control': 'no-store' });
   const requested = req.headers['access-control-request-headers'];
   send(res, 204, {
-    'access-control-allow-methods': ALLOWED_METHODS,
+    'access-control-allow-methods': CORS_METHODS,
     'access-control-allow-headers': typeof requested === 'string' && requested.length > 0 ? requested : '*',
     // Ten minutes: a change of the allowed origins reaches browsers soon.
     'access-control-max-age': '600',

@@ -149,6 +149,9 @@ describe('browsers', () => {
     const url = await plainServer({ corsOrigins: ['https://app.example'] });
     const allowed = await call(url, 'OPTIONS', '/v1/stream/c', { headers: { origin: 'https://app.example', ...PREFLIGHT } });
     expect(allowed.headers['access-control-allow-origin']).toBe('https://app.example');
+    // A page of an allowed origin (an admin's console) may change a bucket's settings too.
+    const patch = await call(url, 'OPTIONS', '/news', { headers: { origin: 'https://app.example', 'access-control-request-method': 'PATCH' } });
+    expect(patch.headers['access-control-allow-methods']?.split(', ')).toEqual(['GET', 'HEAD', 'PUT', 'POST', 'PATCH', 'DELETE', 'OPTIONS']);
     const local = await call(url, 'OPTIONS', '/v1/stream/c', { headers: { origin: 'http://localhost:5173', ...PREFLIGHT } });
     expect(local.headers['access-control-allow-origin']).toBeUndefined();
   });

@@ -104,11 +104,11 @@ describe('rill serve', () => {
     }
   });
 
-  it('passes --quota-creates and the bucket limits to the settings, from flags or the environment, 0 (none) by default', async () => {
+  it('passes --quota-creates and the bucket limits (--bucket-max-bytes a size) to the settings, from flags or the environment, 0 (none) by default', async () => {
     const defaults = (await serveSettingsOf([], {})).settings;
-    expect([defaults.auth?.quotas.createsPerSecond, defaults.bucketLimits]).toEqual([0, { maxStreams: 0, maxSubscriptions: 0 }]);
-    const set = (await serveSettingsOf(['--quota-creates', '5', '--bucket-max-streams', '100'], { RILL_BUCKET_MAX_SUBSCRIPTIONS: '7' })).settings;
-    expect([set.auth?.quotas.createsPerSecond, set.bucketLimits]).toEqual([5, { maxStreams: 100, maxSubscriptions: 7 }]);
+    expect([defaults.auth?.quotas.createsPerSecond, defaults.bucketLimits]).toEqual([0, { maxStreams: 0, maxSubscriptions: 0, maxBytes: 0 }]);
+    const set = (await serveSettingsOf(['--quota-creates', '5', '--bucket-max-streams', '100', '--bucket-max-bytes', '10MiB'], { RILL_BUCKET_MAX_SUBSCRIPTIONS: '7' })).settings;
+    expect([set.auth?.quotas.createsPerSecond, set.bucketLimits]).toEqual([5, { maxStreams: 100, maxSubscriptions: 7, maxBytes: 10 * 1024 * 1024 }]);
   });
 
   it('takes sizes with units and logs "stopped" after SIGTERM', async () => {

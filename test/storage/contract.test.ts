@@ -436,11 +436,11 @@ function durabilityTests(ctx: Ctx, engine: EngineUnderTest): void {
     it('bucket settings round-trip: a change merges into the stored ones, survives a reopen, and needs the bucket', async () => {
       await ctx.store.run('createBucket', { id: 'tuned' });
       const first = await ctx.store.run('setBucketSettings', { id: 'tuned', change: { publicRead: true, limits: { maxStreams: 3 } } });
-      const set = { publicRead: true, limits: { maxStreams: 3, maxSubscriptions: null } };
+      const set = { publicRead: true, limits: { maxStreams: 3, maxSubscriptions: null, maxBytes: null } };
       expect(first).toEqual({ kind: 'set', bucket: { id: 'tuned', createdAtMs: T0, settings: set } });
       // A change names only what it changes; null puts a limit back to the server-wide one.
-      const second = await ctx.store.run('setBucketSettings', { id: 'tuned', change: { limits: { maxSubscriptions: 0 } } });
-      const merged = { publicRead: true, limits: { maxStreams: 3, maxSubscriptions: 0 } };
+      const second = await ctx.store.run('setBucketSettings', { id: 'tuned', change: { limits: { maxSubscriptions: 0, maxBytes: 2 ** 40 } } });
+      const merged = { publicRead: true, limits: { maxStreams: 3, maxSubscriptions: 0, maxBytes: 2 ** 40 } };
       expect(second).toMatchObject({ kind: 'set', bucket: { settings: merged } });
       expect(await ctx.store.run('createBucket', { id: 'tuned' })).toEqual({ kind: 'exists', bucket: { id: 'tuned', createdAtMs: T0, settings: merged } });
       expect(refusal(await ctx.store.run('setBucketSettings', { id: 'absent', change: { publicRead: true } }))).toBe('BUCKET_NOT_FOUND');
@@ -452,7 +452,7 @@ function durabilityTests(ctx: Ctx, engine: EngineUnderTest): void {
       expect(await ctx.store.bucketSettings('tuned')).toEqual(merged);
       expect(await ctx.store.bucketSettings('absent')).toBeUndefined();
       await ctx.store.run('setBucketSettings', { id: 'tuned', change: { publicRead: false, limits: { maxStreams: null } } });
-      expect((await ctx.store.getBucket('tuned'))?.settings).toEqual({ publicRead: false, limits: { maxStreams: null, maxSubscriptions: 0 } });
+      expect((await ctx.store.getBucket('tuned'))?.settings).toEqual({ publicRead: false, limits: { maxStreams: null, maxSubscriptions: 0, maxBytes: 2 ** 40 } });
       // A deleted bucket takes its settings with it: created again, it has none.
       await ctx.store.run('deleteBucket', { id: 'tuned' });
       await ctx.store.run('createBucket', { id: 'tuned' });
