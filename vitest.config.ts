@@ -76,9 +76,10 @@ const SERIAL = ['test/multinode/cluster.test.ts', 'test/multinode/postgres-kill.
  * PostgreSQL round trips, servers' timers): with two the run used 1.2 of the 2 cores, and
  * three were faster (9 min 19 s against 7 min 21 s side by side under the same other load;
  * 376-381 s of vitest on a quiet machine). But the heavier load showed races in two tests
- * (the console's paging read its list before a re-render, fixed; a producer's writes
- * stored out of order once after a SIGKILL on PostgreSQL, not understood yet), so it stays
- * at two until the second is.
+ * (the console's paging read its list before a re-render, fixed; a producer test's own
+ * timers made its appends out of order after an event-loop stall, which the stream then
+ * held as made, fixed in test/client/producer.test.ts). Both are fixed; it stays at two
+ * until three is measured again.
  */
 const WORKERS = 2;
 

@@ -148,17 +148,23 @@ describe('idempotent producer', () => {
       await stream.create({ contentType: 'application/json' });
       const producer = new IdempotentProducer(stream, { id: 'survivor', maxInFlight: 4, retry: { maxAttempts: 100, maxDelayMs: 300 } });
       const acked: number[] = [];
-      const writes = Array.from({ length: 400 }, (_, i) =>
-        (async () => {
-          await sleep(i * 5); // the pause is the behaviour: writes keep coming for 2 s, before, during and after the restart
-          await producer.appendJson({ i });
-          acked.push(i);
-        })(),
-      );
+      const writes: Array<Promise<void>> = [];
+      // One loop makes the appends, in order. 400 timers of i * 5 ms set at once did not:
+      // Node runs the timers due by the list of their duration, and the 500 ms list also
+      // held this process's in-process server's 500 ms subscription sweep, so after an
+      // event-loop stall the 500 ms timer ran right after the sweep, before the 490 and
+      // 495 ms ones, and the stream rightly held 97, 100, 98, 99.
+      const appending = (async () => {
+        for (let i = 0; i < 400; i++) {
+          writes.push(producer.appendJson({ i }).then(() => void acked.push(i)));
+          await sleep(5); // the pause is the behaviour: writes keep coming for 2 s, before, during and after the restart
+        }
+      })();
       // Killed under load: once a quarter of the writes are acknowledged, most are yet to come.
       await until(() => acked.length >= 100, '100 writes acknowledged');
       await local.kill();
       current = await startServer({ process: true, port: local.port, dataDir: local.dataDir });
+      await appending;
       await Promise.all(writes);
       await producer.close();
       expect(acked.length).toBe(400);
