@@ -7,6 +7,7 @@
  * stalls or streams without end must not hold requests or memory.
  */
 import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from 'jose';
+import { discoveryUrlOf, remoteKeysUrlProblem } from './key-urls.js';
 
 /** Longest answer accepted from a key server: a JWK Set of dozens of RSA keys is a few tens of KiB. */
 export const MAX_REMOTE_KEYS_BYTES = 256 * 1024;
@@ -18,24 +19,6 @@ export const REMOTE_KEYS_TIMEOUT_MS = 5_000;
  * server side, not of the token, so the request is answered 503 and may be retried.
  */
 export class KeySetUnavailable extends Error {}
-
-/** Why `value` cannot be a key server URL, or null: keys fetched in the clear could be anyone's. */
-export function remoteKeysUrlProblem(value: string): string | null {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return 'is not a URL';
-  }
-  if (url.protocol !== 'https:') return 'must be an https:// URL: keys fetched over plain HTTP could be replaced on the way';
-  if (url.username !== '' || url.password !== '') return 'must not carry a user name or password';
-  return null;
-}
-
-/** Where an OpenID Connect issuer publishes its configuration (OpenID Connect Discovery 1.0, section 4). */
-export function discoveryUrlOf(issuer: string): string {
-  return `${issuer.replace(/\/+$/, '')}/.well-known/openid-configuration`;
-}
 
 /**
  * The JWK Set URL of a discovery document, or why it names none usable. The document must

@@ -6,7 +6,7 @@
  * error with a raw ENOENT or EADDRINUSE.
  */
 import { DataDirInUseError } from '../storage/errors.js';
-import { remoteKeysUrlProblem } from '../auth/remote-keys.js';
+import { remoteKeysUrlProblem } from '../auth/key-urls.js';
 import { ConfigMistake } from './errors.js';
 import type { ServeFlags } from './serve-options.js';
 
