@@ -1,5 +1,5 @@
 /**
- * Operator commands: `buckets ls` and `stats` ask a running server; `backup`, `restore`
+ * Operator commands: `buckets ls`, `buckets set`, `usage` and `stats` ask a running server; `backup`, `restore`
  * and `check` work on a SQLite data directory (or backup file) directly, so they need no
  * server, and `backup` needs no pause of one. PostgreSQL data is backed up with the
  * database's own tools (pg_dump), not these.
@@ -10,9 +10,10 @@ import { InvalidArgumentError, type Command } from 'commander';
 import type { CheckReport } from '../storage/sqlite/check.js';
 import { action, globals } from './client-commands.js';
 import { ConfigMistake, UsageError } from './errors.js';
-import { out, outJson } from './output.js';
+import { out, outJson, printBucket } from './output.js';
 import { progressBar } from './progress.js';
-import { parseDurationMs } from './units.js';
+import type { BucketSettingsChange } from '../client/index.js';
+import { parseBytes, parseDurationMs, parseNonNegativeInteger } from './units.js';
 
 const DEFAULT_DATA = './data';
 
@@ -22,6 +23,58 @@ async function bucketsLs(flags: { limit?: string }, command: Command): Promise<v
   for await (const bucket of client.buckets(limit === undefined ? {} : { limit })) {
     if (json) await outJson(bucket);
     else await out(`${bucket.id}\t${bucket.streamCount} streams\tcreated ${bucket.createdAt}\n`);
+  }
+}
+
+interface SettingsFlags {
+  publicRead?: string;
+  maxStreams?: string;
+  maxSubscriptions?: string;
+  maxBytes?: string;
+}
+
+/** A limit flag: `default` gives the bucket the server-wide limit back (null), a number replaces it (0: none). */
+function limitOf(raw: string | undefined, parse: (value: string) => number): number | null | undefined {
+  if (raw === undefined) return undefined;
+  return raw === 'default' ? null : parse(raw);
+}
+
+/** The change the flags name; naming none is a mistake rather than a request that changes nothing. */
+export function settingsChangeOf(flags: SettingsFlags): BucketSettingsChange {
+  const change: BucketSettingsChange = {};
+  if (flags.publicRead !== undefined) {
+    if (flags.publicRead !== 'on' && flags.publicRead !== 'off') throw new InvalidArgumentError('--public-read takes on or off');
+    change.publicRead = flags.publicRead === 'on';
+  }
+  const limits = {
+    maxStreams: limitOf(flags.maxStreams, parseNonNegativeInteger),
+    maxSubscriptions: limitOf(flags.maxSubscriptions, parseNonNegativeInteger),
+    maxBytes: limitOf(flags.maxBytes, (value) => parseBytes(value, 0)),
+  };
+  const named = Object.fromEntries(Object.entries(limits).filter(([, value]) => value !== undefined));
+  if (Object.keys(named).length > 0) change.limits = named;
+  if (change.publicRead === undefined && change.limits === undefined) {
+    throw new InvalidArgumentError('name a setting to change: --public-read, --max-streams, --max-subscriptions or --max-bytes');
+  }
+  return change;
+}
+
+async function bucketsSet(id: string, flags: SettingsFlags, command: Command): Promise<void> {
+  const { client, json } = globals(command);
+  await printBucket(await client.bucket(id).configure(settingsChangeOf(flags)), json);
+}
+
+async function usage(flags: { bucket?: string }, command: Command): Promise<void> {
+  const { client, json } = globals(command);
+  let after: string | undefined;
+  for (let pages = 0; pages < 1000; pages++) {
+    const page = await client.usage({ ...(flags.bucket === undefined ? {} : { bucket: flags.bucket }), ...(after === undefined ? {} : { after }) });
+    for (const row of page.rows) {
+      if (json) await outJson(row);
+      else await out(`${row.bucket}\t${row.subject}\tappends ${row.appends}\tbytes-in ${row.bytesIn}\tbytes-out ${row.bytesOut}\tlive ${row.liveReaders}\n`);
+    }
+    if (page.next === null) return;
+    after = page.next;
   }
 }
 
@@ -143,6 +196,19 @@ export function addAdminCommands(program: Command): void {
   program.command('revocations').description('list the revocations in force (admin on *)').action(action(revocations));
   const buckets = program.commands.find((c) => c.name() === 'buckets')!;
   buckets.command('ls').description('list buckets with their stream counts').option('--limit <n>', 'buckets per request (1-1000)').action(action(bucketsLs));
+  buckets
+    .command('set <bucket>')
+    .description("change a bucket's settings (admin on *): anonymous reads, and limits of its own in place of the server-wide --bucket-max-*")
+    .option('--public-read <on|off>', 'let requests without a token read its streams')
+    .option('--max-streams <n|default>', 'streams it may hold (0: no limit; default: the server-wide limit)')
+    .option('--max-subscriptions <n|default>', 'subscriptions it may hold (0: no limit; default: the server-wide limit)')
+    .option('--max-bytes <size|default>', 'bytes its streams may retain (0: no limit; default: the server-wide limit)')
+    .action(action(bucketsSet));
+  program
+    .command('usage')
+    .description('the usage record of the node answering (admin on *): appends, bytes in and out, live readers per bucket and token subject')
+    .option('--bucket <bucket>', "only this bucket's rows")
+    .action(action(usage));
   program.command('stats [stream]').description("the server's totals, or one stream's (bucket/stream): bytes, messages, producers, live readers").action(action(stats));
   program
     .command('backup <file>')

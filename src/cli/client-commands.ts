@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import { Command, Option } from 'commander';
 import { GoneError, IdempotentProducer, RecordTrimmedError, RillClient, RillError, type AppendResult, type LiveMode, type ProducerReceipt, type StreamHandle } from '../client/index.js';
 import { reportFailure, UsageError } from './errors.js';
-import { liveNotice, out, outJson, printInfo, printMessage } from './output.js';
+import { liveNotice, out, outJson, printBucket, printInfo, printMessage } from './output.js';
 import { isRecordRead, parseRecordStart, printRecords, type RecordFlags } from './record-read.js';
 import { NO_PROGRESS, progressBar, type Progress } from './progress.js';
 import { parseNonNegativeInteger, parsePositiveInteger } from './units.js';
@@ -310,9 +310,7 @@ async function headCommand(path: string, _flags: unknown, command: Command): Pro
 }
 
 async function showBucket(id: string, json: boolean, command: Command): Promise<void> {
-  const info = await globals(command).client.bucket(id).info();
-  if (json) return outJson(info);
-  await out(`id: ${info.id}\nstreams: ${info.streamCount}\ncreated-at: ${info.createdAt}\n`);
+  await printBucket(await globals(command).client.bucket(id).info(), json);
 }
 
 async function rmCommand(path: string, _flags: unknown, command: Command): Promise<void> {

@@ -1,5 +1,5 @@
 /** Writing command output: plain text by default, one JSON value per line with --json. */
-import type { Message, StreamInfo } from '../client/index.js';
+import type { BucketInfo, Message, StreamInfo } from '../client/index.js';
 
 /** Writes to stdout, waiting when the pipe is full so a slow reader bounds memory. */
 export async function out(text: string | Uint8Array): Promise<void> {
@@ -65,4 +65,15 @@ export function liveNotice(live: boolean): (from: string) => void {
     said = true;
     process.stderr.write(`rill: live from ${from}: waiting for new data (Ctrl-C to stop)\n`);
   };
+}
+
+/** Prints a bucket as `buckets show` and `buckets set` do. */
+export async function printBucket(info: BucketInfo, json: boolean): Promise<void> {
+  if (json) return outJson(info);
+  const limit = (value: number | null | undefined) => (value === null || value === undefined ? 'none' : String(value));
+  let text = `id: ${info.id}\nstreams: ${info.streamCount}\ncreated-at: ${info.createdAt}\n`;
+  if (info.retainedBytes !== undefined) text += `retained-bytes: ${info.retainedBytes}\n`;
+  if (info.publicRead !== undefined) text += `public-read: ${info.publicRead ? 'on' : 'off'}\n`;
+  if (info.limits) text += `limits: streams ${limit(info.limits.maxStreams)}, subscriptions ${limit(info.limits.maxSubscriptions)}, bytes ${limit(info.limits.maxBytes)}\n`;
+  await out(text);
 }

@@ -16,12 +16,51 @@ export interface ClientOptions extends TransportOptions {
   trackIncarnation?: boolean;
 }
 
+/** A bucket's limits: streams, subscriptions and the bytes its streams retain. */
+export interface BucketLimitsView {
+  maxStreams: number | null;
+  maxSubscriptions: number | null;
+  maxBytes: number | null;
+}
+
 export interface BucketInfo {
   id: string;
   streamCount: number;
   createdAt: string;
-  /** What the bucket may hold (null: no limit); given by `info()`, not by the bucket listing. */
-  limits?: { maxStreams: number | null; maxSubscriptions: number | null };
+  // The members below are given by `info()` and `configure()`, not by the bucket listing.
+  /** Bytes the bucket's streams hold, as its byte limit counts them. */
+  retainedBytes?: number;
+  /** What the bucket may hold (null: no limit). */
+  limits?: BucketLimitsView;
+  /** Its streams are readable without a token. */
+  publicRead?: boolean;
+  /** The bucket's own limits (null: the server-wide one; 0: none). */
+  overrides?: BucketLimitsView;
+}
+
+/** A change of a bucket's settings (admin on `*`): only the members named change. */
+export interface BucketSettingsChange {
+  publicRead?: boolean;
+  /** A number replaces the server-wide limit for this bucket (0: none); null gives it back. */
+  limits?: Partial<BucketLimitsView>;
+}
+
+/** One row of the usage record (`GET /usage`), per bucket and token subject, since the node started. */
+export interface UsageRow {
+  bucket: string;
+  subject: string;
+  appends: number;
+  bytesIn: number;
+  bytesOut: number;
+  liveReaders: number;
+}
+
+export interface UsagePage {
+  rows: UsageRow[];
+  /** Pass as `after` to get the next page; null on the last page. */
+  next: string | null;
+  /** Keys the node keeps before folding the least recently active into `(other)`. */
+  maxKeys: number;
 }
 
 export interface StreamListing {
@@ -148,6 +187,19 @@ export class RillClient {
     });
   }
 
+  /**
+   * One page of the usage record of the node answering (admin on `*`), by bucket then
+   * subject; `bucket` keeps one bucket's rows.
+   */
+  usage(options: { bucket?: string; after?: string; limit?: number; signal?: AbortSignal } = {}): Promise<UsagePage> {
+    const params = new URLSearchParams();
+    if (options.bucket !== undefined) params.set('bucket', options.bucket);
+    if (options.after !== undefined) params.set('after', options.after);
+    if (options.limit !== undefined) params.set('limit', String(options.limit));
+    const query = params.toString();
+    return this.getJson<UsagePage>(`${this.baseUrl}/usage${query ? `?${query}` : ''}`, options.signal);
+  }
+
   /** The server's totals (`GET /stats`). */
   stats(options: { signal?: AbortSignal } = {}): Promise<ServerStats> {
     return this.getJson<ServerStats>(`${this.baseUrl}/stats`, options.signal);
@@ -200,6 +252,17 @@ export class BucketHandle {
 
   async info(options: { signal?: AbortSignal } = {}): Promise<BucketInfo> {
     const res = await this.client.transport.request(this.url, { method: 'GET', signal: options.signal });
+    if (res.status !== 200) throw await errorFromResponse(res.response);
+    return parseJson<BucketInfo>(res.body);
+  }
+
+  /**
+   * Changes the bucket's settings (`PATCH /{bucket}`, admin on `*`): public reads and its
+   * own limits. Answers the bucket as `info()` does.
+   */
+  async configure(change: BucketSettingsChange, options: { signal?: AbortSignal } = {}): Promise<BucketInfo> {
+    const body = JSON.stringify(change);
+    const res = await this.client.transport.request(this.url, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body, signal: options.signal });
     if (res.status !== 200) throw await errorFromResponse(res.response);
     return parseJson<BucketInfo>(res.body);
   }

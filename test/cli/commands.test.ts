@@ -94,4 +94,27 @@ describe('rill commands, first hour', () => {
     );
     expect(await ok(['read', 'first/long-fork', '--offset', '00000000000000000008'])).toBe('{"n":2}\n');
   });
+
+  it("changes a bucket's settings (buckets set), shows them, and prints the usage record", async () => {
+    await ok(['buckets', 'create', 'tuned']);
+    const set = await ok(['buckets', 'set', 'tuned', '--public-read', 'on', '--max-streams', '5', '--max-bytes', '1KiB']);
+    expect(set).toMatch(/^id: tuned\nstreams: 0\n/);
+    expect(set).toContain('public-read: on\nlimits: streams 5, subscriptions none, bytes 1024\n');
+    await ok(['create', 'tuned/notes', '-t', 'text/plain']);
+    await ok(['append', 'tuned/notes', 'hello']);
+    const shown = JSON.parse(await ok(['--json', 'buckets', 'show', 'tuned'])) as { retainedBytes: number };
+    expect(shown).toMatchObject({ streamCount: 1, publicRead: true, overrides: { maxStreams: 5, maxSubscriptions: null, maxBytes: 1024 } });
+    // default gives a limit back to the server's (none here), 0 lifts it for the bucket.
+    const back = JSON.parse(await ok(['--json', 'buckets', 'set', 'tuned', '--max-bytes', 'default', '--max-streams', '0', '--public-read', 'off']));
+    expect(back).toMatchObject({ publicRead: false, limits: { maxStreams: null, maxBytes: null }, overrides: { maxStreams: 0, maxBytes: null } });
+    for (const args of [[], ['--public-read', 'yes'], ['--max-bytes', 'lots']]) {
+      const refused = await rill(['buckets', 'set', 'tuned', ...args]);
+      expect(refused.code, args.join(' ')).toBe(2);
+    }
+    expect((await rill(['buckets', 'set', 'tuned'])).stderr).toContain('name a setting to change');
+    // The usage record: with auth off every write is the subject "-".
+    const rows = (await ok(['--json', 'usage', '--bucket', 'tuned'])).trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(rows).toEqual([{ bucket: 'tuned', subject: '-', appends: 1, bytesIn: shown.retainedBytes, bytesOut: 0, liveReaders: 0 }]);
+    expect(await ok(['usage', '--bucket', 'tuned'])).toBe(`tuned\t-\tappends 1\tbytes-in ${shown.retainedBytes}\tbytes-out 0\tlive 0\n`);
+  });
 });

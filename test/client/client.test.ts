@@ -360,4 +360,31 @@ describe('buckets', () => {
     await bucket.delete();
     expect(((await bucket.info().catch((e: unknown) => e)) as RillError).code).toBe('BUCKET_NOT_FOUND');
   });
+
+  it("configures a bucket's settings, and reads the usage record page by page", async () => {
+    const id = `cf-${Date.now()}`;
+    const bucket = env.client.bucket(id);
+    await bucket.create();
+    const info = await bucket.configure({ publicRead: true, limits: { maxBytes: 10 } });
+    expect(info).toMatchObject({ id, retainedBytes: 0, publicRead: true, limits: { maxBytes: 10 }, overrides: { maxStreams: null, maxSubscriptions: null, maxBytes: 10 } });
+    const stream = bucket.stream('s');
+    await stream.create({ contentType: 'text/plain' });
+    await stream.append('0123456789');
+    const over = await stream.append('!').catch((e: unknown) => e);
+    expect((over as RillError).code).toBe('BUCKET_BYTES_LIMIT');
+    expect((over as RillError).status).toBe(507);
+    expect(await bucket.configure({ limits: { maxBytes: null } })).toMatchObject({ retainedBytes: 10, limits: { maxBytes: null }, overrides: { maxBytes: null } });
+    const refused = await bucket.configure({ limits: { maxBytes: -1 } }).catch((e: unknown) => e);
+    expect((refused as RillError).code).toBe('INVALID_BUCKET_SETTINGS');
+    // Two buckets written: a page of one row, then the next.
+    const other = env.client.bucket(`${id}-b`);
+    await other.create();
+    await other.stream('t').create({ contentType: 'text/plain', body: 'abc' });
+    const first = await env.client.usage({ limit: 1, after: id.slice(0, -1) });
+    expect(first.rows).toEqual([{ bucket: id, subject: '-', appends: 1, bytesIn: 10, bytesOut: 0, liveReaders: 0 }]);
+    const second = await env.client.usage({ limit: 1, after: first.next! });
+    expect(second.rows).toEqual([{ bucket: `${id}-b`, subject: '-', appends: 1, bytesIn: 3, bytesOut: 0, liveReaders: 0 }]);
+    expect((await env.client.usage({ bucket: id })).rows.map((row) => row.bucket)).toEqual([id]);
+    expect((await env.client.usage()).maxKeys).toBeGreaterThan(0);
+  });
 });
