@@ -74,14 +74,12 @@ const SERIAL = ['test/multinode/cluster.test.ts', 'test/multinode/postgres-kill.
 /**
  * Files run at once. Much of a file's time is waiting (child processes starting,
  * PostgreSQL round trips, servers' timers): with two the run used 1.2 of the 2 cores, and
- * three were faster (9 min 19 s against 7 min 21 s side by side under the same other load;
- * 376-381 s of vitest on a quiet machine). But the heavier load showed races in two tests
- * (the console's paging read its list before a re-render, fixed; a producer test's own
- * timers made its appends out of order after an event-loop stall, which the stream then
- * held as made, fixed in test/client/producer.test.ts). Both are fixed; it stays at two
- * until three is measured again.
+ * three were faster (376-381 s of vitest on a quiet machine, against 403-423 s with two).
+ * Three first showed races in two tests, both since understood and fixed (the console's
+ * paging read its list before a re-render; a producer test's own timers made its appends
+ * out of order after an event-loop stall, which the stream then held as made).
  */
-const WORKERS = 2;
+const WORKERS = 3;
 
 export default defineConfig({
   test: {
