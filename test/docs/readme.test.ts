@@ -1,8 +1,9 @@
 /**
- * The README and its guides, run as a new user would: every ```sh and ```ts block of the
- * README, then of each guide under docs/ in the order the README's Guides section links them,
- * in order, against ONE fresh default server (`rill serve`, no flags: SQLite, open, port 4437, or a free
- * port substituted for 4437 everywhere when 4437 is taken). Blocks fenced ```console or
+ * The README and its guides, run as a new user would: every ```sh and ```ts block, in
+ * order, of the README and then of each guide under docs/ (in the order the README's
+ * `## Guides` section lists them), against ONE fresh default server (`rill serve`, no flags:
+ * SQLite, open, port 4437, or a free port substituted for 4437 everywhere when 4437 is
+ * taken). Blocks fenced ```console or
  * ```text are shown, not run (servers started with other flags, other machines).
  *
  * What an example states is asserted (the README states the convention under Install):
@@ -18,7 +19,8 @@
  * ```ts block whose first line is a `// CommonJS` comment runs as a CommonJS file (`.cts`).
  *
  * Every document under docs/ with a runnable block is a guide the README links, except the
- * ones in NOT_GUIDES.
+ * ones in NOT_GUIDES; every relative link between README.md, SECURITY.md and docs/*.md names
+ * a file and a heading that exist.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
