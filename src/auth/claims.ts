@@ -1,5 +1,5 @@
 /**
- * rill's claims in a token, and their validation. The layout (documented in the README):
+ * rill's claims in a token, and their validation. The layout (documented in docs/security.md, Claims):
  *
  *   { "sub": "billing-worker", "exp": 1767225600,
  *     "rill": { "grants": [ { "bucket": "orders", "can": ["read", "write"], "prefix": "eu-" } ] } }

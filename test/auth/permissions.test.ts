@@ -2,7 +2,7 @@
  * The permission table: every route and method of both URL families against every kind
  * of token (no grant, read, write, manage, admin, a grant on another bucket, a grant on
  * another prefix), asserting the status, the error code, and that a refused request
- * changed nothing. The expected answers follow the README's permission table, written
+ * changed nothing. The expected answers follow the permission table of docs/security.md, written
  * here on its own; the test also checks that it covers every row of the server's
  * ROUTE_PERMISSIONS, so a new route cannot go untested.
  */

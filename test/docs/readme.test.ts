@@ -1,7 +1,9 @@
 /**
- * The README, run as a new user would: every ```sh and ```ts block, in order, against
- * ONE fresh default server (`rill serve`, no flags: SQLite, open, port 4437, or a free
- * port substituted for 4437 everywhere when 4437 is taken). Blocks fenced ```console or
+ * The README and its guides, run as a new user would: every ```sh and ```ts block, in
+ * order, of the README and then of each guide under docs/ (in the order the README's
+ * `## Guides` section lists them), against ONE fresh default server (`rill serve`, no flags:
+ * SQLite, open, port 4437, or a free port substituted for 4437 everywhere when 4437 is
+ * taken). Blocks fenced ```console or
  * ```text are shown, not run (servers started with other flags, other machines).
  *
  * What an example states is asserted (the README states the convention under Install):
@@ -11,19 +13,28 @@
  * - A command whose comment says `Ctrl-C` runs for a second, then is stopped.
  * - `// → text` in TypeScript: the program prints `text`, in that order; it must end.
  *
- * The shell blocks share one bash session (variables carry over, as in a terminal);
- * `rill` is the built CLI, and `import ... from 'rill-streams/client'` resolves to the
- * built package by its own name.
+ * The shell blocks share one bash session (variables carry over, as in a terminal, from the
+ * README into the guides, which say what of it they use); `rill` is the built CLI, and
+ * `import ... from 'rill-streams/client'` resolves to the built package by its own name. A
+ * ```ts block whose first line is a `// CommonJS` comment runs as a CommonJS file (`.cts`).
+ *
+ * Every document under docs/ with a runnable block is a guide the README links, except the
+ * ones in NOT_GUIDES; every relative link between README.md, SECURITY.md and docs/*.md names
+ * a file and a heading that exist.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, freePort, startServer, tempDataDir, removeDir, type ServerProcess } from '../helpers/server.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const README = join(ROOT, 'README.md');
+/** Documents under docs/ whose ```sh blocks are not examples against a server. */
+const NOT_GUIDES: Record<string, string> = {
+  'docs/performance.md': 'its sh block lists the `npm run bench` commands, which take minutes and change the checkout',
+};
 const DOC_PORT = 4437;
 /** Inside the package, so that the examples' imports resolve to it by its own name. */
 const WORK = join(ROOT, '.readme-run');
@@ -45,7 +56,7 @@ export function runnableBlocks(markdown: string): Block[] {
     const open = /^```(\S*)\s*$/.exec(lines[i]!);
     if (!open) continue;
     const end = lines.findIndex((l, j) => j > i && l.startsWith('```'));
-    if (end < 0) throw new Error(`README line ${i + 1}: unclosed code block`);
+    if (end < 0) throw new Error(`line ${i + 1}: unclosed code block`);
     const lang = open[1];
     if (lang === 'sh' || lang === 'ts') blocks.push({ lang, code: lines.slice(i + 1, end).join('\n'), line: i + 1 });
     i = end;
@@ -89,6 +100,16 @@ function stated(comment: string): Pick<Command, 'status' | 'exit' | 'output'> {
   };
 }
 
+/**
+ * The guides, in the order the README's `## Guides` section links them (paths from the
+ * repository's root).
+ */
+export function guides(readme: string): string[] {
+  const section = /^## Guides\n([\s\S]*?)(?=^## |(?![\s\S]))/m.exec(readme)?.[1] ?? '';
+  const items = section.split('\n').filter((line) => line.startsWith('- '));
+  return [...new Set(items.map((item) => /\]\((docs\/[^)#]+\.md)\)/.exec(item)?.[1]).filter((p): p is string => p !== undefined))];
+}
+
 /** The `// → text` lines a TypeScript block says it prints, in order. */
 export function statedPrints(block: Block): string[] {
   return block.code
@@ -116,12 +137,12 @@ class Shell {
   }
 
   /** Runs a command; its output (stdout and stderr) goes to a file, read afterwards. */
-  async run(command: Command, outFile: string): Promise<{ exit: number; output: string }> {
+  async run(command: Command, outFile: string, doc = 'README'): Promise<{ exit: number; output: string }> {
     // Ctrl-C: curl (a shell function here) stops itself after a second; anything else is stopped by timeout.
     const body = !command.untilCtrlC ? command.text : /^curl\b/.test(command.text) ? `RILL_README_MAX_TIME=1 ${command.text}` : `timeout 1 ${command.text}`;
     const script = `{\n${body}\n} > ${outFile} 2>&1 < /dev/null; echo "__DONE__ $?"\n`;
     const exit = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`README line ${command.line} did not end within ${BLOCK_TIMEOUT_MS} ms: ${command.text}`)), BLOCK_TIMEOUT_MS);
+      const timer = setTimeout(() => reject(new Error(`${doc} line ${command.line} did not end within ${BLOCK_TIMEOUT_MS} ms: ${command.text}`)), BLOCK_TIMEOUT_MS);
       this.waiting = (code) => {
         clearTimeout(timer);
         resolve(code);
@@ -196,41 +217,100 @@ afterAll(async () => {
   rmSync(WORK, { recursive: true, force: true });
 });
 
-describe('README', () => {
-  it('every sh and ts example runs as written, in order, with the outcome it states', { timeout: 180_000 }, async () => {
-    const markdown = readFileSync(README, 'utf8').replaceAll(`127.0.0.1:${DOC_PORT}`, `127.0.0.1:${port}`);
-    const blocks = runnableBlocks(markdown);
-    expect(blocks.length).toBeGreaterThan(5);
-    for (const [n, block] of blocks.entries()) {
-      if (block.lang === 'ts') {
-        const file = join(WORK, `block-${n}.mts`);
-        writeFileSync(file, block.code);
-        const run = await runTs(file, env);
-        expect(run.code, `README line ${block.line}: the TypeScript example failed or did not end\n${run.output}`).toBe(0);
-        let from = 0;
-        for (const print of statedPrints(block)) {
-          const at = run.output.indexOf(print, from);
-          expect(at, `README line ${block.line}: expected it to print ${print}\n${run.output}`).toBeGreaterThanOrEqual(0);
-          from = at + print.length;
-        }
-        continue;
+/** Runs a document's examples in the shared shell, against the shared server. */
+async function runExamples(doc: string): Promise<number> {
+  const markdown = readFileSync(join(ROOT, doc), 'utf8').replaceAll(`127.0.0.1:${DOC_PORT}`, `127.0.0.1:${port}`);
+  const blocks = runnableBlocks(markdown);
+  for (const [n, block] of blocks.entries()) {
+    if (block.lang === 'ts') {
+      const commonJs = /^\/\/ CommonJS\b/.test(block.code);
+      const file = join(WORK, `${doc.replace(/\W+/g, '-')}-block-${n}.${commonJs ? 'cts' : 'mts'}`);
+      writeFileSync(file, block.code);
+      const run = await runTs(file, env);
+      expect(run.code, `${doc} line ${block.line}: the TypeScript example failed or did not end\n${run.output}`).toBe(0);
+      let from = 0;
+      for (const print of statedPrints(block)) {
+        const at = run.output.indexOf(print, from);
+        expect(at, `${doc} line ${block.line}: expected it to print ${print}\n${run.output}`).toBeGreaterThanOrEqual(0);
+        from = at + print.length;
       }
-      for (const command of shellCommands(block)) {
-        // Installing or running npm scripts would change the checkout this test runs in.
-        expect(command.text, `README line ${command.line}: fence install and npm commands as console, not sh`).not.toMatch(/^\s*(sudo\s+)?(npm|npx|yarn|pnpm)\b/);
-        const started = Date.now();
-        const raw = await shell.run(command, join(WORK, 'command.out'));
-        if (process.env.RILL_README_TIMES) console.log(`${Date.now() - started} ms  line ${command.line}`);
-        const { statuses, shown } = splitStatuses(raw.output);
-        const where = `README line ${command.line}: ${command.text}\n${shown}`;
-        // Stopped after a second: curl's exit code for its time limit (28), or timeout's (124).
-        if (command.untilCtrlC) expect([28, 124], where).toContain(raw.exit);
-        else expect(raw.exit, where).toBe(command.exit ?? 0);
-        if (command.status !== undefined) expect(statuses.at(-1), where).toBe(command.status);
-        else for (const status of statuses) expect(status, where).toBeLessThan(400);
-        if (command.output !== undefined) expect(shown.toLowerCase(), where).toContain(command.output.toLowerCase());
+      continue;
+    }
+    for (const command of shellCommands(block)) {
+      // Installing or running npm scripts would change the checkout this test runs in.
+      expect(command.text, `${doc} line ${command.line}: fence install and npm commands as console, not sh`).not.toMatch(/^\s*(sudo\s+)?(npm|npx|yarn|pnpm)\b/);
+      const started = Date.now();
+      const raw = await shell.run(command, join(WORK, 'command.out'), doc);
+      if (process.env.RILL_README_TIMES) console.log(`${Date.now() - started} ms  ${doc} line ${command.line}`);
+      const { statuses, shown } = splitStatuses(raw.output);
+      const where = `${doc} line ${command.line}: ${command.text}\n${shown}`;
+      // Stopped after a second: curl's exit code for its time limit (28), or timeout's (124).
+      if (command.untilCtrlC) expect([28, 124], where).toContain(raw.exit);
+      else expect(raw.exit, where).toBe(command.exit ?? 0);
+      if (command.status !== undefined) expect(statuses.at(-1), where).toBe(command.status);
+      else for (const status of statuses) expect(status, where).toBeLessThan(400);
+      if (command.output !== undefined) expect(shown.toLowerCase(), where).toContain(command.output.toLowerCase());
+    }
+  }
+  return blocks.length;
+}
+
+const GUIDES = guides(readFileSync(README, 'utf8'));
+
+describe('README and guides', () => {
+  it('README.md: every sh and ts example runs as written, in order, with the outcome it states', { timeout: 180_000 }, async () => {
+    expect(await runExamples('README.md')).toBeGreaterThan(3);
+  });
+
+  // After the README's, in the order it lists them: a guide goes on from the README's state.
+  for (const doc of GUIDES) {
+    it(`${doc}: every sh and ts example runs as written, in order, with the outcome it states`, { timeout: 180_000 }, async () => {
+      await runExamples(doc);
+    });
+  }
+
+  it('every document under docs/ with an sh or ts example is a guide the README lists, and every guide exists', () => {
+    expect(GUIDES.length).toBeGreaterThan(5);
+    const examples = ['README.md', ...GUIDES].map((doc) => runnableBlocks(readFileSync(join(ROOT, doc), 'utf8')).length);
+    expect(examples.reduce((sum, n) => sum + n, 0)).toBeGreaterThan(5);
+    const docs = readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`);
+    for (const doc of GUIDES) expect(docs, `the README lists ${doc}`).toContain(doc);
+    const withExamples = docs.filter((doc) => runnableBlocks(readFileSync(join(ROOT, doc), 'utf8')).length > 0);
+    const untested = withExamples.filter((doc) => !GUIDES.includes(doc) && !(doc in NOT_GUIDES));
+    expect(untested, 'documents whose examples no test runs: list them under the README\'s ## Guides').toEqual([]);
+  });
+});
+
+/** The anchors of a Markdown file's headings, as GitHub makes them. */
+function anchors(markdown: string): Set<string> {
+  const seen = new Map<string, number>();
+  const found = new Set<string>();
+  for (const line of markdown.replace(/^```[\s\S]*?^```/gm, '').split('\n')) {
+    const heading = /^#{1,6}\s+(.*)$/.exec(line)?.[1];
+    if (heading === undefined) continue;
+    const slug = heading.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replaceAll(' ', '-');
+    const n = seen.get(slug) ?? 0;
+    seen.set(slug, n + 1);
+    found.add(n === 0 ? slug : `${slug}-${n}`);
+  }
+  return found;
+}
+
+describe('links between the documents', () => {
+  it('every relative link of README.md, SECURITY.md and docs/*.md names a file that exists, and a heading in it', () => {
+    const docs = ['README.md', 'SECURITY.md', ...readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+    const broken: string[] = [];
+    for (const doc of docs) {
+      const text = readFileSync(join(ROOT, doc), 'utf8').replace(/^```[\s\S]*?^```/gm, '');
+      for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z]+:/.test(target!)) continue;
+        const [path, anchor] = target!.split('#') as [string, string | undefined];
+        const file = path === '' ? join(ROOT, doc) : resolve(dirname(join(ROOT, doc)), path);
+        if (!existsSync(file)) broken.push(`${doc}: ${target} (no such file)`);
+        else if (anchor && file.endsWith('.md') && !anchors(readFileSync(file, 'utf8')).has(anchor)) broken.push(`${doc}: ${target} (no such heading)`);
       }
     }
+    expect(broken).toEqual([]);
   });
 });
 
@@ -244,5 +324,7 @@ describe('README example conventions', () => {
     ]);
     expect(runnableBlocks('```sh\na\n```\n```console\nb\n```\n```ts\nc // → 3\n```\n').map((b) => b.lang)).toEqual(['sh', 'ts']);
     expect(statedPrints({ lang: 'ts', line: 1, code: 'console.log(1); // → 1\nx(); // no' })).toEqual(['1']);
+    expect(guides('## Guides\n\n- [A](docs/a.md): x\n  [not](docs/x.md)\n- [B](docs/b.md)\n\nSee [C](docs/c.md).\n\n## Next\n\n- [D](docs/d.md)\n')).toEqual(['docs/a.md', 'docs/b.md']);
+    expect(guides('## Guides\n\n- [A](docs/a.md)\n')).toEqual(['docs/a.md']);
   });
 });
