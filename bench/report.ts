@@ -19,7 +19,7 @@ export interface Check {
   detail: string;
 }
 
-const ORDER: TargetName[] = ['rill', 'rill-auth', 'rill-no-metrics', 'rill-pg', 'rill-pg-2', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
+const ORDER: TargetName[] = ['rill', 'rill-auth', 'rill-no-metrics', 'rill-no-log', 'rill-pg', 'rill-pg-2', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
 
 export function median(values: number[] | undefined): number {
   if (!values || values.length === 0) return NaN;
@@ -52,6 +52,7 @@ export function renderTable(rows: Row[]): string {
     'rill / ref mem',
     'rill / ref file',
     'rill / rill metrics off',
+    'rill / rill access log off',
     'rill / floor',
     'rill memory / ref mem',
     'rill / durable floor',
@@ -70,6 +71,7 @@ export function renderTable(rows: Row[]): string {
       ratio(m.rill, m['ref-memory']),
       ratio(m.rill, m['ref-file']),
       ratio(m.rill, m['rill-no-metrics']),
+      ratio(m.rill, m['rill-no-log']),
       ratio(m.rill, m.floor),
       ratio(m['rill-memory'], m['ref-memory']),
       ratio(m.rill, m['durable-floor']),
@@ -98,6 +100,7 @@ export function checkTargets(rows: Row[], mid: number, large: number): Check[] {
     check('appends/s at 500 streams >= 10x reference file-backed', m(a, 'rill') / m(a, 'ref-file'), 10, '>=', 'ratio'),
     check('appends/s at 500 streams >= reference in-memory', m(a, 'rill') / m(a, 'ref-memory'), 1, '>=', 'ratio'),
     check('appends/s at 500 streams with metrics >= 0.95x with --metrics off', m(a, 'rill') / m(a, 'rill-no-metrics'), 0.95, '>=', 'ratio'),
+    check('appends/s at 500 streams with the access log >= 0.95x with --access-log off (issue 41)', m(a, 'rill') / m(a, 'rill-no-log'), 0.95, '>=', 'ratio'),
     check('appends/s at 500 streams >= 0.7x bare floor', m(a, 'rill') / m(a, 'floor'), 0.7, '>=', 'ratio'),
     check('appends/s at 500 streams with auth on >= 0.9x auth off (issue 24)', m(a, 'rill-auth') / m(a, 'rill'), 0.9, '>=', 'ratio'),
     check('append p99 at 50 connections < 10 ms', m(`${a}-p99`, 'rill'), 10, '<', 'p99 ms'),

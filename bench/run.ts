@@ -9,7 +9,7 @@
  * transactions: bench/extensions.ts) compare two forms of a request on rill alone.
  *
  *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams,limits,drain,subscriptions,crossnode,records,transactions,stalls]
- *                            [--targets rill,rill-auth,rill-no-metrics,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
+ *                            [--targets rill,rill-auth,rill-no-metrics,rill-no-log,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
  *                            [--rill path/to/dist/cli/main.js] [--cpu-prof]
  *
@@ -60,9 +60,12 @@ const APPEND_TARGETS: TargetName[] = ['rill', 'rill-auth', 'rill-memory', 'ref-m
  */
 const POSTGRES_TARGETS: TargetName[] = ['rill-pg', 'rill-pg-2'];
 /** Servers that must answer every append; another server's refusals are noted and not counted. */
-/** rill without metrics, beside rill, in the append workload at the middle stream count: what metrics cost. */
-const METRICS_OFF_TARGETS: TargetName[] = ['rill-no-metrics'];
-const MUST_ANSWER: TargetName[] = ['rill', 'rill-auth', 'rill-no-metrics', 'rill-pg', 'rill-pg-2', 'rill-memory', 'durable-floor', 'sqlite-floor'];
+/**
+ * rill without metrics, and without its access log, beside rill, in the append workload at
+ * the middle stream count: what each costs.
+ */
+const METRICS_OFF_TARGETS: TargetName[] = ['rill-no-metrics', 'rill-no-log'];
+const MUST_ANSWER: TargetName[] = ['rill', 'rill-auth', 'rill-no-metrics', 'rill-no-log', 'rill-pg', 'rill-pg-2', 'rill-memory', 'durable-floor', 'sqlite-floor'];
 const STORES: TargetName[] = ['rill', 'ref-memory', 'ref-file'];
 
 /** The servers `--targets` names (default: all); a workload measures only those of its own. */

@@ -20,12 +20,13 @@ import pg from 'pg';
 import { createDatabase, startPostgres, type PostgresServer } from './postgres.js';
 import { freePort } from './ports.js';
 
-export type TargetName = 'rill' | 'rill-auth' | 'rill-no-metrics' | 'rill-pg' | 'rill-pg-2' | 'rill-memory' | 'ref-memory' | 'ref-file' | 'floor' | 'durable-floor' | 'sqlite-floor';
+export type TargetName = 'rill' | 'rill-auth' | 'rill-no-metrics' | 'rill-no-log' | 'rill-pg' | 'rill-pg-2' | 'rill-memory' | 'ref-memory' | 'ref-file' | 'floor' | 'durable-floor' | 'sqlite-floor';
 
 export const TARGET_LABELS: Record<TargetName, string> = {
   rill: 'rill (sqlite, durable)',
   'rill-auth': 'rill (sqlite, durable), auth on',
   'rill-no-metrics': 'rill --metrics off (sqlite, durable)',
+  'rill-no-log': 'rill --access-log off (sqlite, durable)',
   'rill-pg': 'rill on PostgreSQL, 1 node',
   'rill-pg-2': 'rill on PostgreSQL, 2 nodes',
   'rill-memory': 'rill --store memory (not durable)',
@@ -119,6 +120,8 @@ function commandFor(name: TargetName, port: number, dataDir: string | null): str
       return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!, '--auth-secret-file', secretFileIn(dataDir!)];
     case 'rill-no-metrics':
       return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!, '--metrics', 'off'];
+    case 'rill-no-log':
+      return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!, '--access-log', 'off'];
     case 'rill-memory':
       return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'memory'];
     case 'rill-pg':

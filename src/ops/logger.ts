@@ -2,6 +2,12 @@
  * The server's logger: JSON lines through pino, or pino-pretty's readable lines when
  * stdout is a terminal. Secrets are redacted by pino before a line is written, whatever
  * a caller passes: Authorization and Cookie headers, and any field named `token`.
+ *
+ * JSON lines are written asynchronously: a line is queued and written with the others
+ * queued meanwhile, rather than by a write(2) of its own, which cost each request of a
+ * busy server its own system call (the access log is on by default). pino writes what is
+ * queued before the process exits, a fatal exit included; a SIGKILL loses the lines of
+ * its last moments, as it loses everything else in flight.
  */
 import { createRequire } from 'node:module';
 import { pino, type DestinationStream, type Logger } from 'pino';
@@ -39,7 +45,7 @@ export function createLogger(options: LoggerOptions): Logger {
   const config = { level: options.level, redact: { paths: REDACT_PATHS, censor: REDACTED } };
   if (options.destination) return pino(config, options.destination);
   const readable = options.pretty ?? process.stdout.isTTY === true;
-  return readable ? pino(config, loadPretty()({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l' })) : pino(config);
+  return readable ? pino(config, loadPretty()({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l' })) : pino(config, pino.destination({ dest: 1, sync: false }));
 }
 
 const SECRET_PARAMS = new Set(['token', 'access_token']);
