@@ -4,24 +4,17 @@
  * BUCKET_BYTES_LIMIT and stores nothing; `GET /{bucket}` shows the limit and what it counts.
  * (What each engine counts is the storage contract's "bucketHeldBytes".)
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { frames } from '../helpers/http.js';
 import { extensionUrl } from '../../src/protocol/extensions.js';
 import { call, expectRefusal } from '../http/client.js';
-import { bearer, useAuthServer } from './setup.js';
+import { createBucketAs, useAdminHeaders, useAuthServer } from './setup.js';
 
 const MAX_BYTES = 64;
 const env = useAuthServer({ bucketLimits: { maxStreams: 0, maxSubscriptions: 0, maxBytes: MAX_BYTES } });
 const TEXT = { 'content-type': 'text/plain' };
-let admin: Record<string, string>;
-
-beforeAll(async () => {
-  admin = bearer(await env.token([{ bucket: '*', can: ['admin'] }], { subject: 'admin' }));
-});
-
-async function newBucket(id: string): Promise<void> {
-  expect((await call(env.url, 'PUT', `/${id}`, { headers: admin })).status).toBe(201);
-}
+const admin = useAdminHeaders(env);
+const newBucket = (id: string) => createBucketAs(env, admin, id);
 
 const putStream = (path: string, body = '', extra: Record<string, string> = {}) => call(env.url, 'PUT', path, { headers: { ...admin, ...TEXT, ...extra }, body });
 const append = (path: string, body: string) => call(env.url, 'POST', path, { headers: { ...admin, ...TEXT }, body });

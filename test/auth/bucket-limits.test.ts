@@ -3,23 +3,16 @@
  * --bucket-max-subscriptions subscriptions, so one tenant cannot take what the server
  * holds for all; `GET /{bucket}` shows the limits.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { call, expectRefusal } from '../http/client.js';
-import { bearer, useAuthServer } from './setup.js';
+import { createBucketAs, useAdminHeaders, useAuthServer } from './setup.js';
 
 const MAX_STREAMS = 3;
 const MAX_SUBSCRIPTIONS = 2;
 const env = useAuthServer({ bucketLimits: { maxStreams: MAX_STREAMS, maxSubscriptions: MAX_SUBSCRIPTIONS, maxBytes: 0 } });
 const TEXT = { 'content-type': 'text/plain' };
-let admin: Record<string, string>;
-
-beforeAll(async () => {
-  admin = bearer(await env.token([{ bucket: '*', can: ['admin'] }], { subject: 'admin' }));
-});
-
-async function newBucket(id: string): Promise<void> {
-  expect((await call(env.url, 'PUT', `/${id}`, { headers: admin })).status).toBe(201);
-}
+const admin = useAdminHeaders(env);
+const newBucket = (id: string) => createBucketAs(env, admin, id);
 
 const putStream = (path: string, extra: Record<string, string> = {}) => call(env.url, 'PUT', path, { headers: { ...admin, ...TEXT, ...extra } });
 

@@ -10,17 +10,16 @@ import { createRillServer } from '../../src/http/server.js';
 import { AUTH_OFF } from '../../src/http/settings.js';
 import { call, expectRefusal } from '../http/client.js';
 import { until } from '../helpers/waits.js';
-import { bearer, useAuthServer } from './setup.js';
+import { bearer, useAdminHeaders, useAuthServer } from './setup.js';
 
 const SERVER_MAX_STREAMS = 5;
 const env = useAuthServer({ bucketLimits: { maxStreams: SERVER_MAX_STREAMS, maxSubscriptions: 0, maxBytes: 0 } });
 const TEXT = { 'content-type': 'text/plain' };
 const JSON_BODY = { 'content-type': 'application/json' };
-let admin: Record<string, string>;
+const admin = useAdminHeaders(env);
 let bucketAdmin: Record<string, string>;
 
 beforeAll(async () => {
-  admin = bearer(await env.token([{ bucket: '*', can: ['admin'] }], { subject: 'admin' }));
   bucketAdmin = bearer(await env.token([{ bucket: 'open', can: ['admin'] }, { bucket: 'tight', can: ['admin'] }], { subject: 'tenant' }));
 });
 

@@ -6,13 +6,14 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { signToken } from '../../src/auth/sign.js';
 import type { Permission } from '../../src/core/access.js';
 import { createRillServer, type RillServer } from '../../src/http/server.js';
 import type { ServerSettings } from '../../src/http/settings.js';
 import { AUTH_OFF } from '../../src/http/settings.js';
 import { removeDir, tempDataDir } from '../helpers/server.js';
+import { call } from '../http/client.js';
 
 /** Wall time moved by an offset the test sets (it runs on, so waits end), or stopped at an instant. */
 export class Clock {
@@ -82,3 +83,20 @@ export function useAuthServer(settings: AuthSettings = {}): AuthServer {
 }
 
 export const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
+
+/**
+ * The Authorization header of a token with admin on `*` (subject `admin`) for the file's
+ * server: the object is filled in before the file's tests run, so tests spread or pass it.
+ */
+export function useAdminHeaders(env: AuthServer): Record<string, string> {
+  const headers: Record<string, string> = {};
+  beforeAll(async () => {
+    Object.assign(headers, bearer(await env.token([{ bucket: '*', can: ['admin'] }], { subject: 'admin' })));
+  });
+  return headers;
+}
+
+/** Creates a bucket that does not exist yet (201). */
+export async function createBucketAs(env: AuthServer, headers: Record<string, string>, id: string): Promise<void> {
+  expect((await call(env.url, 'PUT', `/${id}`, { headers })).status).toBe(201);
+}

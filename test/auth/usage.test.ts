@@ -9,18 +9,12 @@ import { call, expectRefusal } from '../http/client.js';
 import { startServer, type RunningServer } from '../helpers/server.js';
 import { until } from '../helpers/waits.js';
 import { bearer, useAuthServer, type AuthServer } from './setup.js';
+import type { UsageRow } from '../../src/client/index.js';
 
 const TEXT = { 'content-type': 'text/plain' };
 const JSON_TYPE = { 'content-type': 'application/json' };
 
-interface Row {
-  bucket: string;
-  subject: string;
-  appends: number;
-  bytesIn: number;
-  bytesOut: number;
-  liveReaders: number;
-}
+type Row = UsageRow;
 
 async function usageRows(env: AuthServer, admin: string, query = ''): Promise<Row[]> {
   const reply = await call(env.url, 'GET', `/usage${query}`, { headers: bearer(admin) });
