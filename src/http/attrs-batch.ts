@@ -131,10 +131,8 @@ export async function handleAppendBatch(req: IncomingMessage, res: ServerRespons
   for (const frame of parsed.frames) requests.push(await frameRequest(frame, contentType, incarnation, ctx.settings.maxAppendMessages));
   const valid = requests.filter((request): request is AppendRequest => !('code' in request));
   // The batch holds room in its bucket for every frame that would be written, or is refused whole.
-  const held = await ctx.bucketBytes.hold(address.bucket, valid.reduce((n, request) => n + request.data.length, 0));
-  if ('code' in held) return sendError(res, held, extensions);
-  let storedBytes = 0;
-  try {
+  const bytes = valid.reduce((n, request) => n + request.data.length, 0);
+  const overLimit = await ctx.bucketBytes.within(address.bucket, bytes, async (stored) => {
     // The batch is charged whole, by the messages of its frames that would be written, or refused whole.
     if (ctx.access.chargesMessages) {
       const json = isJsonContentType(contentType);
@@ -150,13 +148,12 @@ export async function handleAppendBatch(req: IncomingMessage, res: ServerRespons
     outcomes.forEach((outcome, i) => {
       if (outcome.kind !== 'appended') return;
       const { data } = requests[i] as AppendRequest;
-      storedBytes += data.length;
+      stored(data.length);
       countWrite(req, ctx, address.bucket, contentType, data);
     });
     sendJson(res, 200, outcomes.map(ackOf), Object.assign(await incarnationHeader(ctx, address, outcomes), extensions));
-  } finally {
-    held.settle(storedBytes);
-  }
+  });
+  if (overLimit) sendError(res, overLimit, extensions);
 }
 
 /** Like every successful answer about a stream, the batch's carries its incarnation. */

@@ -25,7 +25,7 @@ export const BUCKET_BYTES_READ_MS = 1000;
 const MAX_COUNTED_BUCKETS = 10_000;
 
 /** Room held for a write: settled once with the bytes it stored (0 when refused or a duplicate). */
-export interface BytesHold {
+interface BytesHold {
   settle(storedBytes: number): void;
 }
 
@@ -54,7 +54,7 @@ export class BucketBytes {
   ) {}
 
   /** Holds room for a write of `bytes` into `bucket`, or answers its refusal. */
-  async hold(bucket: string | null, bytes: number): Promise<BytesHold | ProtocolError> {
+  private async hold(bucket: string | null, bytes: number): Promise<BytesHold | ProtocolError> {
     // The /v1 family is no tenant's bucket, and a write of no bytes retains none.
     if (bucket === null || bytes === 0) return NOTHING_HELD;
     const limits = effectiveBucketLimits(this.serverLimits, await this.settings.get(bucket));
@@ -76,6 +76,24 @@ export class BucketBytes {
         count.since += storedBytes;
       },
     };
+  }
+
+  /**
+   * Runs `write` with room held for its `bytes` in `bucket`, or answers the refusal without
+   * running it. `write` reports the bytes it stored (none for a refusal or a duplicate)
+   * through `stored`; the hold is settled with them however `write` ends.
+   */
+  async within<T>(bucket: string | null, bytes: number, write: (stored: (bytes: number) => void) => Promise<T>): Promise<T | ProtocolError> {
+    const held = await this.hold(bucket, bytes);
+    if ('code' in held) return held;
+    let storedBytes = 0;
+    try {
+      return await write((n) => {
+        storedBytes += n;
+      });
+    } finally {
+      held.settle(storedBytes);
+    }
   }
 
   /** After a delete through this node: the next write reads the bucket's bytes again. */

@@ -56,10 +56,8 @@ export async function handleTransaction(req: IncomingMessage, res: ServerRespons
     operations.push(prepared);
   }
   // Every operation is in the affinity key's bucket: the transaction holds room for all of them.
-  const held = await ctx.bucketBytes.hold(target.bucket, operations.reduce((n, { request }) => n + request.data.length, 0));
-  if ('code' in held) return refuse(res, { error: held, operation: null });
-  let storedBytes = 0;
-  try {
+  const bytes = operations.reduce((n, { request }) => n + request.data.length, 0);
+  const overLimit = await ctx.bucketBytes.within(target.bucket, bytes, async (stored) => {
     if (ctx.access.chargesMessages) {
       const payloads = operations.map(({ request }) => ({ json: isJsonContentType(request.contentType ?? ''), data: request.data }));
       const refused = ctx.access.chargeMessages(req, payloads, ctx.now());
@@ -70,14 +68,13 @@ export async function handleTransaction(req: IncomingMessage, res: ServerRespons
     outcome.operations.forEach((committed, i) => {
       const { request } = operations[i]!;
       if (committed.kind !== 'appended') return;
-      storedBytes += request.data.length;
+      stored(request.data.length);
       countWrite(req, ctx, target.bucket, request.contentType, request.data);
     });
     const acks = outcome.operations.map((committed, index) => ackOf(parsed.operations[index]!, committed));
     sendJson(res, 200, acks, TRANSACTION_EXTENSIONS);
-  } finally {
-    held.settle(storedBytes);
-  }
+  });
+  if (overLimit) refuse(res, { error: overLimit, operation: null });
 }
 
 /**

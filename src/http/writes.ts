@@ -27,7 +27,6 @@ import { parseAttrsText } from './attrs-batch.js';
 import type { HandlerContext } from './context.js';
 import { readableOrMissing } from './access.js';
 import { createWithinStreamLimit } from './bucket-limits.js';
-import type { BytesHold } from './bucket-bytes.js';
 import { frameJson, header, readBody, incarnationOf, type BodyResult } from './request.js';
 import { errorHeaders, send, sendError, type HeaderMap } from './response.js';
 import { resolveStreamReference, type StreamAddress } from './router.js';
@@ -163,16 +162,14 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
     const outcome = await createWithinStreamLimit(ctx, address, async () => {
       // A create's initial messages are written like an append's, and charged the same once
       // the bucket has room (its create was charged on arrival).
-      const held = await holdBucketBytes(ctx, address.bucket, request.data.length);
-      let storedBytes = 0;
-      try {
+      const created = await ctx.bucketBytes.within(address.bucket, request.data.length, async (stored) => {
         if (ctx.access.chargesMessages && request.data.length > 0) chargeOrRefuse(req, ctx, framingType, request.data);
-        const created = await ctx.store.run('createStream', request);
-        if (created.kind === 'created') storedBytes = request.data.length;
-        return created;
-      } finally {
-        held.settle(storedBytes);
-      }
+        const outcome = await ctx.store.run('createStream', request);
+        if (outcome.kind === 'created') stored(request.data.length);
+        return outcome;
+      });
+      if ('code' in created) throw new RequestError(created);
+      return created;
     });
     if ('code' in outcome) return sendError(res, outcome);
     if (outcome.kind === 'rejected') return sendError(res, outcome.error, extensionsOf(address, outcome.records));
@@ -237,30 +234,20 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
     const request = appendRequest(req, body, close, streamSeq, producer);
     const framed = frame(body, request.contentType, false, ctx.settings.maxAppendMessages);
     request.data = framed instanceof Buffer ? framed : await framed;
-    const held = await holdBucketBytes(ctx, address.bucket, request.data.length);
-    let storedBytes = 0;
-    try {
+    const overLimit = await ctx.bucketBytes.within(address.bucket, request.data.length, async (stored) => {
       if (ctx.access.chargesMessages) chargeOrRefuse(req, ctx, request.contentType, request.data);
       const outcome = await ctx.store.run('append', { name: address.key, request });
       // A duplicate or a refusal stored nothing.
       if (outcome.kind === 'appended') {
-        storedBytes = request.data.length;
+        stored(request.data.length);
         countWrite(req, ctx, address.bucket, request.contentType, request.data);
       }
       renderAppend(res, address, outcome);
-    } finally {
-      held.settle(storedBytes);
-    }
+    });
+    if (overLimit) throw new RequestError(overLimit);
   } catch (error) {
     answerRequestError(res, error);
   }
-}
-
-/** Holds room for a write's bytes in its bucket (bucket-bytes.ts), or throws the refusal. */
-async function holdBucketBytes(ctx: HandlerContext, bucket: string | null, bytes: number): Promise<BytesHold> {
-  const held = await ctx.bucketBytes.hold(bucket, bytes);
-  if ('code' in held) throw new RequestError(held);
-  return held;
 }
 
 /** Charges a write's messages to its token's quota, or throws the refusal (nothing written). */
