@@ -1,8 +1,8 @@
 /**
  * Per-bucket settings an admin on `*` sets (`PATCH /{bucket}`): whether the bucket's
  * streams are readable without a token, and limits that replace the server-wide
- * --bucket-max-streams / --bucket-max-subscriptions / --bucket-max-bytes for this bucket. Pure rules only:
- * parsing a change, applying it, and what a bucket's settings mean.
+ * --bucket-max-streams / --bucket-max-subscriptions / --bucket-max-bytes for this bucket.
+ * Pure rules only: parsing a change, applying it, and what a bucket's settings mean.
  */
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import type { AccessTarget, Permission } from './access.js';
