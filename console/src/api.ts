@@ -31,7 +31,7 @@ export function useClient(): RillClient {
   return client;
 }
 
-/** Buckets opened or created in this session: the server has no bucket listing yet. */
+/** Buckets opened or created in this session: shown when the token may not list the server's. */
 export function knownBuckets(): string[] {
   try {
     const parsed: unknown = JSON.parse(sessionStorage.getItem(BUCKETS_KEY) ?? '[]');

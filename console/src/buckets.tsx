@@ -1,7 +1,8 @@
 /**
- * The first page: buckets and the /v1/stream family. The server has no route that lists
- * buckets, so the page lists the buckets opened or created in this session, each with
- * its stream count, and lets any other be opened by name.
+ * The first page: the server's buckets (`GET /`, a page at a time, each with its stream
+ * count and the bytes its streams hold), and the /v1/stream family. A token that may not
+ * list buckets sees why, and the buckets opened or created in this tab instead; any
+ * other opens by its id.
  */
 import { useEffect, useState } from 'preact/hooks';
 import { failureOf, knownBuckets, rememberBucket, useClient, type Failure } from './api.js';
@@ -9,7 +10,28 @@ import { ConfirmButton, ErrorBox, useAction } from './common.js';
 import { CreateStreamForm } from './create-stream.js';
 import { go, hrefOf } from './routes.js';
 
-type Row = { id: string; streamCount: number | null; failure: Failure | null };
+/** Buckets per page of the listing. */
+export const BUCKETS_PER_PAGE = 50;
+
+type Row = { id: string; streamCount: number | null; retainedBytes: number | null; failure: Failure | null };
+
+/** A page of the listing: where it starts (undefined: the first), and the cursors of the pages before it. */
+interface Position {
+  after: string | undefined;
+  before: Array<string | undefined>;
+}
+
+interface Listing {
+  /**
+   * The page these rows are: the caption and the paging buttons follow the page shown, not
+   * the one asked for, which may still be loading.
+   */
+  position: Position;
+  rows: Row[];
+  next: string | null;
+  /** The server's listing was refused: `rows` are this tab's buckets. */
+  refused: Failure | null;
+}
 
 function BucketRow({ row, onDeleted }: { row: Row; onDeleted: () => void }) {
   const client = useClient();
@@ -20,6 +42,7 @@ function BucketRow({ row, onDeleted }: { row: Row; onDeleted: () => void }) {
         <a href={hrefOf({ page: 'bucket', bucket: row.id })}>{row.id}</a>
       </td>
       <td class="num">{row.streamCount ?? '—'}</td>
+      <td class="num">{row.retainedBytes ?? '—'}</td>
       <td>
         <ErrorBox failure={row.failure ?? failure} />
         <ConfirmButton
@@ -32,27 +55,40 @@ function BucketRow({ row, onDeleted }: { row: Row; onDeleted: () => void }) {
   );
 }
 
-function useBucketRows(): [Row[], () => void] {
+/** Each bucket's own view, for the bytes its streams hold (the listing gives counts only). */
+async function withBytes(client: ReturnType<typeof useClient>, ids: Array<{ id: string; streamCount: number | null }>): Promise<Row[]> {
+  return Promise.all(
+    ids.map(async ({ id, streamCount }): Promise<Row> => {
+      try {
+        const info = await client.bucket(id).info();
+        return { id, streamCount: info.streamCount, retainedBytes: info.retainedBytes ?? null, failure: null };
+      } catch (error) {
+        return { id, streamCount, retainedBytes: null, failure: failureOf(error) };
+      }
+    }),
+  );
+}
+
+function useBuckets(position: Position, version: number): Listing | null {
   const client = useClient();
-  const [rows, setRows] = useState<Row[]>([]);
-  const [version, setVersion] = useState(0);
+  const [listing, setListing] = useState<Listing | null>(null);
   useEffect(() => {
     let live = true;
-    const ids = knownBuckets();
-    void Promise.all(
-      ids.map(async (id): Promise<Row> => {
-        try {
-          return { id, streamCount: (await client.bucket(id).info()).streamCount, failure: null };
-        } catch (error) {
-          return { id, streamCount: null, failure: failureOf(error) };
-        }
-      }),
-    ).then((next) => live && setRows(next));
+    const load = async (): Promise<Listing> => {
+      try {
+        const page = await client.listBuckets({ limit: BUCKETS_PER_PAGE, ...(position.after === undefined ? {} : { after: position.after }) });
+        return { position, rows: await withBytes(client, page.buckets), next: page.next, refused: null };
+      } catch (error) {
+        const known = knownBuckets().map((id) => ({ id, streamCount: null }));
+        return { position, rows: await withBytes(client, known), next: null, refused: failureOf(error) };
+      }
+    };
+    void load().then((next) => live && setListing(next));
     return () => {
       live = false;
     };
-  }, [client, version]);
-  return [rows, () => setVersion((v) => v + 1)];
+  }, [client, position, version]);
+  return listing;
 }
 
 function OpenOrCreateBucket() {
@@ -107,37 +143,61 @@ function OpenV1Stream() {
   );
 }
 
+function BucketPaging({ listing, moveTo }: { listing: Listing; moveTo: (position: Position) => void }) {
+  const shown = listing.position;
+  return (
+    <div class="row">
+      <button type="button" disabled={shown.before.length === 0} onClick={() => moveTo({ after: shown.before.at(-1), before: shown.before.slice(0, -1) })}>
+        Previous buckets
+      </button>
+      <button type="button" disabled={listing.next === null} onClick={() => moveTo({ after: listing.next ?? undefined, before: [...shown.before, shown.after] })}>
+        Next buckets
+      </button>
+    </div>
+  );
+}
+
 export function BucketsPage() {
-  const [rows, reload] = useBucketRows();
+  const [position, setPosition] = useState<Position>({ after: undefined, before: [] });
+  const [version, setVersion] = useState(0);
+  const listing = useBuckets(position, version);
   return (
     <>
       <h1>Buckets</h1>
-      <p class="hint">The server does not list buckets: this page lists the ones opened or created in this tab. Open any other by its id.</p>
       <OpenOrCreateBucket />
-      {rows.length > 0 && (
+      {listing?.refused && (
+        <>
+          <p class="hint">The server did not list its buckets for this token: below are the ones opened or created in this tab. Open any other by its id.</p>
+          <ErrorBox failure={listing.refused} />
+        </>
+      )}
+      {listing && listing.rows.length > 0 && (
         <table>
-          <caption>Buckets of this session</caption>
+          <caption>{listing.refused ? 'Buckets of this tab' : `Buckets, page ${listing.position.before.length + 1}`}</caption>
           <thead>
             <tr>
               <th scope="col">Bucket</th>
               <th scope="col">Streams</th>
+              <th scope="col">Bytes</th>
               <th scope="col">Actions</th>
             </tr>
           </thead>
           <tbody>
-            {rows.map((row) => (
+            {listing.rows.map((row) => (
               <BucketRow
                 key={row.id}
                 row={row}
                 onDeleted={() => {
                   rememberBucket(row.id, false);
-                  reload();
+                  setVersion((v) => v + 1);
                 }}
               />
             ))}
           </tbody>
         </table>
       )}
+      {listing && listing.rows.length === 0 && !listing.refused && <p>No buckets yet.</p>}
+      {listing && !listing.refused && <BucketPaging listing={listing} moveTo={setPosition} />}
       <h2>The /v1/stream family</h2>
       <p class="hint">Streams without a bucket, as unmodified Durable Streams clients use them. The server does not list them: open one by name.</p>
       <OpenV1Stream />

@@ -33,6 +33,7 @@ beforeAll(async () => {
   const log = admin.stream('team/log');
   await log.create({ contentType: 'text/plain' });
   await log.append('visible to readers\n');
+  await admin.bucket('hidden').create();
 });
 
 afterAll(async () => {
@@ -63,6 +64,38 @@ describe('web console with access control on', () => {
     await page.getByRole('button', { name: 'Append', exact: true }).click();
     await page.getByRole('alert').filter({ hasText: 'FORBIDDEN' }).filter({ hasText: 'HTTP 403' }).waitFor();
     expect(await new RillClient({ url: server.url, token: await token('team', ['read']) }).stream('team/log').head()).toMatchObject({ nextOffset: '00000000000000000019' });
+    await context.close();
+    expect(errors).toEqual([]);
+  });
+
+  it('lists the server\'s buckets for an admin token; for another says why, and lists this tab\'s', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const errors: string[] = [];
+    page.on('pageerror', (error) => errors.push(error.message));
+    page.on('console', (message) => {
+      if (message.type() === 'error' && !/status of (401|403)/.test(message.text())) errors.push(message.text());
+    });
+    await page.goto(`${server.url}/console/#/`);
+    await page.getByRole('alert').filter({ hasText: 'UNAUTHORIZED' }).filter({ hasText: 'HTTP 401' }).waitFor();
+    await page.getByText('The server did not list its buckets for this token').waitFor();
+    // A token of one bucket may not list the server's: this tab's buckets are shown instead.
+    await page.getByLabel('Access token').fill(await token('team', ['read']));
+    await page.getByRole('button', { name: 'Use token' }).click();
+    await page.getByRole('alert').filter({ hasText: 'FORBIDDEN' }).filter({ hasText: 'HTTP 403' }).waitFor();
+    await page.getByLabel('Bucket id').fill('team');
+    await page.getByRole('button', { name: 'Open bucket' }).click();
+    await page.getByRole('heading', { name: 'Bucket team' }).waitFor();
+    await page.getByRole('link', { name: 'Buckets' }).first().click();
+    const ofTab = page.getByRole('table', { name: 'Buckets of this tab' });
+    await ofTab.waitFor();
+    expect(await ofTab.getByRole('link').allTextContents()).toEqual(['team']);
+    // Listing the server's buckets needs admin on * (as GET / does): hidden is listed too.
+    await page.getByLabel('Access token').fill(await token('*', ['admin']));
+    await page.getByRole('button', { name: 'Use token' }).click();
+    const listed = page.getByRole('table', { name: 'Buckets, page 1' });
+    await listed.waitFor();
+    expect(await listed.getByRole('link').allTextContents()).toEqual(['hidden', 'team']);
     await context.close();
     expect(errors).toEqual([]);
   });
