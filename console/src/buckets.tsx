@@ -8,6 +8,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { failureOf, knownBuckets, rememberBucket, useClient, type Failure } from './api.js';
 import { ConfirmButton, ErrorBox, useAction } from './common.js';
 import { CreateStreamForm } from './create-stream.js';
+import { Overview } from './overview.js';
 import { go, hrefOf } from './routes.js';
 
 /** Buckets per page of the listing. */
@@ -163,7 +164,8 @@ export function BucketsPage() {
   const listing = useBuckets(position, version);
   return (
     <>
-      <h1>Buckets</h1>
+      <Overview />
+      <h2>Buckets</h2>
       <OpenOrCreateBucket />
       {listing?.refused && (
         <>

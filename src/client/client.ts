@@ -61,6 +61,8 @@ export interface UsagePage {
   next: string | null;
   /** Keys the node keeps before folding the least recently active into `(other)`. */
   maxKeys: number;
+  /** What the node counted since it started, over every row (folded ones included). */
+  totals: { appends: number; bytesIn: number; bytesOut: number };
 }
 
 export interface StreamListing {
@@ -85,6 +87,10 @@ export interface ServerStats {
   /** Messages held: lines of JSON streams, appends of others (kept as they are written, never counted on request). */
   messages: number;
   liveReaders: { sse: number; longPoll: number };
+  /** The storage engine of the node answering. */
+  store: 'sqlite' | 'postgres' | 'memory';
+  /** When the node answering began to serve (RFC 3339). */
+  startedAt: string | null;
 }
 
 /** What `GET {stream}/stats` answers. */

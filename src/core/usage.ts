@@ -82,6 +82,8 @@ export class UsageTable {
   private readonly other = new Row(OTHER, OTHER, null);
   /** Totals of buckets no row holds any more: the metrics' `(other)` series. */
   private readonly otherTotals = zero();
+  /** The node's totals since it started, every bucket's and the folded ones'. */
+  private readonly all = zero();
   private size = 0;
   /** Most and least recently active rows. */
   private newest: Row | null = null;
@@ -97,6 +99,8 @@ export class UsageTable {
     const totals = row.group!.totals;
     totals.appends += messages;
     totals.bytesIn += bytes;
+    this.all.appends += messages;
+    this.all.bytesIn += bytes;
   }
 
   /** A read answered `bytes` stream bytes. */
@@ -105,6 +109,7 @@ export class UsageTable {
     const row = this.touch(bucket, subject);
     row.bytesOut += bytes;
     row.group!.totals.bytesOut += bytes;
+    this.all.bytesOut += bytes;
   }
 
   /** A live reader starts: counted on its row until `release` (on the row it was folded into, if it was). */
@@ -137,6 +142,11 @@ export class UsageTable {
     const o = this.otherTotals;
     if (o.appends > 0 || o.bytesIn > 0 || o.bytesOut > 0) out.set(OTHER, { ...o });
     return out;
+  }
+
+  /** What the node counted since it started, over every bucket and subject. */
+  totals(): UsageCounts {
+    return { ...this.all };
   }
 
   get keys(): number {

@@ -26,6 +26,8 @@ const DEFAULT_BUCKET_LIMIT = 100;
 export interface ReadinessSources {
   /** False until the server listens. */
   started(): boolean;
+  /** When the server began to listen; null before. */
+  startedAtMs(): number | null;
   draining(): boolean;
   /** Requests are being refused because the storage fails, or it failed for good. */
   storageFailing(): boolean;
@@ -49,7 +51,15 @@ export async function handleAdmin(req: IncomingMessage, res: ServerResponse, ctx
       // Messages are summed from the stream states, never read from their bodies: a count
       // that reads what it counts let a few stats calls hold appends for seconds.
       const [totals, held] = await Promise.all([ctx.store.totals(), ctx.store.heldTotals()]);
-      return sendJson(res, 200, { ...totals, bytes: held.bytes, messages: held.messages, liveReaders: { sse: ctx.live.held.sse, longPoll: ctx.live.held.long_poll } });
+      const startedAtMs = ctx.readiness.startedAtMs();
+      return sendJson(res, 200, {
+        ...totals,
+        bytes: held.bytes,
+        messages: held.messages,
+        liveReaders: { sse: ctx.live.held.sse, longPoll: ctx.live.held.long_poll },
+        store: ctx.settings.store,
+        startedAt: startedAtMs === null ? null : new Date(startedAtMs).toISOString(),
+      });
     }
     case 'usage':
       return handleUsage(res, ctx, search);

@@ -366,9 +366,11 @@ function operations(settings: ServerSettings, store: Store, hub: LiveHub, log: L
     metrics,
     /** Set once the server listens; /readyz answers 503 'starting' until then. */
     started: false,
+    /** When it began to listen, for /stats. */
+    startedAtMs: null as number | null,
     /** Set when close() begins, before the drain: /readyz answers 503 'draining' from then on. */
     leaving: false,
-    readiness: { started: () => ops.started, draining: () => ops.leaving || hub.isDraining, storageFailing: () => storageHealth.failing },
+    readiness: { started: () => ops.started, startedAtMs: () => ops.startedAtMs, draining: () => ops.leaving || hub.isDraining, storageFailing: () => storageHealth.failing },
     requests: new RequestLog({ log, metrics, accessLogRate: settings.accessLogRate }),
     metricsListener: metrics && settings.metricsPort !== null ? metricsServer(metrics) : null,
   };
@@ -450,6 +452,7 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
       await subscriptions.run(nodeNameOf(settings.store, hostname(), new URL(urlOf(server, tls)).port));
       if (metricsListener) await listenOn(metricsListener, settings.metricsPort!, settings.metricsHost);
       ops.started = true;
+      ops.startedAtMs = now();
     },
     close() {
       closing ??= (async () => {

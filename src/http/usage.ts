@@ -59,5 +59,5 @@ export function handleUsage(res: ServerResponse, ctx: HandlerContext, search: st
     return sendError(res, protocolError('INVALID_QUERY', `bucket and after are at most ${MAX_USAGE_PARAM} characters`));
   }
   const page = usagePage(ctx.usage.rows(), bucket, after, limit);
-  sendJson(res, 200, { rows: page.rows, next: page.next, maxKeys: ctx.usage.maxKeys });
+  sendJson(res, 200, { rows: page.rows, next: page.next, maxKeys: ctx.usage.maxKeys, totals: ctx.usage.totals() });
 }

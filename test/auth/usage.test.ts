@@ -214,6 +214,11 @@ describe('the usage record with auth off', () => {
     expect((await call(server.url, 'GET', '/stats')).status).toBe(200);
     const reply = await call(server.url, 'GET', '/usage');
     expect(reply.status).toBe(200);
-    expect(reply.json()).toEqual({ rows: [{ bucket: 'open', subject: '-', appends: 1, bytesIn: 2, bytesOut: 0, liveReaders: 0 }], next: null, maxKeys: 5 });
+    expect(reply.json()).toEqual({
+      rows: [{ bucket: 'open', subject: '-', appends: 1, bytesIn: 2, bytesOut: 0, liveReaders: 0 }],
+      next: null,
+      maxKeys: 5,
+      totals: { appends: 1, bytesIn: 2, bytesOut: 0 },
+    });
   });
 });

@@ -77,12 +77,14 @@ describe('web console with access control on', () => {
       if (message.type() === 'error' && !/status of (401|403)/.test(message.text())) errors.push(message.text());
     });
     await page.goto(`${server.url}/console/#/`);
-    await page.getByRole('alert').filter({ hasText: 'UNAUTHORIZED' }).filter({ hasText: 'HTTP 401' }).waitFor();
+    // The overview's figures and the bucket listing are both refused, each saying so.
+    await expect.poll(() => page.getByRole('alert').filter({ hasText: 'UNAUTHORIZED' }).filter({ hasText: 'HTTP 401' }).count()).toBe(2);
+    await page.getByText("This token may not read the server's figures").waitFor();
     await page.getByText('The server did not list its buckets for this token').waitFor();
     // A token of one bucket may not list the server's: this tab's buckets are shown instead.
     await page.getByLabel('Access token').fill(await token('team', ['read']));
     await page.getByRole('button', { name: 'Use token' }).click();
-    await page.getByRole('alert').filter({ hasText: 'FORBIDDEN' }).filter({ hasText: 'HTTP 403' }).waitFor();
+    await expect.poll(() => page.getByRole('alert').filter({ hasText: 'FORBIDDEN' }).filter({ hasText: 'HTTP 403' }).count()).toBe(2);
     await page.getByLabel('Bucket id').fill('team');
     await page.getByRole('button', { name: 'Open bucket' }).click();
     await page.getByRole('heading', { name: 'Bucket team' }).waitFor();
@@ -96,6 +98,8 @@ describe('web console with access control on', () => {
     const listed = page.getByRole('table', { name: 'Buckets, page 1' });
     await listed.waitFor();
     expect(await listed.getByRole('link').allTextContents()).toEqual(['hidden', 'team']);
+    // ... and the overview's figures.
+    await page.getByTestId('overview-streams').filter({ hasText: '2, 1' }).waitFor();
     await context.close();
     expect(errors).toEqual([]);
   });

@@ -49,6 +49,9 @@ describe('UsageTable', () => {
       cccc: { appends: 4, bytesIn: 40, bytesOut: 0 },
       [OTHER]: { appends: 2, bytesIn: 20, bytesOut: 0 },
     });
+    // The node's totals, what the console charts rates from, count every write once.
+    table.served('dddd', 'dave', 7);
+    expect(table.totals()).toEqual({ appends: 8, bytesIn: 80, bytesOut: 7 });
   });
 
   it('keeps a bucket series while one of its rows remains', () => {

@@ -78,7 +78,10 @@ describe('operator routes', () => {
     await stream.appendMessages([{ a: 1 }, { b: 2 }, { c: 3 }]);
     const producer = { 'content-type': 'application/json', 'producer-id': 'w', 'producer-epoch': '0', 'producer-seq': '0' };
     expect((await fetch(`${server.url}/adm-4/s0`, { method: 'POST', headers: producer, body: '[4]' })).status).toBe(200);
-    expect(await client.stats()).toEqual({ buckets: 5, streams: 10, producers: 1, bytes: 26, messages: 4, liveReaders: { sse: 0, longPoll: 0 } });
+    const stats = await client.stats();
+    expect(stats).toEqual({ buckets: 5, streams: 10, producers: 1, bytes: 26, messages: 4, liveReaders: { sse: 0, longPoll: 0 }, store: 'sqlite', startedAt: expect.any(String) });
+    // When the node began to serve: before this test asked, and a time.
+    expect(Date.parse(stats.startedAt!)).toBeLessThanOrEqual(Date.now());
     // '{"a":1}\n{"b":2}\n{"c":3}\n4\n'
     expect(await client.streamStats('adm-4/s0')).toEqual({ tail: '00000000000000000026', earliestOffset: '00000000000000000000', bytes: 26, messages: 4, producers: 1, liveReaders: 0, closed: false });
     const missing = await fetch(`${server.url}/adm-4/nope/stats`);
