@@ -141,7 +141,7 @@ function commandFor(name: TargetName, port: number, dataDir: string | null): str
 }
 
 export function needsDataDir(name: TargetName): boolean {
-  return name === 'rill' || name === 'rill-auth' || name === 'rill-no-metrics' || name === 'ref-file' || name === 'durable-floor' || name === 'sqlite-floor';
+  return name === 'rill' || name === 'rill-auth' || name === 'rill-no-metrics' || name === 'rill-no-log' || name === 'ref-file' || name === 'durable-floor' || name === 'sqlite-floor';
 }
 
 /** A fresh, empty data directory on the same disk as the repository (not tmpfs). */
