@@ -10,8 +10,10 @@
  * run against the model and an engine. The SQLite engine also restarts from crash images
  * (its files copied while it runs, as a power cut leaves them), with its held appends and
  * producer changes sealed every few appends or never, so that the producer changes a
- * crash leaves only in `recent_batches` are replayed, mid-seal and whole. Both must give the same status, error code and
- * headers for every write, and hold the same bytes at the end.
+ * crash leaves only in `recent_batches` are replayed, mid-seal and whole. Each SQLite
+ * history starts from a copy of an empty store its engine made once (the same migrations made
+ * its schema; only their cost per history is saved). Both must give the same status, error
+ * code and headers for every write, and hold the same bytes at the end.
  *
  * The histories must reach every kind of answer of the seed. Some are rare (a write from the
  * epoch a claim just closed), so besides its random histories each engine runs one history
@@ -22,7 +24,7 @@ import { copyFileSync, mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import type { AppendRequest } from '../../src/core/types.js';
 import { appendAnswer } from '../../src/http/writes.js';
 import { MemoryStore } from '../../src/storage/memory/engine.js';
@@ -202,6 +204,11 @@ interface EngineKind {
   restartable: boolean;
   /** Restarts from a copy of the running engine's files instead of after a clean close. */
   crashImages?: boolean;
+  /**
+   * Keeps its storage in `dir` (`STORE_FILES`): each history starts from a copy of an empty
+   * store this engine made and closed once, rather than making the schema again.
+   */
+  filesInDir?: boolean;
 }
 
 /** Seals after every few appends, a change or two written per step. */
@@ -211,18 +218,20 @@ const NO_SEALS = { sealRows: 1e9, sealBytes: 1e12, stepRows: 1 };
 
 const ENGINES: EngineKind[] = [
   { name: 'memory', open: (_dir, _lane, clock) => new MemoryStore({ producers: SETTINGS, nowMs: clock }), restartable: false },
-  { name: 'sqlite', open: (dir, _lane, clock) => new SqliteStore({ dataDir: dir, producers: SETTINGS, nowMs: clock }), restartable: true },
+  { name: 'sqlite', open: (dir, _lane, clock) => new SqliteStore({ dataDir: dir, producers: SETTINGS, nowMs: clock }), restartable: true, filesInDir: true },
   {
     name: 'sqlite from crash images, tiny seals',
     open: (dir, _lane, clock) => new SqliteStore({ dataDir: dir, producers: SETTINGS, nowMs: clock, recentIndexing: TINY_SEALS }),
     restartable: true,
     crashImages: true,
+    filesInDir: true,
   },
   {
     name: 'sqlite from crash images, no seals',
     open: (dir, _lane, clock) => new SqliteStore({ dataDir: dir, producers: SETTINGS, nowMs: clock, recentIndexing: NO_SEALS }),
     restartable: true,
     crashImages: true,
+    filesInDir: true,
   },
   {
     name: 'postgres',
@@ -249,6 +258,39 @@ function scratchDir(): string {
   const base = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
   return mkdtempSync(join(base, 'rill-model-'));
 }
+
+/** The files of a SQLite store: the database and its WAL (a clean close leaves no WAL). */
+const STORE_FILES = ['rill.db', 'rill.db-wal'];
+
+function copyStoreFiles(from: string, to: string): void {
+  for (const file of STORE_FILES) if (existsSync(join(from, file))) copyFileSync(join(from, file), join(to, file));
+}
+
+/**
+ * An empty store per engine, opened by the engine (so made by its own migrations) and closed
+ * cleanly, once: opening a copy is a restart of a store with no streams, as opening a new
+ * directory is, without creating and altering every table again for each of the histories.
+ */
+const emptyStores = new Map<string, Promise<string>>();
+
+function emptyStoreOf(engine: EngineKind): Promise<string> {
+  if (!emptyStores.has(engine.name)) {
+    emptyStores.set(
+      engine.name,
+      (async () => {
+        const dir = scratchDir();
+        const store = await engine.open(dir, 0, () => HISTORY_START_MS);
+        await store.close();
+        return dir;
+      })(),
+    );
+  }
+  return emptyStores.get(engine.name)!;
+}
+
+afterAll(async () => {
+  for (const dir of await Promise.all(emptyStores.values())) rmSync(dir, { recursive: true, force: true });
+});
 
 function requestOf(w: Write, incarnation: string): AppendRequest {
   return {
@@ -289,8 +331,11 @@ async function createStreams(store: Store): Promise<string[]> {
   return incarnations;
 }
 
+/** Where every history's clock starts. */
+const HISTORY_START_MS = 1_700_000_000_000;
+
 class Harness {
-  nowMs = 1_700_000_000_000;
+  nowMs = HISTORY_START_MS;
   store!: Store;
   model!: SeedModel;
   readonly clients = new Clients();
@@ -305,6 +350,7 @@ class Harness {
   ) {}
 
   async start(): Promise<void> {
+    if (this.engine.filesInDir) copyStoreFiles(await emptyStoreOf(this.engine), this.dir);
     this.store = await this.engine.open(this.dir, this.lane, () => this.nowMs);
     await this.engine.empty?.(this.lane);
     this.model = new SeedModel(await createStreams(this.store));
@@ -358,7 +404,7 @@ class Harness {
    */
   private async restartFromCrashImage(): Promise<void> {
     const image = scratchDir();
-    for (const file of ['rill.db', 'rill.db-wal']) if (existsSync(join(this.dir, file))) copyFileSync(join(this.dir, file), join(image, file));
+    copyStoreFiles(this.dir, image);
     await this.store.close();
     rmSync(this.dir, { recursive: true, force: true });
     this.dir = image;
