@@ -151,11 +151,16 @@ export async function emptyDatabase(url: string): Promise<void> {
   const client = new pg.Client(url);
   await client.connect();
   try {
-    await client.query('TRUNCATE streams, chunks, producers, snapshots, buckets, subscriptions, subscription_links');
-    await client.query(`DELETE FROM rill_meta WHERE key <> 'schema_version'`);
+    await emptyDatabaseOver(client);
   } finally {
     await client.end();
   }
+}
+
+/** emptyDatabase over a connection the caller keeps (a new one costs a backend and an authentication). */
+export async function emptyDatabaseOver(client: pg.ClientBase): Promise<void> {
+  await client.query('TRUNCATE streams, chunks, producers, snapshots, buckets, subscriptions, subscription_links');
+  await client.query(`DELETE FROM rill_meta WHERE key <> 'schema_version'`);
 }
 
 /**

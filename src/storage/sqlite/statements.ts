@@ -1,14 +1,15 @@
 /**
- * The SQL the SQLite engine runs, prepared once when the store opens: one object of
- * named statements over the schema of schema.ts. The statements hold no rule; the engine
- * (engine.ts), its Txn (txn.ts), its stream rows (stream-rows.ts) and its held writes
- * (held-writes.ts) choose when each runs.
+ * The SQL the SQLite engine runs, each statement prepared once, when first run
+ * (first-use.ts): one object of named statements over the schema of schema.ts. The
+ * statements hold no rule; the engine (engine.ts), its Txn (txn.ts), its stream rows
+ * (stream-rows.ts) and its held writes (held-writes.ts) choose when each runs.
  */
 import type Database from 'better-sqlite3';
 import type { StreamState } from '../../core/types.js';
 import { PRODUCER_COLUMNS, type ProducerValues } from '../producer-columns.js';
 import { STREAM_VALUE_COLUMNS, streamColumnValues, type StreamRow } from '../stream-columns.js';
 import type { StoredChunkRow } from './chunk-rows.js';
+import { preparedOnFirstUse } from './first-use.js';
 
 /** A stream state as the named parameters of `insertStream`. */
 export function streamParams(s: StreamState): Record<string, unknown> {
@@ -88,97 +89,97 @@ const STREAM_COLUMNS = ['id', ...STREAM_VALUE_COLUMNS].join(', ');
 
 export function prepareStatements(db: Database.Database): Statements {
   const named = STREAM_COLUMNS.split(', ').map((c) => `@${c}`).join(', ');
-  return {
-    streamByName: db.prepare<[string], StreamRow>(`SELECT * FROM streams WHERE name = ?`),
-    streamById: db.prepare<[number], StreamRow>(`SELECT * FROM streams WHERE id = ?`),
-    insertStream: db.prepare(`INSERT INTO streams (${STREAM_COLUMNS}) VALUES (${named})`),
-    deleteStream: db.prepare<[number]>(`DELETE FROM streams WHERE id = ?`),
-    deleteChunks: db.prepare<[number]>(`DELETE FROM chunks WHERE stream_id = ?`),
-    deleteAllProducers: db.prepare<[number]>(`DELETE FROM producers WHERE stream_id = ?`),
-    deleteSnapshot: db.prepare<[number]>(`DELETE FROM snapshots WHERE stream_id = ?`),
-    putSnapshot: db.prepare<[number, Buffer]>(`INSERT OR REPLACE INTO snapshots (stream_id, data) VALUES (?, ?)`),
-    snapshotBody: db.prepare<[number], { data: Buffer }>(`SELECT data FROM snapshots WHERE stream_id = ?`),
-    trimWhole: db.prepare<[number, number, number]>(`DELETE FROM chunks WHERE stream_id = ? AND start < ? AND start + length(data) <= ?`),
-    chunkBefore: db.prepare<[number, number], StoredChunkRow & { id: number }>(
+  return preparedOnFirstUse({
+    streamByName: () => db.prepare<[string], StreamRow>(`SELECT * FROM streams WHERE name = ?`),
+    streamById: () => db.prepare<[number], StreamRow>(`SELECT * FROM streams WHERE id = ?`),
+    insertStream: () => db.prepare(`INSERT INTO streams (${STREAM_COLUMNS}) VALUES (${named})`),
+    deleteStream: () => db.prepare<[number]>(`DELETE FROM streams WHERE id = ?`),
+    deleteChunks: () => db.prepare<[number]>(`DELETE FROM chunks WHERE stream_id = ?`),
+    deleteAllProducers: () => db.prepare<[number]>(`DELETE FROM producers WHERE stream_id = ?`),
+    deleteSnapshot: () => db.prepare<[number]>(`DELETE FROM snapshots WHERE stream_id = ?`),
+    putSnapshot: () => db.prepare<[number, Buffer]>(`INSERT OR REPLACE INTO snapshots (stream_id, data) VALUES (?, ?)`),
+    snapshotBody: () => db.prepare<[number], { data: Buffer }>(`SELECT data FROM snapshots WHERE stream_id = ?`),
+    trimWhole: () => db.prepare<[number, number, number]>(`DELETE FROM chunks WHERE stream_id = ? AND start < ? AND start + length(data) <= ?`),
+    chunkBefore: () => db.prepare<[number, number], StoredChunkRow & { id: number }>(
       `SELECT id, start, data, bounds FROM chunks WHERE stream_id = ? AND start < ? ORDER BY start DESC LIMIT 1`,
     ),
-    deleteChunk: db.prepare<[number]>(`DELETE FROM chunks WHERE id = ?`),
+    deleteChunk: () => db.prepare<[number]>(`DELETE FROM chunks WHERE id = ?`),
     // descendantsEarliest (core/snapshot.ts), as a recursive query.
-    descendantsEarliest: db.prepare<[number], { e: number | null }>(
+    descendantsEarliest: () => db.prepare<[number], { e: number | null }>(
       `WITH RECURSIVE d(id, earliest) AS (
          SELECT id, earliest_offset FROM streams WHERE fork_source_id = ?
          UNION ALL SELECT s.id, s.earliest_offset FROM streams s JOIN d ON s.fork_source_id = d.id)
        SELECT min(earliest) AS e FROM d`,
     ),
     // isCollectable and isListed (core/stream.ts) over `deleted` and `expiry_ms` (expiryMs), here and below.
-    bucketExpired: db.prepare<[string, number], StreamRow>(
+    bucketExpired: () => db.prepare<[string, number], StreamRow>(
       `SELECT * FROM streams WHERE bucket = ? AND deleted = 0 AND expiry_ms IS NOT NULL AND expiry_ms <= ?`,
     ),
-    expired: db.prepare<[number, number], StreamRow>(
+    expired: () => db.prepare<[number, number], StreamRow>(
       `SELECT * FROM streams WHERE expiry_ms IS NOT NULL AND deleted = 0 AND expiry_ms <= ? ORDER BY expiry_ms LIMIT ?`,
     ),
-    nextId: db.prepare<[], { value: string }>(`SELECT value FROM meta WHERE key = 'next_stream_id'`),
-    setNextId: db.prepare<[string]>(`UPDATE meta SET value = ? WHERE key = 'next_stream_id'`),
-    bucket: db.prepare<[string], { id: string; created_at_ms: number; settings: string | null }>(`SELECT * FROM buckets WHERE id = ?`),
+    nextId: () => db.prepare<[], { value: string }>(`SELECT value FROM meta WHERE key = 'next_stream_id'`),
+    setNextId: () => db.prepare<[string]>(`UPDATE meta SET value = ? WHERE key = 'next_stream_id'`),
+    bucket: () => db.prepare<[string], { id: string; created_at_ms: number; settings: string | null }>(`SELECT * FROM buckets WHERE id = ?`),
     // An upsert: a settings change rewrites a bucket that exists.
-    insertBucket: db.prepare<[string, number, string | null]>(
+    insertBucket: () => db.prepare<[string, number, string | null]>(
       `INSERT INTO buckets (id, created_at_ms, settings) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET settings = excluded.settings`,
     ),
-    deleteBucket: db.prepare<[string]>(`DELETE FROM buckets WHERE id = ?`),
-    bucketUndeleted: db.prepare<[string], { n: number }>(`SELECT count(*) AS n FROM streams WHERE bucket = ? AND deleted = 0`),
-    bucketLive: db.prepare<[string, number], { n: number }>(
+    deleteBucket: () => db.prepare<[string]>(`DELETE FROM buckets WHERE id = ?`),
+    bucketUndeleted: () => db.prepare<[string], { n: number }>(`SELECT count(*) AS n FROM streams WHERE bucket = ? AND deleted = 0`),
+    bucketLive: () => db.prepare<[string, number], { n: number }>(
       `SELECT count(*) AS n FROM streams WHERE bucket = ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?)`,
     ),
     // Names compare as UTF-8 bytes (BINARY collation), the order listings promise.
-    listFrom: db.prepare<[string, string, string, number], { name: string }>(
+    listFrom: () => db.prepare<[string, string, string, number], { name: string }>(
       `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND name > ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
     ),
-    insertChunk: db.prepare<[number, number, Buffer, Buffer | null]>(`INSERT INTO chunks (stream_id, start, data, bounds) VALUES (?, ?, ?, ?)`),
-    insertBatch: db.prepare<[number, Buffer, string | null]>(`INSERT INTO recent_batches (id, appends, producers) VALUES (?, ?, ?)`),
-    batchProducerChanges: db.prepare<[], string>(`SELECT producers FROM recent_batches WHERE producers IS NOT NULL ORDER BY id`).pluck(),
-    deleteRecentUpTo: db.prepare<[number]>(`DELETE FROM recent_batches WHERE id <= ?`),
-    clearRecent: db.prepare(`DELETE FROM recent_batches`),
+    insertChunk: () => db.prepare<[number, number, Buffer, Buffer | null]>(`INSERT INTO chunks (stream_id, start, data, bounds) VALUES (?, ?, ?, ?)`),
+    insertBatch: () => db.prepare<[number, Buffer, string | null]>(`INSERT INTO recent_batches (id, appends, producers) VALUES (?, ?, ?)`),
+    batchProducerChanges: () => db.prepare<[], string>(`SELECT producers FROM recent_batches WHERE producers IS NOT NULL ORDER BY id`).pluck(),
+    deleteRecentUpTo: () => db.prepare<[number]>(`DELETE FROM recent_batches WHERE id <= ?`),
+    clearRecent: () => db.prepare(`DELETE FROM recent_batches`),
     // length() of a blob is read from the record header: the bytes themselves are not loaded.
-    lastChunkEnd: db.prepare<[number], { end: number }>(
+    lastChunkEnd: () => db.prepare<[number], { end: number }>(
       `SELECT start + length(data) AS end FROM chunks WHERE stream_id = ? ORDER BY start DESC LIMIT 1`,
     ),
     // The streams not deleted after an id, each with where its last indexed chunk ends.
-    heldPage: db.prepare<[number, number], HeldRow>(
+    heldPage: () => db.prepare<[number, number], HeldRow>(
       `SELECT id, tail, earliest_offset, record_first, record_next, (SELECT start + length(data) FROM chunks WHERE stream_id = s.id ORDER BY start DESC LIMIT 1) AS indexed_end
          FROM streams s WHERE deleted = 0 AND id > ? ORDER BY id LIMIT ?`,
     ),
-    bucketHeldPage: db.prepare<[string, string, number], BucketHeldRow>(
+    bucketHeldPage: () => db.prepare<[string, string, number], BucketHeldRow>(
       `SELECT id, name, tail, max(earliest_offset, coalesce(fork_offset, 0)) AS own_start,
               (SELECT start + length(data) FROM chunks WHERE stream_id = s.id ORDER BY start DESC LIMIT 1) AS indexed_end
          FROM streams s WHERE bucket = ? AND deleted = 0 AND name > ? ORDER BY name LIMIT ?`,
     ),
-    chunkContaining: db.prepare<[number, number], StoredChunkRow>(
+    chunkContaining: () => db.prepare<[number, number], StoredChunkRow>(
       `SELECT start, data, bounds FROM chunks WHERE stream_id = ? AND start <= ? ORDER BY start DESC LIMIT 1`,
     ),
     // Rows from the one holding `from` (a row may hold appends from before it), to `before`.
-    chunkRowsFrom: db.prepare<{ stream: number; from: number; before: number }, StoredChunkRow>(
+    chunkRowsFrom: () => db.prepare<{ stream: number; from: number; before: number }, StoredChunkRow>(
       `SELECT start, data, bounds FROM chunks WHERE stream_id = @stream AND start < @before
          AND start >= coalesce((SELECT max(start) FROM chunks WHERE stream_id = @stream AND start <= @from), @from)
        ORDER BY start`,
     ),
     // A record's columns in producerValues' order (producer-columns.ts), read and written as lists.
-    producer: db.prepare<[number, string], ProducerValues>(`SELECT ${PRODUCER_COLUMNS.join(', ')} FROM producers WHERE stream_id = ? AND producer_id = ?`)
+    producer: () => db.prepare<[number, string], ProducerValues>(`SELECT ${PRODUCER_COLUMNS.join(', ')} FROM producers WHERE stream_id = ? AND producer_id = ?`)
       .raw(),
-    upsertProducer: db.prepare<[number, ...ProducerValues]>(
+    upsertProducer: () => db.prepare<[number, ...ProducerValues]>(
       `INSERT OR REPLACE INTO producers (stream_id, ${PRODUCER_COLUMNS.join(', ')}) VALUES (?, ${PRODUCER_COLUMNS.map(() => '?').join(', ')})`,
     ),
-    deleteProducer: db.prepare<[number, string]>(`DELETE FROM producers WHERE stream_id = ? AND producer_id = ?`),
-    forgetProducers: db.prepare<[number, number], string>(`DELETE FROM producers WHERE stream_id = ? AND last_seen_ms <= ? RETURNING producer_id`).pluck(),
+    deleteProducer: () => db.prepare<[number, string]>(`DELETE FROM producers WHERE stream_id = ? AND producer_id = ?`),
+    forgetProducers: () => db.prepare<[number, number], string>(`DELETE FROM producers WHERE stream_id = ? AND last_seen_ms <= ? RETURNING producer_id`).pluck(),
     // summarizeProducers (core/producer.ts), as three queries.
-    liveProducerCount: db.prepare<[number, number, string], { n: number }>(
+    liveProducerCount: () => db.prepare<[number, number, string], { n: number }>(
       `SELECT count(*) AS n FROM producers WHERE stream_id = ? AND last_seen_ms > ? AND producer_id <> ?`,
     ),
-    expiredMaxEpoch: db.prepare<[number, number], { e: number | null }>(
+    expiredMaxEpoch: () => db.prepare<[number, number], { e: number | null }>(
       `SELECT max(epoch) AS e FROM producers WHERE stream_id = ? AND last_seen_ms <= ?`,
     ),
     // The order of compareEvictionOrder (core/producer.ts): BINARY collation compares UTF-8 bytes.
-    leastRecentLive: db.prepare<[number, number, string], { producer_id: string; epoch: number; last_seen_ms: number }>(
+    leastRecentLive: () => db.prepare<[number, number, string], { producer_id: string; epoch: number; last_seen_ms: number }>(
       `SELECT producer_id, epoch, last_seen_ms FROM producers WHERE stream_id = ? AND last_seen_ms > ? AND producer_id <> ? ORDER BY last_seen_ms, producer_id LIMIT 1`,
     ),
-  };
+  });
 }

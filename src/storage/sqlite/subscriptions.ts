@@ -1,7 +1,8 @@
 /**
  * The SQLite engine's subscriptions: `subscriptions`, `subscription_links` and `meta`
- * (schema.ts, version 8), over statements prepared once. Writes go to the tables at once
- * inside the batch's transaction (subscription commands are rare: nothing is held).
+ * (schema.ts, version 8), over statements prepared once, on first use. Writes go to the
+ * tables at once inside the batch's transaction (subscription commands are rare: nothing
+ * is held).
  *
  * A stream's tail is never read from its row: a plain append leaves `streams.tail`
  * behind (stream-rows.ts), so tails come from StreamRows, which also holds the changes
@@ -24,42 +25,43 @@ import {
 import type { SubscriptionTxn } from '../executor.js';
 import { linkedTail, pendingAt } from '../../core/subscription-queries.js';
 import type { StreamRows } from './stream-rows.js';
+import { preparedOnFirstUse } from './first-use.js';
 
 type RecordRow = { record: string };
 
 function prepare(db: Database.Database) {
   const named = (columns: readonly string[]) => columns.map((c) => `@${c}`).join(', ');
-  return {
-    subscription: db.prepare<[string], RecordRow>('SELECT record FROM subscriptions WHERE key = ?'),
-    putSubscription: db.prepare<[SubscriptionRow]>(
+  return preparedOnFirstUse({
+    subscription: () => db.prepare<[string], RecordRow>('SELECT record FROM subscriptions WHERE key = ?'),
+    putSubscription: () => db.prepare<[SubscriptionRow]>(
       `INSERT OR REPLACE INTO subscriptions (${SUBSCRIPTION_COLUMNS.join(', ')}) VALUES (${named(SUBSCRIPTION_COLUMNS)})`,
     ),
-    deleteSubscription: db.prepare<[string]>('DELETE FROM subscriptions WHERE key = ?'),
-    deleteSubscriptionLinks: db.prepare<[string]>('DELETE FROM subscription_links WHERE sub_key = ?'),
-    countSubscriptions: db.prepare<[], { n: number }>('SELECT count(*) AS n FROM subscriptions'),
-    patternSubscriptions: db.prepare<[string], RecordRow>('SELECT record FROM subscriptions WHERE scope = ? AND has_pattern = 1 ORDER BY key'),
-    scopeKeys: db.prepare<[string], { key: string }>('SELECT key FROM subscriptions WHERE scope = ? ORDER BY key'),
+    deleteSubscription: () => db.prepare<[string]>('DELETE FROM subscriptions WHERE key = ?'),
+    deleteSubscriptionLinks: () => db.prepare<[string]>('DELETE FROM subscription_links WHERE sub_key = ?'),
+    countSubscriptions: () => db.prepare<[], { n: number }>('SELECT count(*) AS n FROM subscriptions'),
+    patternSubscriptions: () => db.prepare<[string], RecordRow>('SELECT record FROM subscriptions WHERE scope = ? AND has_pattern = 1 ORDER BY key'),
+    scopeKeys: () => db.prepare<[string], { key: string }>('SELECT key FROM subscriptions WHERE scope = ? ORDER BY key'),
     // Keys from `from` on (the scope's first key, or after the page's last), in key order.
-    subscriptionsFrom: db.prepare<[string, string, number], RecordRow & { key: string }>(
+    subscriptionsFrom: () => db.prepare<[string, string, number], RecordRow & { key: string }>(
       'SELECT key, record FROM subscriptions WHERE key >= ? AND key > ? ORDER BY key LIMIT ?',
     ),
-    link: db.prepare<[string, string], LinkRow>('SELECT * FROM subscription_links WHERE sub_key = ? AND stream = ?'),
-    putLink: db.prepare<[LinkRow]>(`INSERT OR REPLACE INTO subscription_links (${LINK_COLUMNS.join(', ')}) VALUES (${named(LINK_COLUMNS)})`),
-    deleteLink: db.prepare<[string, string]>('DELETE FROM subscription_links WHERE sub_key = ? AND stream = ?'),
-    deleteStreamLinks: db.prepare<[string]>('DELETE FROM subscription_links WHERE stream = ?'),
-    countLinks: db.prepare<[string], { n: number }>('SELECT count(*) AS n FROM subscription_links WHERE sub_key = ?'),
-    linksAfter: db.prepare<[string, string, number], LinkRow>('SELECT * FROM subscription_links WHERE sub_key = ? AND path > ? ORDER BY path LIMIT ?'),
+    link: () => db.prepare<[string, string], LinkRow>('SELECT * FROM subscription_links WHERE sub_key = ? AND stream = ?'),
+    putLink: () => db.prepare<[LinkRow]>(`INSERT OR REPLACE INTO subscription_links (${LINK_COLUMNS.join(', ')}) VALUES (${named(LINK_COLUMNS)})`),
+    deleteLink: () => db.prepare<[string, string]>('DELETE FROM subscription_links WHERE sub_key = ? AND stream = ?'),
+    deleteStreamLinks: () => db.prepare<[string]>('DELETE FROM subscription_links WHERE stream = ?'),
+    countLinks: () => db.prepare<[string], { n: number }>('SELECT count(*) AS n FROM subscription_links WHERE sub_key = ?'),
+    linksAfter: () => db.prepare<[string, string, number], LinkRow>('SELECT * FROM subscription_links WHERE sub_key = ? AND path > ? ORDER BY path LIMIT ?'),
     // Every link's stream and cursor, in path order, from the index alone (arrays: 10,000 rows a call).
-    cursors: db.prepare<[string], [string, number]>('SELECT stream, acked FROM subscription_links WHERE sub_key = ? ORDER BY path').raw(),
-    undeletedFrom: db.prepare<[string], { name: string }>('SELECT name FROM streams WHERE name >= ? AND deleted = 0 ORDER BY name'),
-    linkIndex: db.prepare<[string, string, number], { stream: string; sub_key: string }>(
+    cursors: () => db.prepare<[string], [string, number]>('SELECT stream, acked FROM subscription_links WHERE sub_key = ? ORDER BY path').raw(),
+    undeletedFrom: () => db.prepare<[string], { name: string }>('SELECT name FROM streams WHERE name >= ? AND deleted = 0 ORDER BY name'),
+    linkIndex: () => db.prepare<[string, string, number], { stream: string; sub_key: string }>(
       'SELECT stream, sub_key FROM subscription_links WHERE (stream, sub_key) > (?, ?) ORDER BY stream, sub_key LIMIT ?',
     ),
-    dueByTime: db.prepare<[number], { key: string }>('SELECT key FROM subscriptions WHERE due_ms <= ?'),
-    idle: db.prepare<[], { key: string }>('SELECT key FROM subscriptions WHERE awake = 0'),
-    meta: db.prepare<[string], { value: string }>('SELECT value FROM meta WHERE key = ?'),
-    putMeta: db.prepare<[string, string]>('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)'),
-  };
+    dueByTime: () => db.prepare<[number], { key: string }>('SELECT key FROM subscriptions WHERE due_ms <= ?'),
+    idle: () => db.prepare<[], { key: string }>('SELECT key FROM subscriptions WHERE awake = 0'),
+    meta: () => db.prepare<[string], { value: string }>('SELECT value FROM meta WHERE key = ?'),
+    putMeta: () => db.prepare<[string, string]>('INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)'),
+  });
 }
 
 /** A subscription's cursors in path order, with where each stream's entry is. */
