@@ -174,6 +174,18 @@ interface Process {
   stop(graceMs: number): Promise<void>;
 }
 
+/** What a server's output is kept of. */
+const KEPT_OUTPUT_CHARS = 64 * 1024;
+
+/**
+ * rill runs at its default log level, info, as operators run it: its figures include the
+ * access log's line per request (`rill-no-log` runs without it). The other servers log
+ * nothing per request either way.
+ */
+function logLevelOf(name: TargetName): string {
+  return name.startsWith('rill') ? 'info' : 'warn';
+}
+
 async function spawnListening(command: string[], port: number, logLevel: string, startTimeoutMs: number): Promise<Process> {
   const [program, ...args] = command;
   const child = spawn(program!, args, {
@@ -182,9 +194,14 @@ async function spawnListening(command: string[], port: number, logLevel: string,
   });
   live.add(child);
   child.once('exit', () => live.delete(child));
+  // The last of what it wrote, for a failure's message: at info a server logs a line a
+  // request, and keeping them all would cost the load generator's process.
   let output = '';
-  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const keep = (d: Buffer) => {
+    output = (output + d.toString()).slice(-KEPT_OUTPUT_CHARS);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
   const url = `http://127.0.0.1:${port}`;
   await waitListening(url, child, () => output, startTimeoutMs);
   return {
@@ -216,7 +233,7 @@ export async function startTarget(
   const port = await freePort();
   const flags = name === 'rill' || name === 'rill-auth' ? rillNodeFlags : [];
   const headers = name === 'rill-auth' ? await benchToken(dataDir!) : {};
-  const server = await spawnListening([...launcher, process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs], port, 'warn', startTimeoutMs);
+  const server = await spawnListening([...launcher, process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs], port, logLevelOf(name), startTimeoutMs);
   const pid = server.child.pid!;
   return {
     name,
