@@ -6,7 +6,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser } from 'playwright-core';
+import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signToken } from '../../src/auth/sign.js';
 import { RillClient } from '../../src/client/index.js';
@@ -43,16 +43,21 @@ afterAll(async () => {
   removeDir(keyDir);
 });
 
+/** A page of its own, and the errors it logs: pages, and failed resources but the refusals (401, 403) the tests provoke. */
+async function openPage(): Promise<{ context: BrowserContext; page: Page; errors: string[] }> {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors: string[] = [];
+  page.on('pageerror', (error) => errors.push(error.message));
+  page.on('console', (message) => {
+    if (message.type() === 'error' && !/status of (401|403)/.test(message.text())) errors.push(message.text());
+  });
+  return { context, page, errors };
+}
+
 describe('web console with access control on', () => {
   it('shows 401 without a token, the stream with a read token, and 403 for a write it does not allow', async () => {
-    const context = await browser.newContext();
-    const page = await context.newPage();
-    const errors: string[] = [];
-    page.on('pageerror', (error) => errors.push(error.message));
-    page.on('console', (message) => {
-      // The browser logs each refusal this test provokes (401, 403) as a failed resource.
-      if (message.type() === 'error' && !/status of (401|403)/.test(message.text())) errors.push(message.text());
-    });
+    const { context, page, errors } = await openPage();
     await page.goto(`${server.url}/console/#/s/team/log`);
     await page.getByRole('alert').filter({ hasText: 'UNAUTHORIZED' }).filter({ hasText: 'HTTP 401' }).waitFor();
 
@@ -69,13 +74,7 @@ describe('web console with access control on', () => {
   });
 
   it('lists the server\'s buckets for an admin token; for another says why, and lists this tab\'s', async () => {
-    const context = await browser.newContext();
-    const page = await context.newPage();
-    const errors: string[] = [];
-    page.on('pageerror', (error) => errors.push(error.message));
-    page.on('console', (message) => {
-      if (message.type() === 'error' && !/status of (401|403)/.test(message.text())) errors.push(message.text());
-    });
+    const { context, page, errors } = await openPage();
     await page.goto(`${server.url}/console/#/`);
     // The overview's figures and the bucket listing are both refused, each saying so.
     await expect.poll(() => page.getByRole('alert').filter({ hasText: 'UNAUTHORIZED' }).filter({ hasText: 'HTTP 401' }).count()).toBe(2);
