@@ -1,6 +1,6 @@
 /** One stream: what HEAD tells, its attributes, its messages, a live tail and the writes. */
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import type { StreamHandle, StreamInfo } from '../../src/client/index.js';
+import type { StreamHandle, StreamInfo, StreamStats } from '../../src/client/index.js';
 import { failureOf, useClient, type Failure } from './api.js';
 import { ConfirmButton, ErrorBox, useAction } from './common.js';
 import { kindOf, type Kind } from './messages.js';
@@ -8,7 +8,16 @@ import { MessagePager } from './pager.js';
 import { go, hrefOf } from './routes.js';
 import { LiveTail } from './tail.js';
 
-function InfoTable({ info }: { info: StreamInfo }) {
+/** What HEAD tells, and the stream's figures (`{stream}/stats`) when the token may read them. */
+function InfoTable({ info, stats }: { info: StreamInfo; stats: StreamStats | null }) {
+  const figures: [string, string][] = stats
+    ? [
+        ['Bytes held', stats.bytes.toLocaleString('en')],
+        ['Messages held', stats.messages.toLocaleString('en')],
+        ['Producers', String(stats.producers)],
+        ['Live readers now', String(stats.liveReaders)],
+      ]
+    : [];
   const rows: [string, string][] = [
     ['Content type', info.contentType],
     ['Tail offset', info.nextOffset],
@@ -19,6 +28,7 @@ function InfoTable({ info }: { info: StreamInfo }) {
     ['Stream-Last-Seq', info.lastSeq ?? 'none'],
     ['Snapshot offset', info.snapshotOffset ?? 'none'],
     ['Retained from (earliest offset)', info.earliestOffset ?? 'the start'],
+    ...figures,
   ];
   return (
     <dl class="info">
@@ -158,13 +168,15 @@ export function StreamPage({ path }: { path: string }) {
   const client = useClient();
   const handle = useMemo(() => client.stream(path), [client, path]);
   const [info, setInfo] = useState<StreamInfo | null>(null);
+  const [stats, setStats] = useState<StreamStats | null>(null);
   /** Where the tail starts: the tail when the page opened. */
   const [tailFrom, setTailFrom] = useState<string | null>(null);
   const [failure, setFailure] = useState<Failure | null>(null);
   const refresh = () =>
-    handle.head().then(
-      (i) => {
+    Promise.all([handle.head(), client.streamStats(path).catch(() => null)]).then(
+      ([i, s]) => {
         setInfo(i);
+        setStats(s);
         setTailFrom((from) => from ?? i.nextOffset);
         setFailure(null);
       },
@@ -189,7 +201,7 @@ export function StreamPage({ path }: { path: string }) {
             </button>
           </div>
           <div class="columns">
-            <InfoTable info={info} />
+            <InfoTable info={info} stats={stats} />
             <AttrsEditor handle={handle} />
           </div>
           <MessagePager handle={handle} kind={kind} start={info.earliestOffset ?? '00000000000000000000'} />

@@ -318,6 +318,22 @@ describe('web console', () => {
     expect(await checkKeyboardAndLabels(page)).toBeGreaterThan(15);
   });
 
+  it("shows a stream's figures: bytes and messages held, producers, live readers", async () => {
+    await api.bucket('figs').create().catch(() => undefined);
+    const stream = api.stream('figs/counted');
+    await stream.create({ contentType: 'application/json' });
+    await stream.appendMessages([{ a: 1 }, { b: 2 }]);
+    await stream.appendJson({ c: 3 }, { producer: { id: 'p1', epoch: 0, seq: 0 } });
+    const figures = await api.streamStats('figs/counted');
+    expect([figures.messages, figures.producers]).toEqual([3, 1]);
+    const { page } = await open('#/s/figs/counted');
+    const value = (name: string) => page.locator('dl.info div').filter({ has: page.getByRole('term').filter({ hasText: new RegExp(`^${name}$`) }) }).getByRole('definition');
+    await value('Messages held').filter({ hasText: /^3$/ }).waitFor();
+    expect(await value('Bytes held').textContent()).toBe(figures.bytes.toLocaleString('en'));
+    expect(await value('Producers').textContent()).toBe('1');
+    expect(await value('Live readers now').textContent()).toMatch(/^\d+$/);
+  });
+
   it('renders a JSON, a text and a binary stream each its own way, with offsets', async () => {
     const json = api.stream('v1/stream/render-json');
     await json.create({ contentType: 'application/json' });
