@@ -1,10 +1,11 @@
 /** One bucket: its streams, filtered by prefix and paged with the listing's `after` cursor. */
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 import type { BucketInfo, StreamListing } from '../../src/client/index.js';
 import { failureOf, rememberBucket, useClient, type Failure } from './api.js';
 import { ConfirmButton, ErrorBox, useAction } from './common.js';
 import { CreateStreamForm } from './create-stream.js';
 import { go, hrefOf } from './routes.js';
+import { SubscriptionsTable } from './subscriptions.js';
 
 export const STREAMS_PER_PAGE = 50;
 
@@ -49,6 +50,7 @@ function useListing(bucket: string, listing: Listing) {
 
 export function BucketPage({ bucket }: { bucket: string }) {
   const client = useClient();
+  const subscriptions = useMemo(() => client.bucket(bucket).subscriptions(), [client, bucket]);
   const [listing, setListing] = useState<Listing>({ prefix: '', before: [], after: undefined });
   const [prefix, setPrefix] = useState('');
   const { page, info, failure } = useListing(bucket, listing);
@@ -107,6 +109,7 @@ export function BucketPage({ bucket }: { bucket: string }) {
       )}
       <h2>New stream</h2>
       <CreateStreamForm parent={bucket} idLabel="New stream id" />
+      <SubscriptionsTable subscriptions={subscriptions} />
       <h2>Bucket</h2>
       <ErrorBox failure={deletion.failure} />
       <ConfirmButton

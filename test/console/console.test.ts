@@ -334,6 +334,24 @@ describe('web console', () => {
     expect(await value('Live readers now').textContent()).toMatch(/^\d+$/);
   });
 
+  it("lists a bucket's subscriptions with what they follow and where they wake, and deletes one, asking first", async () => {
+    await api.bucket('subsui').create();
+    await api.stream('subsui/wake').create({ contentType: 'application/json' });
+    const subs = api.bucket('subsui').subscriptions();
+    await subs.put('orders', { type: 'pull-wake', pattern: 'orders/*', wakeStream: 'wake' });
+    await subs.put('audit', { type: 'pull-wake', pattern: 'audit/**', wakeStream: 'wake', description: 'audit log' });
+    const { page } = await open('#/b/subsui');
+    const table = page.getByRole('table', { name: 'Subscriptions' });
+    await table.waitFor();
+    const row = (id: string) => table.getByRole('row', { name: new RegExp(`^${id} `) });
+    expect((await row('orders').getByRole('cell').allTextContents()).slice(0, 6)).toEqual(['orders', 'pull-wake', 'orders/*', 'active', expect.any(String), 'wake']);
+    expect((await row('audit').getByRole('cell').allTextContents()).slice(0, 3)).toEqual(['audit', 'pull-wake', 'audit/**']);
+    await row('audit').getByRole('button', { name: 'Delete' }).click();
+    await row('audit').getByRole('button', { name: 'Yes, delete' }).click();
+    await table.getByRole('row', { name: /^audit / }).waitFor({ state: 'detached' });
+    expect((await subs.list()).subscriptions.map((s) => s.id)).toEqual(['orders']);
+  });
+
   it('renders a JSON, a text and a binary stream each its own way, with offsets', async () => {
     const json = api.stream('v1/stream/render-json');
     await json.create({ contentType: 'application/json' });
