@@ -4,11 +4,12 @@
  * list buckets sees why, and the buckets opened or created in this tab instead; any
  * other opens by its id.
  */
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useMemo, useState } from 'preact/hooks';
 import { failureOf, knownBuckets, rememberBucket, useClient, type Failure } from './api.js';
 import { ConfirmButton, ErrorBox, useAction } from './common.js';
 import { CreateStreamForm } from './create-stream.js';
 import { Overview } from './overview.js';
+import { SubscriptionsTable } from './subscriptions.js';
 import { go, hrefOf } from './routes.js';
 
 /** Buckets per page of the listing. */
@@ -159,6 +160,8 @@ function BucketPaging({ listing, moveTo }: { listing: Listing; moveTo: (position
 }
 
 export function BucketsPage() {
+  const client = useClient();
+  const v1Subscriptions = useMemo(() => client.subscriptions(), [client]);
   const [position, setPosition] = useState<Position>({ after: undefined, before: [] });
   const [version, setVersion] = useState(0);
   const listing = useBuckets(position, version);
@@ -204,6 +207,7 @@ export function BucketsPage() {
       <p class="hint">Streams without a bucket, as unmodified Durable Streams clients use them. The server does not list them: open one by name.</p>
       <OpenV1Stream />
       <CreateStreamForm parent="v1/stream" idLabel="New stream name" />
+      <SubscriptionsTable subscriptions={v1Subscriptions} />
     </>
   );
 }

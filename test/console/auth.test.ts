@@ -76,14 +76,16 @@ describe('web console with access control on', () => {
   it('lists the server\'s buckets for an admin token; for another says why, and lists this tab\'s', async () => {
     const { context, page, errors } = await openPage();
     await page.goto(`${server.url}/console/#/`);
-    // The overview's figures and the bucket listing are both refused, each saying so.
-    await expect.poll(() => page.getByRole('alert').filter({ hasText: 'UNAUTHORIZED' }).filter({ hasText: 'HTTP 401' }).count()).toBe(2);
+    // The overview's figures, the bucket listing and the /v1/stream subscriptions are each refused, each saying so.
+    await expect.poll(() => page.getByRole('alert').filter({ hasText: 'UNAUTHORIZED' }).filter({ hasText: 'HTTP 401' }).count()).toBe(3);
     await page.getByText("This token may not read the server's figures").waitFor();
     await page.getByText('The server did not list its buckets for this token').waitFor();
     // A token of one bucket may not list the server's: this tab's buckets are shown instead.
     await page.getByLabel('Access token').fill(await token('team', ['read']));
     await page.getByRole('button', { name: 'Use token' }).click();
+    // The figures and the bucket listing are refused; the /v1/stream subscriptions this token may see are none.
     await expect.poll(() => page.getByRole('alert').filter({ hasText: 'FORBIDDEN' }).filter({ hasText: 'HTTP 403' }).count()).toBe(2);
+    await page.getByText('No subscriptions.').waitFor();
     await page.getByLabel('Bucket id').fill('team');
     await page.getByRole('button', { name: 'Open bucket' }).click();
     await page.getByRole('heading', { name: 'Bucket team' }).waitFor();

@@ -350,6 +350,13 @@ describe('web console', () => {
     await row('audit').getByRole('button', { name: 'Yes, delete' }).click();
     await table.getByRole('row', { name: /^audit / }).waitFor({ state: 'detached' });
     expect((await subs.list()).subscriptions.map((s) => s.id)).toEqual(['orders']);
+    // The /v1/stream family's subscriptions are on the first page.
+    await api.stream('v1/stream/subsui-wake').create({ contentType: 'application/json' });
+    await api.subscriptions().put('v1-feed', { type: 'pull-wake', pattern: 'feeds/*', wakeStream: 'subsui-wake' });
+    await page.goto(`${server.url}/console/#/`);
+    const v1 = page.getByRole('table', { name: 'Subscriptions' });
+    await v1.getByRole('row', { name: /^v1-feed / }).waitFor();
+    expect((await v1.getByRole('row', { name: /^v1-feed / }).getByRole('cell').allTextContents()).slice(0, 3)).toEqual(['v1-feed', 'pull-wake', 'feeds/*']);
   });
 
   it('renders a JSON, a text and a binary stream each its own way, with offsets', async () => {
@@ -424,6 +431,8 @@ describe('web console', () => {
   });
 
   it('keeps the token in session storage only and sends it as a bearer token', async () => {
+    // The bucket it opens, made here so that the test runs alone too (an earlier test made it).
+    await api.bucket('webui').create();
     const { page } = await open();
     // The first page lists the server's buckets as it opens, before any token is typed.
     await page.getByRole('table', { name: 'Buckets, page 1' }).or(page.getByText('No buckets yet.')).waitFor();
