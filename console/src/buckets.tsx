@@ -6,7 +6,7 @@
  */
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { failureOf, knownBuckets, rememberBucket, useClient, type Failure } from './api.js';
-import { ConfirmButton, ErrorBox, useAction } from './common.js';
+import { ConfirmButton, DataTable, ErrorBox, useAction } from './common.js';
 import { CreateStreamForm } from './create-stream.js';
 import { Overview } from './overview.js';
 import { SubscriptionsTable } from './subscriptions.js';
@@ -177,29 +177,18 @@ export function BucketsPage() {
         </>
       )}
       {listing && listing.rows.length > 0 && (
-        <table>
-          <caption>{listing.refused ? 'Buckets of this tab' : `Buckets, page ${listing.position.before.length + 1}`}</caption>
-          <thead>
-            <tr>
-              <th scope="col">Bucket</th>
-              <th scope="col">Streams</th>
-              <th scope="col">Bytes</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {listing.rows.map((row) => (
-              <BucketRow
-                key={row.id}
-                row={row}
-                onDeleted={() => {
-                  rememberBucket(row.id, false);
-                  setVersion((v) => v + 1);
-                }}
-              />
-            ))}
-          </tbody>
-        </table>
+        <DataTable caption={listing.refused ? 'Buckets of this tab' : `Buckets, page ${listing.position.before.length + 1}`} columns={['Bucket', 'Streams', 'Bytes', 'Actions']}>
+          {listing.rows.map((row) => (
+            <BucketRow
+              key={row.id}
+              row={row}
+              onDeleted={() => {
+                rememberBucket(row.id, false);
+                setVersion((v) => v + 1);
+              }}
+            />
+          ))}
+        </DataTable>
       )}
       {listing && listing.rows.length === 0 && !listing.refused && <p>No buckets yet.</p>}
       {listing && !listing.refused && <BucketPaging listing={listing} moveTo={setPosition} />}

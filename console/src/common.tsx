@@ -1,4 +1,5 @@
 /** Small shared pieces: the error box, a two-step confirmation, a hook for async actions. */
+import type { ComponentChildren } from 'preact';
 import { useState } from 'preact/hooks';
 import { failureOf, type Failure } from './api.js';
 
@@ -62,5 +63,24 @@ export function ConfirmButton({ label, question, onConfirm }: { label: string; q
         Cancel
       </button>
     </span>
+  );
+}
+
+/** A table with its caption (its accessible name) and column headings; the rows are the children. */
+export function DataTable({ caption, columns, children }: { caption: string; columns: string[]; children: ComponentChildren }) {
+  return (
+    <table>
+      <caption>{caption}</caption>
+      <thead>
+        <tr>
+          {columns.map((column) => (
+            <th key={column} scope="col">
+              {column}
+            </th>
+          ))}
+        </tr>
+      </thead>
+      <tbody>{children}</tbody>
+    </table>
   );
 }

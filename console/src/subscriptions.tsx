@@ -6,7 +6,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { SubscriptionSummary, Subscriptions } from '../../src/client/index.js';
 import { failureOf, type Failure } from './api.js';
-import { ConfirmButton, ErrorBox, useAction } from './common.js';
+import { ConfirmButton, DataTable, ErrorBox, useAction } from './common.js';
 
 const SHOWN = 100;
 
@@ -52,25 +52,11 @@ export function SubscriptionsTable({ subscriptions }: { subscriptions: Subscript
       <ErrorBox failure={failure} />
       {listed && listed.subs.length === 0 && <p class="hint">No subscriptions.</p>}
       {listed && listed.subs.length > 0 && (
-        <table>
-          <caption>{listed.more ? `The first ${SHOWN} subscriptions` : 'Subscriptions'}</caption>
-          <thead>
-            <tr>
-              <th scope="col">Id</th>
-              <th scope="col">Type</th>
-              <th scope="col">Pattern</th>
-              <th scope="col">Status</th>
-              <th scope="col">Generation</th>
-              <th scope="col">Wakes</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {listed.subs.map((sub) => (
-              <SubscriptionRow key={sub.id} sub={sub} subscriptions={subscriptions} onDeleted={() => setVersion((v) => v + 1)} />
-            ))}
-          </tbody>
-        </table>
+        <DataTable caption={listed.more ? `The first ${SHOWN} subscriptions` : 'Subscriptions'} columns={['Id', 'Type', 'Pattern', 'Status', 'Generation', 'Wakes', 'Actions']}>
+          {listed.subs.map((sub) => (
+            <SubscriptionRow key={sub.id} sub={sub} subscriptions={subscriptions} onDeleted={() => setVersion((v) => v + 1)} />
+          ))}
+        </DataTable>
       )}
     </section>
   );
