@@ -42,6 +42,7 @@ const USES_POSTGRES = [
   'test/storage/stream-queries.test.ts',
   'test/storage/transactions.test.ts',
   'test/auth/bucket-settings-nodes.test.ts',
+  'test/docs/console-examples.test.ts',
 ];
 
 /** HTTP and client files run again on PostgreSQL: what they assert depends on the engine. */

@@ -3,8 +3,8 @@
  * order, of the README and then of each guide under docs/ (in the order the README's
  * `## Guides` section lists them), against ONE fresh default server (`rill serve`, no flags:
  * SQLite, open, port 4437, or a free port substituted for 4437 everywhere when 4437 is
- * taken). Blocks fenced ```console or
- * ```text are shown, not run (servers started with other flags, other machines).
+ * taken). Blocks fenced ```console (servers started with other flags, installs) run in
+ * test/docs/console-examples.test.ts, each in a terminal of its own; ```text is not run.
  *
  * What an example states is asserted (the README states the convention under Install):
  * - `# → 201` after a shell command: the HTTP status of its curl answer; `# → exit 1`:
@@ -22,12 +22,13 @@
  * ones in NOT_GUIDES; every relative link between README.md, SECURITY.md and docs/*.md names
  * a file and a heading that exist.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, freePort, startServer, tempDataDir, removeDir, type ServerProcess } from '../helpers/server.js';
+import { guides, runnableBlocks, shellCommands, statedPrints, type Block } from './markdown.js';
+import { expectStated, portFree, Shell } from './shell.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const README = join(ROOT, 'README.md');
@@ -40,141 +41,6 @@ const DOC_PORT = 4437;
 const WORK = join(ROOT, '.readme-run');
 const TSX = join(ROOT, 'node_modules/.bin/tsx');
 const BLOCK_TIMEOUT_MS = 20_000;
-
-export interface Block {
-  lang: 'sh' | 'ts';
-  code: string;
-  /** 1-based line of the opening fence. */
-  line: number;
-}
-
-/** The runnable blocks of a Markdown text, in order. */
-export function runnableBlocks(markdown: string): Block[] {
-  const blocks: Block[] = [];
-  const lines = markdown.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const open = /^```(\S*)\s*$/.exec(lines[i]!);
-    if (!open) continue;
-    const end = lines.findIndex((l, j) => j > i && l.startsWith('```'));
-    if (end < 0) throw new Error(`line ${i + 1}: unclosed code block`);
-    const lang = open[1];
-    if (lang === 'sh' || lang === 'ts') blocks.push({ lang, code: lines.slice(i + 1, end).join('\n'), line: i + 1 });
-    i = end;
-  }
-  return blocks;
-}
-
-export interface Command {
-  text: string;
-  line: number;
-  /** What the comment after `→` states. */
-  status?: number;
-  exit?: number;
-  output?: string;
-  untilCtrlC: boolean;
-}
-
-/** Splits a shell block into commands (continued lines joined), each with what it states. */
-export function shellCommands(block: Block): Command[] {
-  const commands: Command[] = [];
-  const lines = block.code.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    if (/^\s*(#.*)?$/.test(lines[i]!)) continue;
-    const start = i;
-    let text = lines[i]!;
-    while (/\\\s*$/.test(lines[i]!) && i + 1 < lines.length) text += `\n${lines[++i]}`;
-    const comment = /\s#\s(.*)$/.exec(lines[i]!)?.[1] ?? '';
-    commands.push({ text, line: block.line + 1 + start, untilCtrlC: comment.includes('Ctrl-C'), ...stated(comment) });
-  }
-  return commands;
-}
-
-function stated(comment: string): Pick<Command, 'status' | 'exit' | 'output'> {
-  const claim = /→\s*(.*)$/.exec(comment)?.[1]?.trim();
-  if (claim === undefined) return {};
-  const match = /^(?:(\d{3})\b|exit (\d+)\b)?\s*(.*)$/.exec(claim)!;
-  return {
-    ...(match[1] ? { status: Number(match[1]) } : {}),
-    ...(match[2] ? { exit: Number(match[2]) } : {}),
-    ...(match[3] ? { output: match[3] } : {}),
-  };
-}
-
-/**
- * The guides, in the order the README's `## Guides` section links them (paths from the
- * repository's root).
- */
-export function guides(readme: string): string[] {
-  const section = /^## Guides\n([\s\S]*?)(?=^## |(?![\s\S]))/m.exec(readme)?.[1] ?? '';
-  const items = section.split('\n').filter((line) => line.startsWith('- '));
-  return [...new Set(items.map((item) => /\]\((docs\/[^)#]+\.md)\)/.exec(item)?.[1]).filter((p): p is string => p !== undefined))];
-}
-
-/** The `// → text` lines a TypeScript block says it prints, in order. */
-export function statedPrints(block: Block): string[] {
-  return block.code
-    .split('\n')
-    .map((l) => /\/\/\s*→\s*(.*)$/.exec(l)?.[1]?.trim())
-    .filter((s): s is string => s !== undefined && s !== '');
-}
-
-/** One bash process for the whole README: variables carry from block to block. */
-class Shell {
-  private readonly child: ChildProcessWithoutNullStreams;
-  private buffer = '';
-  private waiting: ((line: string) => void) | undefined;
-
-  constructor(env: NodeJS.ProcessEnv) {
-    this.child = spawn('bash', ['--noprofile', '--norc'], { env, cwd: WORK });
-    this.child.stdout.on('data', (d: Buffer) => {
-      this.buffer += d.toString();
-      const done = /__DONE__ (\d+)\n/.exec(this.buffer);
-      if (done && this.waiting) {
-        this.buffer = '';
-        this.waiting(done[1]!);
-      }
-    });
-  }
-
-  /** Runs a command; its output (stdout and stderr) goes to a file, read afterwards. */
-  async run(command: Command, outFile: string, doc = 'README'): Promise<{ exit: number; output: string }> {
-    // Ctrl-C: curl (a shell function here) stops itself after a second; anything else is stopped by timeout.
-    const body = !command.untilCtrlC ? command.text : /^curl\b/.test(command.text) ? `RILL_README_MAX_TIME=1 ${command.text}` : `timeout 1 ${command.text}`;
-    const script = `{\n${body}\n} > ${outFile} 2>&1 < /dev/null; echo "__DONE__ $?"\n`;
-    const exit = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${doc} line ${command.line} did not end within ${BLOCK_TIMEOUT_MS} ms: ${command.text}`)), BLOCK_TIMEOUT_MS);
-      this.waiting = (code) => {
-        clearTimeout(timer);
-        resolve(code);
-      };
-      this.child.stdin.write(script);
-    });
-    return { exit: Number(exit), output: readFileSync(outFile, 'utf8') };
-  }
-
-  /** curl as the user runs it, plus its answers' statuses on lines of their own. */
-  functions(): string {
-    return `curl() { command curl ${'${RILL_README_MAX_TIME:+--max-time $RILL_README_MAX_TIME}'} -sS -w '\\n@@status %{http_code}\\n' "$@"; }`;
-  }
-
-  close(): void {
-    this.child.stdin.end();
-  }
-}
-
-
-/** The statuses curl reported, and the output as the user would see it. */
-function splitStatuses(raw: string): { statuses: number[]; shown: string } {
-  const statuses = [...raw.matchAll(/@@status (\d{3})/g)].map((m) => Number(m[1]));
-  return { statuses, shown: raw.replace(/\n?@@status \d{3}\n/g, '\n') };
-}
-
-async function portFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const probe = createServer().once('error', () => resolve(false));
-    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
-  });
-}
 
 function runTs(file: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
@@ -206,7 +72,7 @@ beforeAll(async () => {
   // The CLI's default server is 4437: on another port, the shell names it as a user would.
   if (port === DOC_PORT) delete env.RILL_URL;
   else env.RILL_URL = `http://127.0.0.1:${port}`;
-  shell = new Shell(env);
+  shell = new Shell(env, WORK, BLOCK_TIMEOUT_MS);
   await shell.run({ text: shell.functions(), line: 0, untilCtrlC: false }, join(WORK, 'prelude.out'));
 });
 
@@ -242,14 +108,7 @@ async function runExamples(doc: string): Promise<number> {
       const started = Date.now();
       const raw = await shell.run(command, join(WORK, 'command.out'), doc);
       if (process.env.RILL_README_TIMES) console.log(`${Date.now() - started} ms  ${doc} line ${command.line}`);
-      const { statuses, shown } = splitStatuses(raw.output);
-      const where = `${doc} line ${command.line}: ${command.text}\n${shown}`;
-      // Stopped after a second: curl's exit code for its time limit (28), or timeout's (124).
-      if (command.untilCtrlC) expect([28, 124], where).toContain(raw.exit);
-      else expect(raw.exit, where).toBe(command.exit ?? 0);
-      if (command.status !== undefined) expect(statuses.at(-1), where).toBe(command.status);
-      else for (const status of statuses) expect(status, where).toBeLessThan(400);
-      if (command.output !== undefined) expect(shown.toLowerCase(), where).toContain(command.output.toLowerCase());
+      expectStated(command, raw, doc);
     }
   }
   return blocks.length;
