@@ -35,6 +35,8 @@ export interface BenchSettings {
   longPollReaders: number;
   longPollMessagesPerS: number;
   catchUpBytes: number;
+  /** The large catch-up: a stream of this many bytes written as 1 MiB appends (issue 41). */
+  catchUpLargeBytes: number;
   catchUpJsonMessages: number;
   manyStreams: number;
   restartRounds: number;
@@ -70,6 +72,7 @@ export const FULL: BenchSettings = {
   longPollReaders: 1000,
   longPollMessagesPerS: 5,
   catchUpBytes: 10 * 1024 * 1024,
+  catchUpLargeBytes: 100 * 1024 * 1024,
   catchUpJsonMessages: 100_000,
   manyStreams: 100_000,
   restartRounds: 3,
@@ -98,6 +101,7 @@ export const QUICK: BenchSettings = {
   longPollReaders: 10,
   longPollMessagesPerS: 20,
   catchUpBytes: 256 * 1024,
+  catchUpLargeBytes: 2 * 1024 * 1024,
   catchUpJsonMessages: 2000,
   manyStreams: 200,
   restartRounds: 1,

@@ -98,11 +98,11 @@ export function etagMatches(req: IncomingMessage, etag: string): boolean {
   return raw.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag || tag.trim() === '*');
 }
 
-/** Renders data for a JSON or plain stream. */
-function body(req: IncomingMessage, stream: StreamState, data: Buffer): { contentType: string; payload: Buffer } {
-  if (!isJsonContentType(stream.config.contentType)) return { contentType: stream.config.contentType, payload: data };
-  if (wantsNdjson(req)) return { contentType: 'application/x-ndjson', payload: data };
-  return { contentType: stream.config.contentType, payload: ndjsonToArray(data) };
+/** Renders a window of a JSON or plain stream (the bytes of a plain one as stored, never joined). */
+function body(req: IncomingMessage, stream: StreamState, window: ReadWindow): { contentType: string; payload: Buffer | readonly Buffer[] } {
+  if (!isJsonContentType(stream.config.contentType)) return { contentType: stream.config.contentType, payload: window.parts };
+  if (wantsNdjson(req)) return { contentType: 'application/x-ndjson', payload: window.parts };
+  return { contentType: stream.config.contentType, payload: ndjsonToArray(window.data) };
 }
 
 export function positionHeaders(stream: StreamState, next: number): HeaderMap {
@@ -129,7 +129,7 @@ function sendData(req: IncomingMessage, res: ServerResponse, stream: StreamState
   // Object.assign rather than spread: see send().
   const headers = Object.assign(positionHeaders(stream, window.next), { etag }, cacheHeaders(req, upToDate), extra);
   if (etagMatches(req, etag)) return send(res, 304, headers);
-  const rendered = body(req, stream, window.data);
+  const rendered = body(req, stream, window);
   send(res, 200, Object.assign(headers, storedBodyHeaders(rendered.contentType)), rendered.payload);
 }
 
@@ -205,9 +205,9 @@ function offsetAnswers(req: IncomingMessage, res: ServerResponse, extensions: He
 
 /** Adds a read's bytes to the reader's usage, and its bytes and messages on a JSON stream (one per line) to the metrics. */
 export function countRead(req: IncomingMessage, ctx: HandlerContext, stream: StreamState, window: ReadWindow): void {
-  countServed(req, ctx, stream.bucket, window.data.length);
+  countServed(req, ctx, stream.bucket, window.length);
   if (ctx.metrics === null) return;
-  ctx.metrics.readServed(window.data.length, isJsonContentType(stream.config.contentType) ? countJsonMessages(window.data) : 0);
+  ctx.metrics.readServed(window.length, isJsonContentType(stream.config.contentType) ? countJsonMessages(window.data) : 0);
 }
 
 /** `offset=now` without live: no data, the tail position. */

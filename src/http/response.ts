@@ -76,12 +76,17 @@ export const ALLOWED_METHODS = 'GET, HEAD, PUT, POST, DELETE, OPTIONS';
 /** What a page of an allowed origin may send: a stream's methods, and PATCH of a bucket's settings (by an admin). */
 export const CORS_METHODS = 'GET, HEAD, PUT, POST, PATCH, DELETE, OPTIONS';
 
-export function send(res: ServerResponse, status: number, headers: HeaderMap, body?: Buffer | string): void {
+/**
+ * Answers with a status, headers and a body: a string, a buffer, or buffers written one
+ * after another (a read window as its stored appends hold it, never joined into a copy).
+ */
+export function send(res: ServerResponse, status: number, headers: HeaderMap, body?: Buffer | string | readonly Buffer[]): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const payload = body === undefined ? undefined : typeof body === 'string' ? Buffer.from(body) : body;
+  if (Array.isArray(body)) return sendParts(res, status, headers, body);
+  const payload = body === undefined ? undefined : typeof body === 'string' ? Buffer.from(body) : (body as Buffer);
   // Object.assign, not object spread: spread copies here made V8 promote the header
   // objects of every response out of the young generation (measured with --trace-gc-nvp:
   // 0.5 MB promoted per scavenge on /healthz with spread, none with assign; 55k -> 73k/s).
@@ -92,6 +97,22 @@ export function send(res: ServerResponse, status: number, headers: HeaderMap, bo
   res.writeHead(status, all);
   if (payload !== undefined && status !== 204 && status !== 304 && res.req.method !== 'HEAD') res.end(payload);
   else res.end();
+}
+
+function sendParts(res: ServerResponse, status: number, headers: HeaderMap, parts: readonly Buffer[]): void {
+  if (parts.length === 1) return send(res, status, headers, parts[0]);
+  const all: HeaderMap = Object.assign({}, baseHeaders(originOf(res)), headers);
+  const requestId = requestIdOf(res);
+  if (requestId !== undefined) all['x-request-id'] = requestId;
+  let length = 0;
+  for (const part of parts) length += part.length;
+  all['content-length'] = String(length);
+  res.writeHead(status, all);
+  if (res.req.method === 'HEAD') return void res.end();
+  // Corked: the head and every part leave in one writev.
+  res.cork();
+  for (const part of parts) res.write(part);
+  res.end();
 }
 
 /** The request's Origin when it is allowed CORS headers (see BrowserPolicy). */
