@@ -108,6 +108,22 @@ export interface StreamStats {
   closed: boolean;
 }
 
+/** A producer record of a stream (`GET {stream}/producers`). */
+export interface ProducerInfo {
+  id: string;
+  epoch: number;
+  /** The sequence number of its last accepted append in its epoch. */
+  lastSeq: number;
+  /** When it last wrote (ISO 8601). */
+  lastWriteAt: string;
+}
+
+export interface ProducerPage {
+  producers: ProducerInfo[];
+  /** Pass as `after` for the next page; null on the last one. */
+  next: string | null;
+}
+
 /** A revocation in force: tokens with this `jti`, or of this subject, are refused until `until` (RFC 3339). */
 export type Revocation = ({ jti: string } | { sub: string }) & { until: string };
 
@@ -214,6 +230,14 @@ export class RillClient {
   /** One stream's figures (`GET {stream}/stats`). */
   streamStats(path: string, options: { signal?: AbortSignal } = {}): Promise<StreamStats> {
     return this.getJson<StreamStats>(extensionUrl(this.urlOf(path), 'stats'), options.signal);
+  }
+
+  /** One page of a stream's producer records, in id order (`GET {stream}/producers`). */
+  streamProducers(path: string, options: { after?: string; limit?: number; signal?: AbortSignal } = {}): Promise<ProducerPage> {
+    const params = new URLSearchParams();
+    if (options.after !== undefined) params.set('after', options.after);
+    if (options.limit !== undefined) params.set('limit', String(options.limit));
+    return this.getJson<ProducerPage>(extensionUrl(this.urlOf(path), 'producers', params.toString()), options.signal);
   }
 
   /**

@@ -15,6 +15,8 @@ export {
   type BucketListing,
   type ServerStats,
   type StreamStats,
+  type ProducerInfo,
+  type ProducerPage,
   type StreamListing,
   type ListOptions,
   type Revocation,
