@@ -71,6 +71,24 @@ export interface StreamListing {
   next: string | null;
 }
 
+/** A listed stream with what its state holds (`GET /{bucket}/streams?details=true`). */
+export interface StreamDetails {
+  id: string;
+  contentType: string;
+  /** The tail offset (20 digits). */
+  tail: string;
+  /** Bytes and messages held, as `{stream}/stats` counts them. */
+  bytes: number;
+  messages: number;
+  closed: boolean;
+  createdAt: string;
+}
+
+export interface StreamDetailsListing {
+  streams: StreamDetails[];
+  next: string | null;
+}
+
 export interface BucketListing {
   buckets: BucketInfo[];
   /** Pass as `after` to get the next page; null on the last page. */
@@ -305,16 +323,27 @@ export class BucketHandle {
 
   /** One page of the bucket's stream ids, sorted. */
   async list(options: ListOptions = {}): Promise<StreamListing> {
+    const body = await this.listPage<string>(options, false);
+    return { streams: body.streams, next: body.next ?? null };
+  }
+
+  /** One page of the bucket's streams, each with its content type, tail, bytes and messages (`?details=true`). */
+  async listDetails(options: ListOptions = {}): Promise<StreamDetailsListing> {
+    const body = await this.listPage<StreamDetails>(options, true);
+    return { streams: body.streams, next: body.next ?? null };
+  }
+
+  private async listPage<T>(options: ListOptions, details: boolean): Promise<{ streams: T[]; next: string | null }> {
     const params = new URLSearchParams();
     if (options.prefix !== undefined) params.set('prefix', options.prefix);
     if (options.after !== undefined) params.set('after', options.after);
     if (options.limit !== undefined) params.set('limit', String(options.limit));
+    if (details) params.set('details', 'true');
     const query = params.toString();
     const url = `${this.url}/streams${query ? `?${query}` : ''}`;
     const res = await this.client.transport.request(url, { method: 'GET', signal: options.signal });
     if (res.status !== 200) throw await errorFromResponse(res.response);
-    const body = parseJson<{ streams: string[]; next: string | null }>(res.body);
-    return { streams: body.streams, next: body.next ?? null };
+    return parseJson<{ streams: T[]; next: string | null }>(res.body);
   }
 
   /** Every stream id of the bucket, page by page. */

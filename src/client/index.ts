@@ -16,6 +16,8 @@ export {
   type ServerStats,
   type StreamStats,
   type ProducerInfo,
+  type StreamDetails,
+  type StreamDetailsListing,
   type ProducerPage,
   type StreamListing,
   type ListOptions,
