@@ -1,4 +1,4 @@
-/** One stream: what HEAD tells, its attributes, its messages, a live tail and the writes. */
+/** One stream: what HEAD tells, its attributes, who writes and follows it, its messages, a live tail and the writes. */
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import type { StreamHandle, StreamInfo, StreamStats } from '../../src/client/index.js';
 import { failureOf, useClient, type Failure } from './api.js';
@@ -6,6 +6,7 @@ import { ConfirmButton, ErrorBox, useAction } from './common.js';
 import { kindOf, type Kind } from './messages.js';
 import { MessagePager } from './pager.js';
 import { go, hrefOf } from './routes.js';
+import { FollowersTable, ProducersTable } from './stream-people.js';
 import { LiveTail } from './tail.js';
 
 /** What HEAD tells, and the stream's figures (`{stream}/stats`) when the token may read them. */
@@ -203,6 +204,10 @@ export function StreamPage({ path }: { path: string }) {
           <div class="columns">
             <InfoTable info={info} stats={stats} />
             <AttrsEditor handle={handle} />
+          </div>
+          <div class="columns">
+            <ProducersTable path={path} />
+            <FollowersTable path={path} />
           </div>
           <MessagePager handle={handle} kind={kind} start={info.earliestOffset ?? '00000000000000000000'} />
           <div class="columns">
