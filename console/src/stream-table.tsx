@@ -95,7 +95,8 @@ const SPARK_HEIGHT = 18;
 function Sparkline({ id, rates }: { id: string; rates: number[] }) {
   const top = Math.max(1, ...rates);
   const step = SPARK_WIDTH / Math.max(1, MAX_RATES - 1);
-  const points = rates.map((r, i) => `${(i * step).toFixed(1)},${(SPARK_HEIGHT - 1 - (r / top) * (SPARK_HEIGHT - 2)).toFixed(1)}`).join(' ');
+  // The latest rate at the right edge, as the overview's charts draw time.
+  const points = rates.map((r, i) => `${(SPARK_WIDTH - (rates.length - 1 - i) * step).toFixed(1)},${(SPARK_HEIGHT - 1 - (r / top) * (SPARK_HEIGHT - 2)).toFixed(1)}`).join(' ');
   const latest = rates.at(-1) ?? 0;
   return (
     <svg width={SPARK_WIDTH} height={SPARK_HEIGHT} role="img" aria-label={`${id} grows ${Math.round(latest)} bytes/s now, up to ${Math.round(top)} in the last ${rates.length} polls`}>

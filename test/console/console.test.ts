@@ -83,19 +83,24 @@ describe('web console', () => {
     await harness.api.bucket('ovw1').create();
     const stream = harness.api.stream('ovw1/flow');
     await stream.create({ contentType: 'text/plain' });
-    // Appends flow until the chart has shown them (bounded: the loop stops by itself).
+    // Appends flow until the chart has drawn them over three samples (bounded: the loop
+    // stops by itself), so that the line rises and runs on: one point is no line.
     let shown = false;
     const writer = (async () => {
-      for (let i = 0; i < 20_000 && !shown; i++) await stream.append(`m${i}\n`);
+      for (let i = 0; i < 40_000 && !shown; i++) await stream.append(`m${i}\n`);
     })();
     const rate = async () => Number((await page.getByTestId('rate-appends').textContent())?.replace(/,/g, ''));
+    const risen = async () => ((await page.getByTestId('rate-appends-line').getAttribute('points')) ?? '').split(' ').filter((p) => p !== '' && Number(p.split(',')[1]) < 48).length;
     await expect.poll(rate, { timeout: 20_000 }).toBeGreaterThan(0);
+    await expect.poll(risen, { timeout: 20_000 }).toBeGreaterThanOrEqual(3);
     shown = true;
     await writer;
     const points = (await page.getByTestId('rate-appends-line').getAttribute('points'))!.split(' ').map((p) => Number(p.split(',')[1]));
-    // A point above the chart's baseline: the line rose with the appends.
+    // Points above the chart's baseline: the line rose with the appends.
     expect(Math.min(...points)).toBeLessThan(48);
-    expect(Number((await page.getByTestId('rate-bytes-in').textContent())?.replace(/,/g, ''))).toBeGreaterThanOrEqual(0);
+    // Bytes in rose with them (the samples stay for two minutes, so this holds after the appends stop).
+    const bytesIn = (await page.getByTestId('rate-bytes-in-line').getAttribute('points'))!.split(' ').map((p) => Number(p.split(',')[1]));
+    expect(Math.min(...bytesIn)).toBeLessThan(48);
     await screenshot(page, 'overview');
   });
 
