@@ -158,8 +158,8 @@ export async function handleStreamProducers(res: ServerResponse, ctx: HandlerCon
   const rawLimit = parsed.params.get('limit');
   const limit = rawLimit === undefined ? DEFAULT_PRODUCER_LIMIT : parseCanonicalUint(rawLimit, MAX_PRODUCER_LIMIT);
   if (limit === undefined || limit < 1) return sendError(res, protocolError('INVALID_QUERY', `limit must be an integer from 1 to ${MAX_PRODUCER_LIMIT}`));
-  const after = parsed.params.get('after') ?? null;
-  if (after === '') return sendError(res, protocolError('INVALID_QUERY', 'after must be a producer id (the next of the page before), not empty'));
+  // An empty `after` starts at the first record, as the other listings take it (no producer id is empty).
+  const after = parsed.params.get('after') || null;
   const stream = await ctx.store.getStream(address.key);
   const absent = absenceError(stream, ctx.now());
   if (absent) return sendError(res, absent);

@@ -110,7 +110,8 @@ describe('operator routes', () => {
     const rest = await client.streamProducers('adm-3/s0', { after: first.next! });
     expect([rest.producers.map((p) => p.id), rest.next]).toEqual([['w-c'], null]);
     expect(await client.streamProducers('adm-2/s0')).toEqual({ producers: [], next: null });
-    for (const query of ['limit=0', 'limit=1001', 'limit=x', 'limit=01', 'after=', 'limit=1&limit=2']) {
+    expect((await client.streamProducers('adm-3/s0', { after: '' })).producers.map((p) => p.id)).toEqual(['w-a', 'w-b', 'w-c']);
+    for (const query of ['limit=0', 'limit=1001', 'limit=x', 'limit=01', 'limit=1&limit=2', 'after=a&after=b']) {
       const res = await fetch(`${server.url}/adm-3/s0/producers?${query}`);
       expect([query, res.status, (await res.json()).code]).toEqual([query, 400, 'INVALID_QUERY']);
     }
