@@ -173,13 +173,19 @@ export function StreamPage({ path }: { path: string }) {
   /** Where the tail starts: the tail when the page opened. */
   const [tailFrom, setTailFrom] = useState<string | null>(null);
   const [failure, setFailure] = useState<Failure | null>(null);
+  /** Counts the refreshes: the producers and followers are read again with each (a new key remounts them). */
+  const [refreshes, setRefreshes] = useState(0);
+  /** Why the figures are missing, shown beside what HEAD told (the page still serves without them). */
+  const [statsFailure, setStatsFailure] = useState<Failure | null>(null);
   const refresh = () =>
-    Promise.all([handle.head(), client.streamStats(path).catch(() => null)]).then(
+    Promise.all([handle.head(), client.streamStats(path).then((figures) => ({ figures, failure: null }), (error: unknown) => ({ figures: null, failure: failureOf(error) }))]).then(
       ([i, s]) => {
         setInfo(i);
-        setStats(s);
+        setStats(s.figures);
+        setStatsFailure(s.failure);
         setTailFrom((from) => from ?? i.nextOffset);
         setFailure(null);
+        setRefreshes((n) => n + 1);
       },
       (error: unknown) => setFailure(failureOf(error)),
     );
@@ -202,10 +208,13 @@ export function StreamPage({ path }: { path: string }) {
             </button>
           </div>
           <div class="columns">
-            <InfoTable info={info} stats={stats} />
+            <div>
+              <InfoTable info={info} stats={stats} />
+              <ErrorBox failure={statsFailure} />
+            </div>
             <AttrsEditor handle={handle} />
           </div>
-          <div class="columns">
+          <div class="columns" key={refreshes}>
             <ProducersTable path={path} />
             <FollowersTable path={path} />
           </div>

@@ -97,7 +97,6 @@ describe('web console, second pass', () => {
     await events.appendJson(written[1], { producer: { id: 'p-a', epoch: 0, seq: 1 } });
     await events.appendJson(written[2], { producer: { id: 'p-b', epoch: 3, seq: 0 } });
     values.push(...written);
-    const offsets = offsetsOf(values);
 
     const { page, allowRefused } = await harness.open('#/s/ppl1/events');
     const producers = page.getByRole('table', { name: 'Producers, page 1' });
@@ -105,18 +104,24 @@ describe('web console, second pass', () => {
     const producerRows = await producers.getByRole('row').evaluateAll((rows) => rows.slice(1).map((r) => Array.from(r.querySelectorAll('td'), (td) => td.textContent)));
     expect(producerRows.map((cells) => cells.slice(0, 3))).toEqual([['p-a', '0', '1'], ['p-b', '3', '0']]);
     expect(producerRows[0]![3]).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    // Refresh reads them again: a producer that writes after the page opened appears.
+    await events.appendJson({ from: 'c' }, { producer: { id: 'p-c', epoch: 0, seq: 0 } });
+    values.push({ from: 'c' });
+    await page.getByRole('button', { name: 'Refresh' }).click();
+    await producers.getByRole('row', { name: /^p-c / }).waitFor();
     const followers = page.getByRole('table', { name: 'Subscriptions following this stream' });
     await followers.waitFor();
     const followerRows = await followers.getByRole('row').evaluateAll((rows) => rows.slice(1).map((r) => Array.from(r.querySelectorAll('td'), (td) => td.textContent)));
     expect(followerRows.map((cells) => cells.slice(0, 3))).toEqual([['by-link', 'pull-wake', 'link'], ['by-pattern', 'pull-wake', 'pattern *']]);
 
+    const offsets = offsetsOf(values);
     const pager = page.getByRole('list', { name: 'Messages of this page' });
     await page.getByLabel('Messages per page').selectOption('20');
     await page.getByRole('button', { name: 'Go to the tail' }).click();
     // The last 20 records, numbered by the server, at the offsets their texts give.
-    await expect.poll(() => pager.locator('li').first().getAttribute('data-record')).toBe('13');
+    await expect.poll(() => pager.locator('li').first().getAttribute('data-record')).toBe('14');
     const tailPage = await pager.locator('li').evaluateAll((lis) => lis.map((li) => [li.getAttribute('data-record'), li.getAttribute('data-offset')]));
-    expect(tailPage).toEqual(Array.from({ length: 20 }, (_, i) => [String(13 + i), offsets[13 + i]]));
+    expect(tailPage).toEqual(Array.from({ length: 20 }, (_, i) => [String(14 + i), offsets[14 + i]]));
     expect(await page.getByTestId('page-next').textContent()).toBe((await events.head()).nextOffset);
 
     await page.getByLabel('Record number').fill('5');
@@ -129,6 +134,9 @@ describe('web console, second pass', () => {
     await page.getByTestId('search-count').filter({ hasText: /^10 of 20 messages/ }).waitFor();
     expect(await pager.locator('code.preview').allTextContents()).toEqual(Array.from({ length: 10 }, (_, i) => `{"n":${10 + i}}`));
     await page.getByLabel('Find on this page').fill('');
+    // Tall enough to hold the whole page: messages use content-visibility, so those outside
+    // the viewport would be blank in a full-page screenshot (docs/console-stream.png).
+    await page.setViewportSize({ width: 1100, height: 1800 });
     await harness.screenshot(page, 'stream-page');
 
     allowRefused(400);
