@@ -66,21 +66,27 @@ export function ConfirmButton({ label, question, onConfirm }: { label: string; q
   );
 }
 
-/** A table with its caption (its accessible name) and column headings; the rows are the children. */
+/**
+ * A table with its caption (its accessible name) and column headings; the rows are the
+ * children. It scrolls sideways in its own box on a narrow window, which takes focus so
+ * that the keyboard can scroll it too.
+ */
 export function DataTable({ caption, columns, children }: { caption: string; columns: string[]; children: ComponentChildren }) {
   return (
-    <table>
-      <caption>{caption}</caption>
-      <thead>
-        <tr>
-          {columns.map((column) => (
-            <th key={column} scope="col">
-              {column}
-            </th>
-          ))}
-        </tr>
-      </thead>
-      <tbody>{children}</tbody>
-    </table>
+    <div class="table-wrap" role="region" aria-label={`${caption} (scrolls sideways)`} tabIndex={0}>
+      <table>
+        <caption>{caption}</caption>
+        <thead>
+          <tr>
+            {columns.map((column) => (
+              <th key={column} scope="col">
+                {column}
+              </th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>{children}</tbody>
+      </table>
+    </div>
   );
 }

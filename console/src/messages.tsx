@@ -17,6 +17,8 @@ export function kindOf(contentType: string): Kind {
 export interface Item {
   offset: string | undefined;
   value: unknown;
+  /** The JSON record ordinal, on a page read by record. */
+  record?: number;
 }
 
 export function itemsOf(messages: readonly Message[]): Item[] {
@@ -55,7 +57,7 @@ function JsonMessage({ item }: { item: Item }) {
   return (
     <details open={lines <= 12}>
       <summary>
-        <span class="offset">{item.offset ?? '?'}</span> <code class="preview">{preview.length > 80 ? `${preview.slice(0, 80)}…` : preview}</code>
+        <span class="offset">{item.offset ?? '?'}</span> {item.record !== undefined && <span class="record">#{item.record}</span>} <code class="preview">{preview.length > 80 ? `${preview.slice(0, 80)}…` : preview}</code>
       </summary>
       <pre class="json">{pretty}</pre>
     </details>
@@ -80,10 +82,18 @@ export function MessageList({ kind, items, label, limitBytes = Infinity }: { kin
   return (
     <ol class={`messages ${kind}`} aria-label={label}>
       {items.map((item, i) => (
-        <li key={item.offset ?? i} data-offset={item.offset}>
+        <li key={item.offset ?? i} data-offset={item.offset} data-record={item.record}>
           {kind === 'json' ? <JsonMessage item={item} /> : <BytesMessage kind={kind} item={item} limitBytes={limitBytes} />}
         </li>
       ))}
     </ol>
   );
+}
+
+/** The text a search of the page looks in: JSON as compact text, text decoded, bytes as hex and as ASCII. */
+export function searchableOf(kind: Kind, item: Item): string {
+  if (kind === 'json') return JSON.stringify(item.value) ?? '';
+  const bytes = item.value as Uint8Array;
+  if (kind === 'text') return utf8.decode(bytes);
+  return `${Array.from(bytes, hex).join(' ')}\n${Array.from(bytes, (b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : '.')).join('')}`;
 }

@@ -82,7 +82,9 @@ function Chart({ label, unit, values, testId }: { label: string; unit: string; v
   const latest = values.at(-1) ?? 0;
   const top = Math.max(1, ...values);
   const step = CHART_WIDTH / Math.max(1, MAX_SAMPLES - 1);
-  const points = values.map((v, i) => `${(i * step).toFixed(1)},${(CHART_HEIGHT - (v / top) * CHART_HEIGHT).toFixed(1)}`).join(' ');
+  // The latest value at the right edge, older ones leftwards, as time charts read.
+  const xOf = (i: number) => CHART_WIDTH - (values.length - 1 - i) * step;
+  const points = values.map((v, i) => `${xOf(i).toFixed(1)},${(CHART_HEIGHT - (v / top) * CHART_HEIGHT).toFixed(1)}`).join(' ');
   const shown = latest >= 100 ? Math.round(latest).toLocaleString('en') : latest.toFixed(1);
   return (
     <figure class="chart">

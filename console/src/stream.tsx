@@ -1,4 +1,4 @@
-/** One stream: what HEAD tells, its attributes, its messages, a live tail and the writes. */
+/** One stream: what HEAD tells, its attributes, who writes and follows it, its messages, a live tail and the writes. */
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import type { StreamHandle, StreamInfo, StreamStats } from '../../src/client/index.js';
 import { failureOf, useClient, type Failure } from './api.js';
@@ -6,6 +6,7 @@ import { ConfirmButton, ErrorBox, useAction } from './common.js';
 import { kindOf, type Kind } from './messages.js';
 import { MessagePager } from './pager.js';
 import { go, hrefOf } from './routes.js';
+import { FollowersTable, ProducersTable } from './stream-people.js';
 import { LiveTail } from './tail.js';
 
 /** What HEAD tells, and the stream's figures (`{stream}/stats`) when the token may read them. */
@@ -172,13 +173,19 @@ export function StreamPage({ path }: { path: string }) {
   /** Where the tail starts: the tail when the page opened. */
   const [tailFrom, setTailFrom] = useState<string | null>(null);
   const [failure, setFailure] = useState<Failure | null>(null);
+  /** Counts the refreshes: the producers and followers are read again with each (a new key remounts them). */
+  const [refreshes, setRefreshes] = useState(0);
+  /** Why the figures are missing, shown beside what HEAD told (the page still serves without them). */
+  const [statsFailure, setStatsFailure] = useState<Failure | null>(null);
   const refresh = () =>
-    Promise.all([handle.head(), client.streamStats(path).catch(() => null)]).then(
+    Promise.all([handle.head(), client.streamStats(path).then((figures) => ({ figures, failure: null }), (error: unknown) => ({ figures: null, failure: failureOf(error) }))]).then(
       ([i, s]) => {
         setInfo(i);
-        setStats(s);
+        setStats(s.figures);
+        setStatsFailure(s.failure);
         setTailFrom((from) => from ?? i.nextOffset);
         setFailure(null);
+        setRefreshes((n) => n + 1);
       },
       (error: unknown) => setFailure(failureOf(error)),
     );
@@ -201,8 +208,15 @@ export function StreamPage({ path }: { path: string }) {
             </button>
           </div>
           <div class="columns">
-            <InfoTable info={info} stats={stats} />
+            <div>
+              <InfoTable info={info} stats={stats} />
+              <ErrorBox failure={statsFailure} />
+            </div>
             <AttrsEditor handle={handle} />
+          </div>
+          <div class="columns" key={refreshes}>
+            <ProducersTable path={path} />
+            <FollowersTable path={path} />
           </div>
           <MessagePager handle={handle} kind={kind} start={info.earliestOffset ?? '00000000000000000000'} />
           <div class="columns">

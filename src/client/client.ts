@@ -71,6 +71,24 @@ export interface StreamListing {
   next: string | null;
 }
 
+/** A listed stream with what its state holds (`GET /{bucket}/streams?details=true`). */
+export interface StreamDetails {
+  id: string;
+  contentType: string;
+  /** The tail offset (20 digits). */
+  tail: string;
+  /** Bytes and messages held, as `{stream}/stats` counts them. */
+  bytes: number;
+  messages: number;
+  closed: boolean;
+  createdAt: string;
+}
+
+export interface StreamDetailsListing {
+  streams: StreamDetails[];
+  next: string | null;
+}
+
 export interface BucketListing {
   buckets: BucketInfo[];
   /** Pass as `after` to get the next page; null on the last page. */
@@ -106,6 +124,22 @@ export interface StreamStats {
   /** Live readers waiting on the stream now. */
   liveReaders: number;
   closed: boolean;
+}
+
+/** A producer record of a stream (`GET {stream}/producers`). */
+export interface ProducerInfo {
+  id: string;
+  epoch: number;
+  /** The sequence number of its last accepted append in its epoch. */
+  lastSeq: number;
+  /** When it last wrote (ISO 8601). */
+  lastWriteAt: string;
+}
+
+export interface ProducerPage {
+  producers: ProducerInfo[];
+  /** Pass as `after` for the next page; null on the last one. */
+  next: string | null;
 }
 
 /** A revocation in force: tokens with this `jti`, or of this subject, are refused until `until` (RFC 3339). */
@@ -216,6 +250,14 @@ export class RillClient {
     return this.getJson<StreamStats>(extensionUrl(this.urlOf(path), 'stats'), options.signal);
   }
 
+  /** One page of a stream's producer records, in id order (`GET {stream}/producers`). */
+  streamProducers(path: string, options: { after?: string; limit?: number; signal?: AbortSignal } = {}): Promise<ProducerPage> {
+    const params = new URLSearchParams();
+    if (options.after !== undefined) params.set('after', options.after);
+    if (options.limit !== undefined) params.set('limit', String(options.limit));
+    return this.getJson<ProducerPage>(extensionUrl(this.urlOf(path), 'producers', params.toString()), options.signal);
+  }
+
   /**
    * Revokes tokens (admin on `*`): one by its `jti`, or every token of a subject, until
    * `until` (default: the server's --auth-max-ttl from now, outliving every token it accepts).
@@ -281,16 +323,27 @@ export class BucketHandle {
 
   /** One page of the bucket's stream ids, sorted. */
   async list(options: ListOptions = {}): Promise<StreamListing> {
+    const body = await this.listPage<string>(options, false);
+    return { streams: body.streams, next: body.next ?? null };
+  }
+
+  /** One page of the bucket's streams, each with its content type, tail, bytes and messages (`?details=true`). */
+  async listDetails(options: ListOptions = {}): Promise<StreamDetailsListing> {
+    const body = await this.listPage<StreamDetails>(options, true);
+    return { streams: body.streams, next: body.next ?? null };
+  }
+
+  private async listPage<T>(options: ListOptions, details: boolean): Promise<{ streams: T[]; next: string | null }> {
     const params = new URLSearchParams();
     if (options.prefix !== undefined) params.set('prefix', options.prefix);
     if (options.after !== undefined) params.set('after', options.after);
     if (options.limit !== undefined) params.set('limit', String(options.limit));
+    if (details) params.set('details', 'true');
     const query = params.toString();
     const url = `${this.url}/streams${query ? `?${query}` : ''}`;
     const res = await this.client.transport.request(url, { method: 'GET', signal: options.signal });
     if (res.status !== 200) throw await errorFromResponse(res.response);
-    const body = parseJson<{ streams: string[]; next: string | null }>(res.body);
-    return { streams: body.streams, next: body.next ?? null };
+    return parseJson<{ streams: T[]; next: string | null }>(res.body);
   }
 
   /** Every stream id of the bucket, page by page. */

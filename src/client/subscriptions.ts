@@ -66,11 +66,25 @@ export interface SubscriptionSummary {
   /** The current wake generation, when the server says. */
   generation?: number;
   /** The wake in flight, if any. */
-  wake?: { wakeId: string; holder: string | null; leaseExpiresAt: string };
+  wake?: { wakeId: string; holder: string | null; leaseExpiresAt: string; delivery?: WebhookDelivery };
+}
+
+/**
+ * A webhook wake's delivery: attempts so far and when the next is due. `lastError` is
+ * given to a token that may manage the subscription's bucket only (it may quote the URL).
+ */
+export interface WebhookDelivery {
+  attempts: number;
+  nextAttemptAt: string;
+  lastError?: string | null;
 }
 
 export interface Subscription extends SubscriptionSummary {
   streams: SubscriptionLink[];
+  /** Of the streams listed, how many hold data past their acknowledged offset. */
+  streamsPending: number;
+  /** More streams are linked than the answer lists (the server lists the first ones). */
+  streamsTruncated: boolean;
 }
 
 export interface SubscriptionListing {
@@ -144,7 +158,8 @@ interface WireSubscription {
   status: 'active' | 'failed';
   description?: string;
   generation?: number;
-  wake?: { wake_id: string; holder: string | null; lease_expires_at: string } | null;
+  wake?: { wake_id: string; holder: string | null; lease_expires_at: string; delivery?: { attempts: number; next_attempt_at: string; last_error?: string | null } | null } | null;
+  streams_truncated?: boolean;
 }
 
 interface WireWake {
@@ -180,12 +195,17 @@ function summaryOf(wire: WireSubscription): SubscriptionSummary {
   if (wire.wake_stream !== undefined) summary.wakeStream = wire.wake_stream;
   if (wire.description !== undefined) summary.description = wire.description;
   if (wire.generation !== undefined) summary.generation = wire.generation;
-  if (wire.wake) summary.wake = { wakeId: wire.wake.wake_id, holder: wire.wake.holder, leaseExpiresAt: wire.wake.lease_expires_at };
+  if (wire.wake) {
+    const { delivery } = wire.wake;
+    summary.wake = { wakeId: wire.wake.wake_id, holder: wire.wake.holder, leaseExpiresAt: wire.wake.lease_expires_at };
+    if (delivery) summary.wake.delivery = { attempts: delivery.attempts, nextAttemptAt: delivery.next_attempt_at, ...(delivery.last_error === undefined ? {} : { lastError: delivery.last_error }) };
+  }
   return summary;
 }
 
 function subscriptionOf(wire: WireSubscription): Subscription {
-  return { ...summaryOf(wire), streams: (wire.streams ?? []).map(linkOf) };
+  const links = wire.streams ?? [];
+  return { ...summaryOf(wire), streams: links.map(linkOf), streamsPending: links.filter((l) => streamInfoOf(l).hasPending).length, streamsTruncated: wire.streams_truncated === true };
 }
 
 function configBody(config: SubscriptionConfig): Record<string, unknown> {

@@ -51,6 +51,9 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, Permission>> = {
   'attrs HEAD': 'read',
   'attrs PUT': 'manage',
   'append-batch POST': 'write',
+  // A stream's producer records: read, as its stats (which count them) are.
+  'producers GET': 'read',
+  'producers HEAD': 'read',
   'bucket GET': 'read',
   'bucket HEAD': 'read',
   'bucket PUT': 'admin',

@@ -1,7 +1,7 @@
 /**
  * Operator routes: `GET /` lists buckets, `/readyz` says whether the store can serve,
  * `/metrics` is Prometheus' scrape, `/stats` and `{stream}/stats` are what `rill stats`
- * prints, `/usage` is the usage record (usage.ts). Bucket ids are at least 4 characters, so `/` and the reserved names
+ * prints, `{stream}/producers` lists a stream's producer records, `/usage` is the usage record (usage.ts). Bucket ids are at least 4 characters, so `/` and the reserved names
  * (router.ts) never shadow a bucket.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -21,6 +21,9 @@ import { extensionHeaders } from './stream-headers.js';
 import { handleUsage } from './usage.js';
 
 const DEFAULT_BUCKET_LIMIT = 100;
+/** Producer records per page of `{stream}/producers`: a stream may hold many (--producer-max-per-stream). */
+const DEFAULT_PRODUCER_LIMIT = 100;
+const MAX_PRODUCER_LIMIT = 1000;
 
 /** Why the server is not ready, or null when it is. */
 export interface ReadinessSources {
@@ -142,6 +145,27 @@ export async function handleStreamStats(res: ServerResponse, ctx: HandlerContext
     closed: s.closed,
   };
   sendJson(res, 200, body, extensionHeaders(address, s));
+}
+
+/**
+ * `GET {stream}/producers`: the stream's producer records in id order (UTF-8 bytes), each
+ * with its epoch, last sequence number and last write time, paged by `limit` and `after`
+ * (the last id of the page before, given as `next`). Read permission, as stats.
+ */
+export async function handleStreamProducers(res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Promise<void> {
+  const parsed = parseQuery(search);
+  if (!parsed.ok) return sendError(res, parsed.error);
+  const rawLimit = parsed.params.get('limit');
+  const limit = rawLimit === undefined ? DEFAULT_PRODUCER_LIMIT : parseCanonicalUint(rawLimit, MAX_PRODUCER_LIMIT);
+  if (limit === undefined || limit < 1) return sendError(res, protocolError('INVALID_QUERY', `limit must be an integer from 1 to ${MAX_PRODUCER_LIMIT}`));
+  // An empty `after` starts at the first record, as the other listings take it (no producer id is empty).
+  const after = parsed.params.get('after') || null;
+  const stream = await ctx.store.getStream(address.key);
+  const absent = absenceError(stream, ctx.now());
+  if (absent) return sendError(res, absent);
+  const listing = await ctx.store.listProducers(stream!, after, limit);
+  const producers = listing.producers.map((p) => ({ id: p.id, epoch: p.epoch, lastSeq: p.lastSeq, lastWriteAt: new Date(p.lastSeenMs).toISOString() }));
+  sendJson(res, 200, { producers, next: listing.nextAfter }, extensionHeaders(address, stream!));
 }
 
 /** `/metrics` on its own address (`--metrics-port`), so that the main one need not expose it. */

@@ -27,7 +27,7 @@ import { AccessControl, guardsSubscriptionRoute, type Admission } from './access
 import { refuseSharedKeyFile } from '../auth/key-files.js';
 import { HSTS, readCertificate, watchCertificate } from './tls.js';
 import { handleRevocations } from './revocations.js';
-import { handleAdmin, handleStreamStats, metricsServer, StorageHealth } from './admin.js';
+import { handleAdmin, handleStreamProducers, handleStreamStats, metricsServer, StorageHealth } from './admin.js';
 import { BrowserPolicy } from './browsers.js';
 import { handleBucket, handleListStreams } from './buckets.js';
 import { handleConsole, isConsolePath } from './console.js';
@@ -203,6 +203,7 @@ function dispatchExtension(
     'attrs PUT': () => handlePutAttrs(req, res, ctx, stream),
     'append-batch POST': () => handleAppendBatch(req, res, ctx, stream),
     'stats GET': arg === null ? () => handleStreamStats(res, ctx, stream) : undefined,
+    'producers GET': arg === null ? () => handleStreamProducers(res, ctx, stream, search) : undefined,
   };
   const handler = handlers[`${ext} ${method}`];
   if (handler) return handler();

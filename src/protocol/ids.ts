@@ -33,7 +33,7 @@ export const RESERVED_STREAM_IDS = new Set(['streams', CONTROL_SEGMENT]);
  * Sub-resources of a stream: `{stream}/{extension}` in a bucket, `{name}?ext={extension}`
  * in the `/v1/stream` family.
  */
-export const STREAM_EXTENSIONS = ['snapshot', 'retention', 'bootstrap', 'attrs', 'append-batch', 'stats'] as const;
+export const STREAM_EXTENSIONS = ['snapshot', 'retention', 'bootstrap', 'attrs', 'append-batch', 'stats', 'producers'] as const;
 export type StreamExtension = (typeof STREAM_EXTENSIONS)[number];
 const EXTENSION_SET: ReadonlySet<string> = new Set(STREAM_EXTENSIONS);
 

@@ -32,6 +32,7 @@ import type {
   StoreCommands,
   StoreOptions,
   HeldTotals,
+  ProducerListing,
   StoreTotals,
   StreamListing,
 } from './store.js';
@@ -145,6 +146,7 @@ export abstract class BatchedStore implements Store {
   abstract heldTotals(): Promise<HeldTotals>;
   abstract bucketHeldBytes(bucket: string): Promise<number>;
   abstract countProducers(stream: StreamState): Promise<number>;
+  abstract listProducers(stream: StreamState, after: string | null, limit: number): Promise<ProducerListing>;
   abstract getSubscription(key: string): Promise<SubscriptionState | undefined>;
   abstract listSubscriptions(scope: string | null, afterKey: string | null, limit: number): Promise<SubscriptionState[]>;
   abstract subscriptionLinks(subKey: string, afterPath: string | null, limit: number): Promise<LinkView[]>;

@@ -13,7 +13,7 @@ import type { DeleteDecision } from '../core/stream.js';
 import type { LinkView, SubscriptionState } from '../core/subscription-types.js';
 import type { SubscriptionCommands } from './subscription-steps.js';
 import type { TransactionOutcome } from '../core/transaction.js';
-import type { AppendOutcome, AppendRequest, ProducerSettings, StreamState } from '../core/types.js';
+import type { AppendOutcome, AppendRequest, ProducerRecord, ProducerSettings, StreamState } from '../core/types.js';
 
 export type DeleteOutcome = Exclude<DeleteDecision, { kind: 'dropped' }> | { kind: 'dropped' };
 
@@ -88,6 +88,13 @@ export interface StorageObserver {
 export interface StreamListing {
   names: string[];
   /** Present when more streams follow: pass as `after` to continue. */
+  nextAfter: string | null;
+}
+
+export interface ProducerListing {
+  /** In producer id order, compared as UTF-8 bytes (as SQLite's BINARY and PostgreSQL's "C" do). */
+  producers: ProducerRecord[];
+  /** Present when more records follow: pass as `after` to continue. */
   nextAfter: string | null;
 }
 
@@ -180,6 +187,8 @@ export interface Store extends SubscriptionReads {
   bucketHeldBytes(bucket: string): Promise<number>;
   /** Producer records the stream holds. */
   countProducers(stream: StreamState): Promise<number>;
+  /** The stream's producer records with ids after `after` (every one when null), at most `limit`. */
+  listProducers(stream: StreamState, after: string | null, limit: number): Promise<ProducerListing>;
   /** Stream-cache hits and misses since the store opened, for engines that keep one. */
   cacheCounters?(): { hits: number; misses: number };
   /** Tells `observer` (beside any others) of every batch from now on. */

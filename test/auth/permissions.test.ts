@@ -77,6 +77,8 @@ const STREAM_ROWS: Row[] = [
   { row: 'attrs GET', method: 'GET', need: 'read', suffix: '/attrs', allowed: 200, hidden: NO_STREAM },
   { row: 'attrs HEAD', method: 'HEAD', need: 'read', suffix: '/attrs', allowed: 200, hidden: { status: 404 } },
   { row: 'attrs PUT', method: 'PUT', need: 'manage', suffix: '/attrs', headers: JSON_TYPE, body: '{"title":"t"}', allowed: 204, hidden: NO_STREAM },
+  { row: 'producers GET', method: 'GET', need: 'read', suffix: '/producers', allowed: 200, hidden: NO_STREAM },
+  { row: 'producers HEAD', method: 'HEAD', need: 'read', suffix: '/producers', allowed: 200, hidden: { status: 404 } },
   { row: 'append-batch POST', method: 'POST', need: 'write', suffix: '/append-batch', headers: { 'content-type': 'text/plain' }, body: frame, allowed: 200, hidden: { status: 404, code: 'STREAM_NOT_FOUND' } },
 ];
 

@@ -163,7 +163,7 @@ async function firstSseData(url: string): Promise<{ extensions: string; data: st
 }
 
 describe('sub-resources of an affinity stream', () => {
-  it('attributes, append-batch and stats, each answered with the token', async () => {
+  it('attributes, append-batch, stats and producers, each answered with the token', async () => {
     const path = affinityPath('subs');
     affine(await http('PUT', path, { headers: TEXT }));
     expect(affine(await http('PUT', `${path}/attrs`, { headers: JSON_TYPE, body: '{"title":"Run"}' })).status).toBe(204);
@@ -173,6 +173,7 @@ describe('sub-resources of an affinity stream', () => {
     expect((batch.json() as Array<{ status: number }>).map((a) => a.status)).toEqual([204, 204]);
     const stats = affine(await http('GET', `${path}/stats`));
     expect(stats.json()).toMatchObject({ tail: '00000000000000000004', bytes: 4, closed: false });
+    expect(affine(await http('GET', `${path}/producers`)).json()).toEqual({ producers: [], next: null });
     expect((await http('GET', `${path}?offset=-1`)).text()).toBe('abcd');
   });
 

@@ -150,6 +150,22 @@ describe('listing a bucket', () => {
     expect((await list(other, '')).streams).toEqual(['a-3']);
     expect((await list(bucket, '?prefix=a-')).streams).toEqual(['a-1', 'a-10', 'a-2']);
   });
+
+  it('?details=true answers each listed stream with its content type, tail, bytes, messages, closure and creation, paged as the names are', async () => {
+    const other = await newBucket('listd');
+    await putStream(other, 'text');
+    expect((await http('POST', `/${other}/text`, { headers: { 'content-type': 'text/plain' }, body: 'hello' })).status).toBe(204);
+    expect((await http('PUT', `/${other}/json`, { headers: { 'content-type': 'application/json' }, body: '[{"a":1},{"b":2}]' })).status).toBe(201);
+    expect((await http('POST', `/${other}/json`, { headers: { 'content-type': 'application/json', 'stream-closed': 'true' } })).status).toBe(204);
+    const reply = await http('GET', `/${other}/streams?details=true&limit=1`);
+    expect(reply.status, reply.text()).toBe(200);
+    const page = reply.json() as { streams: Array<Record<string, unknown>>; next: string | null };
+    expect(page.next).toBe('json');
+    expect(page.streams).toEqual([{ id: 'json', contentType: 'application/json', tail: '00000000000000000016', bytes: 16, messages: 2, closed: true, createdAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }]);
+    const rest = (await http('GET', `/${other}/streams?details=true&after=json`)).json() as { streams: Array<Record<string, unknown>> };
+    expect(rest.streams).toMatchObject([{ id: 'text', contentType: 'text/plain', bytes: 5, messages: 1, closed: false }]);
+    for (const bad of ['', '1', 'false', 'TRUE']) expectRefusal(await http('GET', `/${other}/streams?details=${bad}`), 'INVALID_QUERY');
+  });
 });
 
 describe('ids', () => {

@@ -97,6 +97,33 @@ describe('operator routes', () => {
     expect(total).toContain('liveReaders.sse: 0\n');
     expect(JSON.parse(one)).toMatchObject({ bytes: 0, messages: 0, producers: 0 });
   });
+
+  it('{stream}/producers lists the producer records by id, paged, and refuses a bad limit or after', async () => {
+    const write = (id: string, epoch: number, seq: number) =>
+      fetch(`${server.url}/adm-3/s0`, { method: 'POST', headers: { 'content-type': 'application/json', 'producer-id': id, 'producer-epoch': String(epoch), 'producer-seq': String(seq) }, body: `[${seq}]` });
+    for (const [id, epoch, seq] of [['w-b', 1, 0], ['w-a', 0, 0], ['w-a', 0, 1], ['w-c', 2, 0]] as const) expect((await write(id, epoch, seq)).status).toBe(200);
+    const first = await client.streamProducers('adm-3/s0', { limit: 2 });
+    expect(first.producers.map(({ id, epoch, lastSeq }) => ({ id, epoch, lastSeq }))).toEqual([{ id: 'w-a', epoch: 0, lastSeq: 1 }, { id: 'w-b', epoch: 1, lastSeq: 0 }]);
+    expect(first.next).toBe('w-b');
+    // The record's last write time, as an ISO timestamp.
+    expect(first.producers[0]!.lastWriteAt).toBe(new Date(Date.parse(first.producers[0]!.lastWriteAt)).toISOString());
+    const rest = await client.streamProducers('adm-3/s0', { after: first.next! });
+    expect([rest.producers.map((p) => p.id), rest.next]).toEqual([['w-c'], null]);
+    expect(await client.streamProducers('adm-2/s0')).toEqual({ producers: [], next: null });
+    expect((await client.streamProducers('adm-3/s0', { after: '' })).producers.map((p) => p.id)).toEqual(['w-a', 'w-b', 'w-c']);
+    for (const query of ['limit=0', 'limit=1001', 'limit=x', 'limit=01', 'limit=1&limit=2', 'after=a&after=b']) {
+      const res = await fetch(`${server.url}/adm-3/s0/producers?${query}`);
+      expect([query, res.status, (await res.json()).code]).toEqual([query, 400, 'INVALID_QUERY']);
+    }
+    const missing = await fetch(`${server.url}/adm-4/nope/producers`);
+    expect([missing.status, (await missing.json()).code]).toEqual([404, 'STREAM_NOT_FOUND']);
+    expect((await fetch(`${server.url}/adm-3/s0/producers`, { method: 'POST' })).status).toBe(405);
+    // A /v1/stream stream's records are ?ext=producers.
+    await client.stream('v1/stream/adm-producers').create({ contentType: 'application/json' });
+    const v1 = await fetch(`${server.url}/v1/stream/adm-producers`, { method: 'POST', headers: { 'content-type': 'application/json', 'producer-id': 'v', 'producer-epoch': '0', 'producer-seq': '0' }, body: '[1]' });
+    expect(v1.status).toBe(200);
+    expect((await client.streamProducers('v1/stream/adm-producers')).producers.map((p) => p.id)).toEqual(['v']);
+  });
 });
 
 /** The real SQLite engine, counting the reads that return stream bodies. */

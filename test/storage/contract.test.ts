@@ -503,6 +503,38 @@ function durabilityTests(ctx: Ctx, engine: EngineUnderTest): void {
       expect((await readAll(ctx.store, name)).toString()).toBe('aabbbc');
     });
 
+    it('lists a stream\'s producer records in UTF-8 byte order of their ids, paged by after and limit, before and after a reopen', async () => {
+      const name = v1StreamKey('writers');
+      await ctx.store.run('createStream', createRequest(name));
+      // UTF-16 puts the emoji (a surrogate pair, 0xD83D) before the fullwidth letter (0xFF21); UTF-8 bytes put it after (0xF0 > 0xEF).
+      const ids = ['b', '\u{1F600}', 'a', '\uFF21', 'Z'];
+      const seenMs: Record<string, number> = {};
+      for (const [i, id] of ids.entries()) {
+        seenMs[id] = ctx.clock.advance(1000);
+        expectAppended(await ctx.store.run('append', { name, request: appendRequest(`m${i}|`, { producer: { id, epoch: i, seq: 0 } }) }));
+      }
+      expectAppended(await ctx.store.run('append', { name, request: appendRequest('again|', { producer: { id: 'a', epoch: 2, seq: 1 } }) }));
+      const order = ['Z', 'a', 'b', '\uFF21', '\u{1F600}'];
+      const expectListing = async (): Promise<void> => {
+        const stream = await mustGet(ctx.store, name);
+        const first = await ctx.store.listProducers(stream, null, 2);
+        expect(first.producers.map((p) => p.id)).toEqual(order.slice(0, 2));
+        expect(first.nextAfter).toBe('a');
+        expect(first.producers[1]).toMatchObject({ id: 'a', epoch: 2, lastSeq: 1, lastSeenMs: seenMs['Z'] });
+        const second = await ctx.store.listProducers(stream, first.nextAfter, 2);
+        expect(second.producers.map((p) => p.id)).toEqual(order.slice(2, 4));
+        const last = await ctx.store.listProducers(stream, second.nextAfter, 2);
+        expect(last.producers.map((p) => ({ id: p.id, epoch: p.epoch, lastSeq: p.lastSeq, lastSeenMs: p.lastSeenMs }))).toEqual([{ id: '\u{1F600}', epoch: 1, lastSeq: 0, lastSeenMs: seenMs['\u{1F600}'] }]);
+        expect(last.nextAfter).toBeNull();
+        expect((await ctx.store.listProducers(stream, null, 10)).producers).toHaveLength(5);
+      };
+      await expectListing();
+      ctx.store = await engine.reopen(ctx.store, ctx.clock);
+      await expectListing();
+      await ctx.store.run('createStream', createRequest(v1StreamKey('quiet')));
+      expect(await ctx.store.listProducers(await mustGet(ctx.store, v1StreamKey('quiet')), null, 10)).toEqual({ producers: [], nextAfter: null });
+    });
+
     it('never reuses a stream id or an incarnation', async () => {
       const seen = new Set<string>();
       const ids = new Set<number>();

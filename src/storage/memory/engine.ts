@@ -14,7 +14,7 @@ import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type 
 import type { Txn } from '../executor.js';
 import { summarizeProducers } from '../../core/producer.js';
 import { descendantsEarliest } from '../../core/snapshot.js';
-import type { BucketInfo, BucketListing, HeldTotals, StoreOptions, StoreTotals, StreamListing } from '../store.js';
+import type { BucketInfo, BucketListing, HeldTotals, ProducerListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
 import { compareBytewise } from '../subscription-columns.js';
 import { MemorySubscriptions } from './subscriptions.js';
 
@@ -297,6 +297,14 @@ export class MemoryStore extends BatchedStore {
 
   async countProducers(stream: StreamState): Promise<number> {
     return this.data.get(stream.id)?.producers.size ?? 0;
+  }
+
+  async listProducers(stream: StreamState, after: string | null, limit: number): Promise<ProducerListing> {
+    const all = [...(this.data.get(stream.id)?.producers.values() ?? [])]
+      .filter((p) => after === null || compareBytewise(p.id, after) > 0)
+      .sort((a, b) => compareBytewise(a.id, b.id));
+    const producers = all.slice(0, limit);
+    return { producers, nextAfter: all.length > limit ? producers[producers.length - 1]!.id : null };
   }
 
   // Subscriptions: memory holds nothing uncommitted between batches, so reads answer at once.

@@ -15,7 +15,8 @@ import { BatchedStore } from '../batched.js';
 import { CommitOutcomeUnknownError, ReadUnavailableError } from '../errors.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
-import type { BucketInfo, BucketListing, Command, HeldTotals, RemoteCommits, StoreOptions, StoreTotals, StreamListing } from '../store.js';
+import type { BucketInfo, BucketListing, Command, HeldTotals, ProducerListing, RemoteCommits, StoreOptions, StoreTotals, StreamListing } from '../store.js';
+import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../producer-columns.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { linkFromRow, subscriptionFromRecord, type LinkRow } from '../subscription-columns.js';
 import { PgBatch } from './batch.js';
@@ -307,6 +308,16 @@ export class PostgresStore extends BatchedStore {
   async countProducers(stream: StreamState): Promise<number> {
     const { rows } = await this.query<{ n: number }>('SELECT count(*)::bigint AS n FROM producers WHERE stream_id = $1', [stream.id]);
     return rows[0]!.n;
+  }
+
+  async listProducers(stream: StreamState, after: string | null, limit: number): Promise<ProducerListing> {
+    // producer_id is "C"-collated: this order is the UTF-8 byte order the other engines list in.
+    const { rows } = await this.query<Record<string, unknown>>(
+      `SELECT ${PRODUCER_COLUMNS.join(', ')} FROM producers WHERE stream_id = $1 AND producer_id > $2 ORDER BY producer_id LIMIT $3`,
+      [stream.id, after ?? '', limit + 1],
+    );
+    const producers = rows.slice(0, limit).map((row) => producerFromValues(PRODUCER_COLUMNS.map((column) => row[column]) as ProducerValues));
+    return { producers, nextAfter: rows.length > limit ? producers[producers.length - 1]!.id : null };
   }
 
   // ---- subscriptions ------------------------------------------------------------------

@@ -19,7 +19,8 @@ import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type 
 import { DiskSpace } from '../disk-space.js';
 import type { Txn } from '../executor.js';
 import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
-import type { BucketInfo, BucketListing, HeldTotals, StoreOptions, StoreTotals, StreamListing } from '../store.js';
+import type { BucketInfo, BucketListing, HeldTotals, ProducerListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
+import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../producer-columns.js';
 import { countMessagesIn, messagesHeld } from '../../core/records.js';
 import { legacyRecords, withoutRecords } from '../records-backfill.js';
 import type { StreamRow } from '../stream-columns.js';
@@ -459,6 +460,18 @@ export class SqliteStore extends BatchedStore {
     const seen = this.durability.lastCommit();
     const row = this.db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM producers WHERE stream_id = ?').get(stream.id)!;
     return this.answerWhenDurable(seen, row.n);
+  }
+
+  /** Held changes are written first, as countProducers does, so the table holds every record. */
+  async listProducers(stream: StreamState, after: string | null, limit: number): Promise<ProducerListing> {
+    this.inOwnTransaction(() => this.heldWrites.writeStreamProducers(stream.id));
+    const seen = this.durability.lastCommit();
+    const rows = this.db
+      .prepare<[number, string, number], unknown[]>(`SELECT ${PRODUCER_COLUMNS.join(', ')} FROM producers WHERE stream_id = ? AND producer_id > ? ORDER BY producer_id LIMIT ?`)
+      .raw()
+      .all(stream.id, after ?? '', limit + 1);
+    const producers = rows.slice(0, limit).map((row) => producerFromValues(row as ProducerValues));
+    return this.answerWhenDurable(seen, { producers, nextAfter: rows.length > limit ? producers[producers.length - 1]!.id : null });
   }
 
   // ---- subscriptions: answered once every commit they could see is durable ------------

@@ -22,6 +22,7 @@ import type {
   Store,
   StoreCommands,
   HeldTotals,
+  ProducerListing,
   StoreTotals,
   StreamListing,
 } from '../store.js';
@@ -248,6 +249,9 @@ export class ThreadStore implements Store {
   }
   countProducers(stream: StreamState): Promise<number> {
     return this.read('countProducers', stream);
+  }
+  listProducers(stream: StreamState, after: string | null, limit: number): Promise<ProducerListing> {
+    return this.read('listProducers', stream, after, limit);
   }
   getSubscription(key: string): Promise<SubscriptionState | undefined> {
     return this.read('getSubscription', key);
