@@ -81,8 +81,9 @@ const CHART_HEIGHT = 48;
 function Chart({ label, unit, values, testId }: { label: string; unit: string; values: number[]; testId: string }) {
   const latest = values.at(-1) ?? 0;
   const top = Math.max(1, ...values);
-  const step = CHART_WIDTH / Math.max(1, MAX_SAMPLES - 1);
-  // The latest value at the right edge, older ones leftwards, as time charts read.
+  // Until two minutes are sampled the line spans the chart (the time it covers is in its
+  // label); then each sample moves it one step left. The latest value is at the right edge.
+  const step = CHART_WIDTH / Math.max(1, Math.min(values.length, MAX_SAMPLES) - 1);
   const xOf = (i: number) => CHART_WIDTH - (values.length - 1 - i) * step;
   const points = values.map((v, i) => `${xOf(i).toFixed(1)},${(CHART_HEIGHT - (v / top) * CHART_HEIGHT).toFixed(1)}`).join(' ');
   const shown = latest >= 100 ? Math.round(latest).toLocaleString('en') : latest.toFixed(1);
