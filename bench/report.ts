@@ -107,6 +107,8 @@ export function checkTargets(rows: Row[], mid: number, large: number): Check[] {
     check('appends/s at 10,000 streams >= 0.9x of 500', m(`appends-${large}`, 'rill') / m(a, 'rill'), 0.9, '>=', 'ratio'),
     check('SSE fan-out p99 < 10 ms', m('sse-p99', 'rill'), 10, '<', 'p99 ms'),
     check('SSE fan-out p99 below reference in-memory', m('sse-p99', 'rill') / m('sse-p99', 'ref-memory'), 1, '<', 'ratio'),
+    check('SSE over 100 streams p50 <= reference in-memory (issue 41)', m('sse-spread-p50', 'rill') / m('sse-spread-p50', 'ref-memory'), 1, '<=', 'ratio'),
+    check('SSE over 100 streams p99 <= reference in-memory (issue 41)', m('sse-spread-p99', 'rill') / m('sse-spread-p99', 'ref-memory'), 1, '<=', 'ratio'),
     check('catch-up 10 MB >= 1.5x reference (best of the two)', m('catchup-bytes', 'rill') / Math.max(m('catchup-bytes', 'ref-memory'), m('catchup-bytes', 'ref-file')), 1.5, '>=', 'ratio'),
     check('catch-up 100 MiB of 1 MiB appends >= 1.0x reference in-memory (issue 41)', m('catchup-large', 'rill') / m('catchup-large', 'ref-memory'), 1, '>=', 'ratio'),
     check('catch-up JSON >= 1.5x reference (best of the two)', m('catchup-json', 'rill') / Math.max(m('catchup-json', 'ref-memory'), m('catchup-json', 'ref-file')), 1.5, '>=', 'ratio'),

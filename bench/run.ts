@@ -279,7 +279,10 @@ async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const sameP99: Row = { key: 'sse-same-p99', label: `SSE fan-out, subscribers on the writer's node p99`, unit: 'ms', better: 'lower', rounds: {} };
   const crossP50: Row = { key: 'sse-cross-p50', label: `SSE fan-out, subscribers on another node than the writer's p50`, unit: 'ms', better: 'lower', rounds: {} };
   const crossP99: Row = { key: 'sse-cross-p99', label: `SSE fan-out, subscribers on another node than the writer's p99`, unit: 'ms', better: 'lower', rounds: {} };
-  rows.push(p50, p99);
+  const spread = `SSE fan-out ${s.sseSubscribers} subscribers over ${s.sseSpreadStreams} streams, ${s.sseSpreadMessagesPerS} msg/s`;
+  const spreadP50: Row = { key: 'sse-spread-p50', label: `${spread} p50`, unit: 'ms', better: 'lower', rounds: {} };
+  const spreadP99: Row = { key: 'sse-spread-p99', label: `${spread} p99`, unit: 'ms', better: 'lower', rounds: {} };
+  rows.push(p50, p99, spreadP50, spreadP99);
   const targets = selected(['rill', ...POSTGRES_TARGETS, 'ref-memory', 'floor']);
   if (targets.includes('rill-pg-2')) rows.push(sameP50, sameP99, crossP50, crossP99);
   await liveWorkload(s, 'sse', targets, async (t, round) => {
@@ -297,6 +300,12 @@ async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
       push(crossP50, t.name, cross.p50Ms);
       push(crossP99, t.name, cross.p99Ms);
     }
+    const spreadSpec = { ...spec, messagesPerS: s.sseSpreadMessagesPerS, stream: `sse-spread-${round}`, streams: s.sseSpreadStreams };
+    await prepareSse(t.url, spreadSpec);
+    const sr = await runSse(t.urls, spreadSpec);
+    progress(`SSE fan-out over ${s.sseSpreadStreams} streams: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${sr.p50Ms.toFixed(2)} ms p99 ${sr.p99Ms.toFixed(2)} ms, ${sr.delivered}/${sr.expected} delivered`);
+    push(spreadP50, t.name, sr.p50Ms);
+    push(spreadP99, t.name, sr.p99Ms);
   });
 }
 

@@ -27,6 +27,9 @@ export interface BenchSettings {
    */
   fixedRatePerS: number;
   sseSubscribers: number;
+  /** The spread SSE shape (issue 41): sseSubscribers over this many streams, written at sseSpreadMessagesPerS in all. */
+  sseSpreadStreams: number;
+  sseSpreadMessagesPerS: number;
   sseMessagesPerS: number;
   sseDurationS: number;
   /** Messages sent first and not measured, so the figures are the servers' steady state. */
@@ -66,6 +69,8 @@ export const FULL: BenchSettings = {
   producerStreams: 500,
   fixedRatePerS: 6000,
   sseSubscribers: 1000,
+  sseSpreadStreams: 100,
+  sseSpreadMessagesPerS: 200,
   sseMessagesPerS: 20,
   sseDurationS: 8,
   sseWarmupMessages: 20,
@@ -95,6 +100,8 @@ export const QUICK: BenchSettings = {
   producerStreams: 20,
   fixedRatePerS: 200,
   sseSubscribers: 10,
+  sseSpreadStreams: 2,
+  sseSpreadMessagesPerS: 20,
   sseMessagesPerS: 20,
   sseDurationS: 0.5,
   sseWarmupMessages: 2,

@@ -1,13 +1,14 @@
 /**
  * Workload 3: SSE fan-out. N subscribers follow one text stream over Server-Sent
- * Events (raw sockets); one writer appends at a fixed rate, each message carrying
- * its send time. Latency is publish-to-receive, per subscriber per message. On a server
+ * Events (raw sockets), or, spread, `streams` streams with N / streams subscribers each
+ * (subscriber i on stream i mod streams); one writer appends at a fixed rate, to the
+ * streams in turn, each message carrying its send time. Latency is publish-to-receive, per subscriber per message. On a server
  * of several nodes the subscribers are spread over them, round-robin, and the writer
  * writes to the first: delivery on the writer's node and on the others is reported apart.
  */
 import { connect, type Socket } from 'node:net';
 import { createStream, pooled, sleep } from '../http.js';
-import { CONNECTING_AT_ONCE, nowMicros, percentile, publishAtRate, SEMICOLON, STAMP, STAMPED_CONTENT_TYPE } from './stamped.js';
+import { CONNECTING_AT_ONCE, nowMicros, percentile, publishAtRate, SEMICOLON, STAMP, STAMPED_CONTENT_TYPE, streamOf } from './stamped.js';
 
 export interface SseSpec {
   subscribers: number;
@@ -20,6 +21,8 @@ export interface SseSpec {
    */
   warmupMessages: number;
   stream: string;
+  /** Spread over this many streams (`${stream}-${k}`); absent: one stream. */
+  streams?: number;
 }
 
 export interface SseLatencies {
@@ -105,7 +108,7 @@ function subscribe(base: URL, path: string, latenciesUs: number[]): Subscriber {
 }
 
 export async function prepareSse(base: string, spec: SseSpec): Promise<void> {
-  await createStream(base, spec.stream, STAMPED_CONTENT_TYPE);
+  for (let k = 0; k < (spec.streams ?? 1); k++) await createStream(base, streamOf(spec, k), STAMPED_CONTENT_TYPE);
 }
 
 function latencies(us: number[], sent: number, subscribers: number): SseLatencies {
@@ -125,11 +128,11 @@ export async function runSse(bases: string | string[], spec: SseSpec): Promise<S
   const writer = nodes[0]!.origin;
   // Per node: subscriber i is on node i mod nodes.
   const latenciesUs: number[][] = nodes.map(() => []);
-  const path = `/v1/stream/${spec.stream}?offset=now&live=sse`;
+  const pathOf = (i: number) => `/v1/stream/${streamOf(spec, i)}?offset=now&live=sse`;
   const subs: Subscriber[] = [];
   try {
     await pooled(spec.subscribers, CONNECTING_AT_ONCE, (i) => {
-      const sub = subscribe(nodes[i % nodes.length]!, path, latenciesUs[i % nodes.length]!);
+      const sub = subscribe(nodes[i % nodes.length]!, pathOf(i), latenciesUs[i % nodes.length]!);
       subs.push(sub);
       return sub.ready;
     });
@@ -142,10 +145,12 @@ export async function runSse(bases: string | string[], spec: SseSpec): Promise<S
     const on = (node: number) => Math.floor(spec.subscribers / nodes.length) + (node < spec.subscribers % nodes.length ? 1 : 0);
     const others = latenciesUs.slice(1).flat();
     const otherSubscribers = spec.subscribers - on(0);
+    // Spread, each message reaches the subscribers of its one stream.
+    const reached = (subscribers: number) => subscribers / (spec.streams ?? 1);
     return {
-      ...latencies(latenciesUs.flat(), sent, spec.subscribers),
-      writersNode: latencies(latenciesUs[0]!, sent, on(0)),
-      otherNodes: nodes.length > 1 ? latencies(others, sent, otherSubscribers) : null,
+      ...latencies(latenciesUs.flat(), sent, reached(spec.subscribers)),
+      writersNode: latencies(latenciesUs[0]!, sent, reached(on(0))),
+      otherNodes: nodes.length > 1 ? latencies(others, sent, reached(otherSubscribers)) : null,
     };
   } finally {
     for (const s of subs) s.socket.destroy();

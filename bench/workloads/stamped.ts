@@ -37,6 +37,13 @@ export function percentile(sorted: number[], p: number): number {
 export interface Publishing {
   stream: string;
   messagesPerS: number;
+  /** Streams written in turn (`${stream}-${k}`); absent: `stream` alone. */
+  streams?: number;
+}
+
+/** The name of stream `k` of a spread (`streams` > 1), or the one stream. */
+export function streamOf(spec: Publishing, k: number): string {
+  return spec.streams === undefined ? spec.stream : `${spec.stream}-${k % spec.streams}`;
 }
 
 /** Appends `messages` stamped messages at the given rate; answers how many were sent. */
@@ -50,7 +57,7 @@ export async function publishAtRate(base: string, spec: Publishing, messages: nu
     const due = start + n * intervalMs;
     const wait = due - performance.now();
     if (wait > 0) await sleep(wait);
-    await append(base, spec.stream, STAMPED_CONTENT_TYPE, stampedBody(n));
+    await append(base, streamOf(spec, n), STAMPED_CONTENT_TYPE, stampedBody(n));
     sent++;
   }
   return sent;
