@@ -194,7 +194,28 @@ export class HeldProducers {
  * a new value (every number an integer below 2^53, which JSON carries exactly).
  */
 export function packProducerChanges(changes: readonly HeldChange[]): string {
-  return JSON.stringify(changes.map(({ streamId, producerId, change }) => (change === null ? [streamId, producerId] : [streamId, ...producerValues(change)])));
+  // The text JSON.stringify gives of those lists, written value by value: every commit of
+  // producer appends packs its changes, and the generic stringifier, with the lists it was
+  // handed, cost about 3,000 instructions an append.
+  let packed = '[';
+  for (let i = 0; i < changes.length; i++) {
+    const { streamId, producerId, change } = changes[i]!;
+    packed += `${i === 0 ? '' : ','}[${jsonValue(streamId)},`;
+    if (change === null) {
+      packed += `${jsonValue(producerId)}]`;
+      continue;
+    }
+    const values = producerValues(change);
+    for (let v = 0; v < values.length; v++) packed += v === 0 ? jsonValue(values[v]!) : `,${jsonValue(values[v]!)}`;
+    packed += ']';
+  }
+  return `${packed}]`;
+}
+
+/** One value as JSON.stringify writes it: a finite number as String does, a string quoted and escaped. */
+function jsonValue(value: string | number | null): string {
+  if (typeof value === 'number') return Number.isFinite(value) ? String(value) : 'null';
+  return value === null ? 'null' : JSON.stringify(value);
 }
 
 const RECORD_ENTRY_LENGTH = 1 + PRODUCER_COLUMNS.length;
