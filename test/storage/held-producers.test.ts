@@ -49,7 +49,7 @@ describe('stored form', () => {
       { streamId: 7, producerId: 'writer', change: record('writer', 4) },
     ];
     expect(unpackProducerChanges(packProducerChanges(changes))).toEqual(changes);
-    // The form is JSON.stringify's, to the byte: rows written before it was built by hand read the same.
+    // The form stays the one rows were always written in: producerRow is the record's values after its stream's id.
     const stringified = JSON.stringify(changes.map(({ streamId, producerId, change }) => (change === null ? [streamId, producerId] : [streamId, ...producerValues(change)])));
     expect(packProducerChanges(changes)).toBe(stringified);
     expect(packProducerChanges([])).toBe('[]');
