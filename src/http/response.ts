@@ -94,6 +94,25 @@ export function send(res: ServerResponse, status: number, headers: HeaderMap, bo
   else res.end();
 }
 
+/**
+ * send() for an answer without a body whose header map was made for it alone (an
+ * append's): the base headers and the request id join that map instead of all of them
+ * being copied into a new one, which was a tenth of the JavaScript of an append's answer.
+ * The map must not name a base header (it would be replaced).
+ */
+export function sendOwnHeaders(res: ServerResponse, status: 200 | 204, headers: HeaderMap): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  Object.assign(headers, baseHeaders(originOf(res)));
+  const requestId = requestIdOf(res);
+  if (requestId !== undefined) headers['x-request-id'] = requestId;
+  if (status !== 204) headers['content-length'] = '0';
+  res.writeHead(status, headers);
+  res.end();
+}
+
 /** The request's Origin when it is allowed CORS headers (see BrowserPolicy). */
 export function originOf(res: ServerResponse): string | undefined {
   return corsOriginOf(res.req);
