@@ -53,7 +53,8 @@ export class BrowserPolicy {
 
   /**
    * The last Host found served: the same clients send the same Host again and again, and
-   * judging it (a regular expression, two lowercasings) was 800 instructions a request.
+   * judging it (regular expressions, two lowercasings) was about 1,800 instructions a
+   * request under callgrind.
    */
   private lastServedHost: string | null = null;
 

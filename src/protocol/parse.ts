@@ -33,7 +33,8 @@ export function parseCanonicalUint(raw: string, max: number): number | undefined
  * single-valued protocol header more than once, or null. `distinctNames`, when given, is
  * how many distinct names (lowercased) the list holds, as Node's `req.headers` has them:
  * when it is half the list's length no name is repeated, which answers without
- * lowercasing every name again (a tenth of the header work of a producer append).
+ * lowercasing every name again (that, and the set of names seen, were about 2,500
+ * instructions of a producer append under callgrind).
  */
 export function repeatedHeaderError(rawHeaders: readonly string[], distinctNames?: number): ProtocolError | null {
   // As many distinct names as raw ones: nothing is repeated, and no name need be lowercased.

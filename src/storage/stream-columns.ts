@@ -110,8 +110,8 @@ export const RECORD_NEXT_COLUMN = STREAM_VALUE_COLUMNS.indexOf('record_next');
  * Whether two states store the same value in every column but `tail` and `record_next`:
  * what an append changes, and all that a plain one does. Field by field, without the two
  * lists of streamColumnValues (which the SQLite engine's updateStream then builds only
- * when this answers false): those lists were 2,000 instructions of every append under
- * callgrind. test/storage/stream-columns.test.ts holds it to streamColumnValues, column
+ * when this answers false): those lists were about 1,600 instructions of every append
+ * under callgrind. test/storage/stream-columns.test.ts holds it to streamColumnValues, column
  * by column.
  */
 export function sameBesideTails(a: StreamState, b: StreamState): boolean {
