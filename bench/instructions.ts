@@ -27,10 +27,11 @@
  * the most instructions of their own per append: node runs with `--perf-basic-prof`, and
  * the addresses callgrind cannot name (V8's compiled JavaScript) are named from the map
  * node writes to /tmp/perf-PID.map (a function's code that V8 moved later keeps the
- * address it was compiled at, so a few may stay unnamed).
+ * address it was compiled at, so a few may stay unnamed). The map is kept beside the
+ * dumps in .bench/callgrind, for naming callers (`callgrind_annotate --tree=caller`).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -165,7 +166,8 @@ function printByFunction(dir: string, pid: number, appends: number, top: number)
     const name = unnamed ? (nameAt(parseInt(unnamed[1]!, 16)) ?? match[2]!) : match[2]!.replace(/ \[[^\]]*\]$/, '').replace(/^\?\?\?:/, '');
     totals.set(name, (totals.get(name) ?? 0) + count);
   }
-  rmSync(`/tmp/perf-${pid}.map`, { force: true });
+  // Kept beside the dump, for reading callers with callgrind_annotate --tree=caller.
+  if (map.length > 0) renameSync(`/tmp/perf-${pid}.map`, join(dir, `perf-${pid}.map`));
   const rows = [...totals].sort((a, b) => b[1] - a[1]).slice(0, top);
   for (const [name, n] of rows) process.stderr.write(`${Math.round(n / appends).toLocaleString('en-US').padStart(8)}  ${name.slice(0, 160)}\n`);
 }
