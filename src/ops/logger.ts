@@ -46,10 +46,25 @@ export function createLogger(options: LoggerOptions): Logger {
   const config = { level: options.level, redact: { paths: REDACT_PATHS, censor: REDACTED } };
   const readable = options.destination === undefined && (options.pretty ?? process.stdout.isTTY === true);
   if (readable) return pino(config, loadPretty()({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l' }));
-  const destination = options.destination ?? pino.destination({ dest: 1, sync: false });
+  const destination = options.destination ?? stdoutLines();
   const log = pino(config, destination);
   lineDestinations.set(log, destination);
   return log;
+}
+
+/**
+ * Standard output, written asynchronously, lines queued as buffers. pino's destination
+ * queues text by appending each line to a string and measuring that whole string again
+ * (`Buffer.byteLength`) at every line, a cost that grows with the lines waiting; in its
+ * buffer mode a line is encoded once and queued as it is, and the queue is joined when
+ * written. pino writes text, so each line is encoded here on its way in.
+ */
+function stdoutLines(): DestinationStream {
+  const destination = pino.destination({ dest: 1, sync: false, contentMode: 'buffer' });
+  // In buffer mode SonicBoom.write takes buffers, though its type says text.
+  const writeBuffer = destination.write.bind(destination) as unknown as (data: Buffer) => boolean;
+  destination.write = (line: string) => writeBuffer(Buffer.from(line));
+  return destination;
 }
 
 /** The JSON destination of each logger createLogger made (not its children, nor a readable one). */
