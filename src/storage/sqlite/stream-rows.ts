@@ -89,7 +89,7 @@ export class StreamRows {
     const tail = this.tailOf(stream.id, stream.tail, () => this.sql.lastChunkEnd.get(stream.id)?.end);
     if (tail === stream.tail) return stream;
     const caught = { ...stream, tail };
-    caught.recordNext = stream.recordNext + this.messagesBetween(caught, stream.tail, tail);
+    caught.recordNext = this.cache.evictedRecordNext(stream.id, tail) ?? stream.recordNext + this.messagesBetween(caught, stream.tail, tail);
     return caught;
   }
 
