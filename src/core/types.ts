@@ -4,6 +4,7 @@
  */
 import type { ProtocolError } from '../protocol/errors.js';
 import type { ProducerHeaders } from '../protocol/parse.js';
+import type { RetentionPolicy } from './retention-policy.js';
 
 export interface StreamConfig {
   /** Normalised content type. */
@@ -12,6 +13,8 @@ export interface StreamConfig {
   ttlSeconds: number | null;
   /** Absolute expiry. */
   expiresAtMs: number | null;
+  /** The stream's own retention policy (core/retention-policy.ts), given on create; absent: its bucket's default, if any. */
+  retention?: RetentionPolicy;
 }
 
 /** A fork inherits `[0, offset)` of its source and appends after it. */

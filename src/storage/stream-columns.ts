@@ -3,7 +3,8 @@
  * columns in one fixed order. Booleans are stored as 0 and 1 in both engines.
  */
 import { expiryMs } from '../core/stream.js';
-import type { StreamState } from '../core/types.js';
+import { retentionFromStored, retentionToStored } from '../core/retention-policy.js';
+import type { StreamConfig, StreamState } from '../core/types.js';
 
 export interface StreamRow {
   id: number;
@@ -32,6 +33,8 @@ export interface StreamRow {
   /** Null only in rows stored before record coordinates, until the engine fills them in at open (backfillRecords). */
   record_first: number | null;
   record_next: number | null;
+  /** The stream's own retention policy as JSON (core/retention-policy.ts); null: none. */
+  retention_policy: string | null;
 }
 
 export function rowToStream(row: StreamRow): StreamState {
@@ -40,7 +43,7 @@ export function rowToStream(row: StreamRow): StreamState {
     name: row.name,
     bucket: row.bucket,
     incarnation: row.incarnation,
-    config: { contentType: row.content_type, ttlSeconds: row.ttl_s, expiresAtMs: row.expires_at_ms },
+    config: configOf(row),
     createdAtMs: row.created_at_ms,
     lastAccessMs: row.last_access_ms,
     tail: row.tail,
@@ -62,6 +65,14 @@ export function rowToStream(row: StreamRow): StreamState {
     recordFirst: recordColumn(row, row.record_first),
     recordNext: recordColumn(row, row.record_next),
   };
+}
+
+function configOf(row: StreamRow): StreamConfig {
+  const config: StreamConfig = { contentType: row.content_type, ttlSeconds: row.ttl_s, expiresAtMs: row.expires_at_ms };
+  // Absent rather than undefined, so that states compare equal across engines.
+  const retention = retentionFromStored(row.retention_policy ?? null);
+  if (retention !== undefined) config.retention = retention;
+  return config;
 }
 
 function recordColumn(row: StreamRow, value: number | null): number {
@@ -96,6 +107,7 @@ export const STREAM_VALUE_COLUMNS = [
   'snapshot_digest',
   'record_first',
   'record_next',
+  'retention_policy',
 ] as const;
 
 /** One value per entry of a tuple: mapped over a type parameter, so that a tuple stays one. */
@@ -138,6 +150,7 @@ export function streamColumnValues(s: StreamState): StreamColumnValues {
     s.snapshot?.digest ?? null,
     s.recordFirst,
     s.recordNext,
+    retentionToStored(s.config.retention),
   ];
 }
 
