@@ -23,6 +23,8 @@ import type { SqliteSubscriptions } from './subscriptions.js';
 // Declares the subscription methods forwarded below.
 
 export class SqliteTxn implements Txn {
+  /** Streams whose stored bytes this transaction deleted (trimBefore): readers of their state before it must wait (durability.ts). */
+  readonly trimmedIds = new Set<number>();
   private nextId: number;
   /** The next stream id as stored in `meta`. */
   private persistedNextId: number;
@@ -155,6 +157,7 @@ export class SqliteTxn implements Txn {
 
   /** Deletes whole appends before `position`; an append cut by it keeps only its tail part. */
   trimBefore(stream: StreamState, position: number): void {
+    this.trimmedIds.add(stream.id);
     // Trimming works on the index: what is recent is indexed first (retention is rare).
     this.held.indexAll();
     this.sql.trimWhole.run(stream.id, position, position);
