@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { bootstrapParts, call, errorCode, get, head, offset, post, put } from '../helpers/http.js';
 import { extensionUrl } from '../../src/protocol/extensions.js';
+import { RillClient } from '../../src/client/index.js';
 
 let server: RunningServer;
 let n = 0;
@@ -77,6 +78,18 @@ describe("a stream's own policy", () => {
     const parts = bootstrapParts(reply);
     expect(parts[0]!.body.length).toBe(0);
     expect(parts.slice(1).map((p) => p.body.toString())).toEqual(['{"n":3}', '{"n":4}']);
+  });
+});
+
+describe('the client', () => {
+  test('creates a stream with a policy and reads it back from HEAD', async () => {
+    const stream = new RillClient({ url: server.url }).stream(`keep/${unique('client')}`);
+    await stream.create({ contentType: 'application/json', retention: { maxMessages: 2 } });
+    await stream.appendMessages([1, 2, 3]);
+    const info = await stream.head();
+    expect(info.retention).toEqual({ maxBytes: null, maxMessages: 2 });
+    expect(info.earliestOffset).toBe(offset(2));
+    expect(info.recordFirst).toBe(1);
   });
 });
 
