@@ -1,6 +1,6 @@
 /**
  * Retention policies: a stream keeps at most `maxBytes` bytes and/or `maxMessages`
- * messages, counted from its tail. A stream gets its own policy on create
+ * messages, counted from its tail, and/or what was written in the last `maxAgeMs`. A stream gets its own policy on create
  * (`Stream-Retention`); a bucket's settings give a default for its streams that have
  * none. The executor applies the policy after each append in the append's own
  * transaction (see docs/decisions.md, "Retention policies"), through the rules here.
@@ -9,18 +9,19 @@ import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import type { ChunkView } from './create.js';
 import { hasRecords, messagesHeld } from './records.js';
 import { copyState } from './stream.js';
-import type { StreamState } from './types.js';
+import type { StreamState, TimeMark } from './types.js';
 
 /** A null limit is no limit; a policy has at least one limit. */
 export interface RetentionPolicy {
   maxBytes: number | null;
   maxMessages: number | null;
+  maxAgeMs: number | null;
 }
 
 type LimitName = keyof RetentionPolicy;
 
-/** Ample for any stream and far from float precision (1 PiB, 2^50 messages). */
-export const MAX_RETENTION_LIMIT: Record<LimitName, number> = { maxBytes: 2 ** 50, maxMessages: 2 ** 50 };
+/** Ample for any stream and far from float precision (1 PiB, 2^50 messages, 35,000 years). */
+export const MAX_RETENTION_LIMIT: Record<LimitName, number> = { maxBytes: 2 ** 50, maxMessages: 2 ** 50, maxAgeMs: 2 ** 50 };
 
 /**
  * Appends one trim walks at most to find where to cut by message count. A trim after an
@@ -51,15 +52,17 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  */
 export function parseRetentionPolicy(value: unknown): { ok: true; policy: RetentionPolicy | null } | { ok: false; message: string } {
   if (value === null) return { ok: true, policy: null };
-  if (!isPlainObject(value)) return { ok: false, message: 'a retention policy is null or an object such as {"maxBytes": 1048576, "maxMessages": 1000}' };
-  const policy: RetentionPolicy = { maxBytes: null, maxMessages: null };
+  if (!isPlainObject(value)) return { ok: false, message: 'a retention policy is null or an object such as {"maxBytes": 1048576, "maxMessages": 1000, "maxAgeMs": 86400000}' };
+  const policy: RetentionPolicy = { maxBytes: null, maxMessages: null, maxAgeMs: null };
   for (const [name, limit] of Object.entries(value)) {
-    if (name !== 'maxBytes' && name !== 'maxMessages') return { ok: false, message: `a retention policy has no member ${JSON.stringify(name).slice(0, 80)}: they are maxBytes and maxMessages` };
+    if (name !== 'maxBytes' && name !== 'maxMessages' && name !== 'maxAgeMs') {
+      return { ok: false, message: `a retention policy has no member ${JSON.stringify(name).slice(0, 80)}: they are maxBytes, maxMessages and maxAgeMs` };
+    }
     const valid = limit === null || (typeof limit === 'number' && Number.isInteger(limit) && limit >= 1 && limit <= MAX_RETENTION_LIMIT[name]);
     if (!valid) return { ok: false, message: `${name} must be null or an integer from 1 to ${MAX_RETENTION_LIMIT[name]}` };
     policy[name] = limit as number | null;
   }
-  return { ok: true, policy: policy.maxBytes === null && policy.maxMessages === null ? null : policy };
+  return { ok: true, policy: policy.maxBytes === null && policy.maxMessages === null && policy.maxAgeMs === null ? null : policy };
 }
 
 /** The `Stream-Retention` header of a create: the policy as JSON, read as parseRetentionPolicy reads it. */
@@ -77,7 +80,7 @@ export function parseRetentionHeader(text: string): { ok: true; policy: Retentio
 
 /** The stored form (a TEXT column of the SQL engines): canonical JSON, or null for none. */
 export function retentionToStored(policy: RetentionPolicy | undefined): string | null {
-  return policy === undefined ? null : JSON.stringify({ maxBytes: policy.maxBytes, maxMessages: policy.maxMessages });
+  return policy === undefined ? null : JSON.stringify({ maxBytes: policy.maxBytes, maxMessages: policy.maxMessages, maxAgeMs: policy.maxAgeMs });
 }
 
 /** A stored policy; anything this rill did not write reads as none. */
@@ -143,17 +146,75 @@ function skipMessages(stream: StreamState, count: number, appendAt: AppendAt, js
  * most `maxBytes` bytes after it, so no byte the policy keeps is ever trimmed; a last
  * message larger than maxBytes is trimmed too ("at most" holds). Never backward.
  */
-export function policyTrimPoint(stream: StreamState, policy: RetentionPolicy, appendAt: AppendAt): PolicyTrim | null {
+export function policyTrimPoint(stream: StreamState, policy: RetentionPolicy, appendAt: AppendAt, nowMs: number): PolicyTrim | null {
   if (stream.deleted) return null;
   const json = hasRecords(stream);
-  let trim: PolicyTrim = { offset: stream.earliestOffset, recordFirst: stream.recordFirst };
+  let trim: PolicyTrim = ageCut(stream, policy, nowMs) ?? { offset: stream.earliestOffset, recordFirst: stream.recordFirst };
   const excess = policy.maxMessages === null ? 0 : messagesHeld(stream) - policy.maxMessages;
-  if (excess > 0) trim = skipMessages(stream, excess, appendAt, json);
+  if (excess > 0) {
+    const byCount = skipMessages(stream, excess, appendAt, json);
+    if (byCount.offset > trim.offset) trim = byCount;
+  }
   if (policy.maxBytes !== null && stream.tail - trim.offset > policy.maxBytes) {
     const offset = boundaryAtOrAfter(stream.tail - policy.maxBytes, appendAt, json);
     if (offset > trim.offset) trim = { offset, recordFirst: offset === stream.tail ? stream.recordNext : null };
   }
   return trim.offset > stream.earliestOffset ? trim : null;
+}
+
+/**
+ * An age limit cuts at the newest time mark older than it: every byte before that mark
+ * was written before now - maxAgeMs. Bytes after it may be as old but are kept (marks
+ * are at most MARK_INTERVAL apart), so no byte the policy keeps is trimmed.
+ */
+function ageCut(stream: StreamState, policy: RetentionPolicy, nowMs: number): PolicyTrim | null {
+  if (policy.maxAgeMs === null || stream.timeMarks === undefined) return null;
+  let cut: PolicyTrim | null = null;
+  for (const mark of stream.timeMarks) {
+    if (mark.atMs >= nowMs - policy.maxAgeMs) break;
+    if (mark.offset > stream.earliestOffset) cut = { offset: mark.offset, recordFirst: mark.record };
+  }
+  return cut;
+}
+
+/** Most time marks a stream keeps: past it the oldest goes, which only delays its cut to the next one's. */
+export const MAX_TIME_MARKS = 64;
+
+/** Marks of one age limit are at least this far apart (and at least a thirty-second of the limit). */
+export const MIN_MARK_INTERVAL_MS = 1000;
+
+export function markIntervalMs(maxAgeMs: number): number {
+  return Math.max(MIN_MARK_INTERVAL_MS, Math.floor(maxAgeMs / 32));
+}
+
+/**
+ * The stream's time marks after an append at `nowMs`, under `policy`: the tail as it is
+ * now, replacing the newest mark while in the same interval (so a mark's time is at most
+ * one interval after the bytes it covers were written, and marks of past intervals never
+ * move); none without an age limit. The state unchanged when nothing changes.
+ */
+export function markedAfterAppend(stream: StreamState, policy: RetentionPolicy | undefined, nowMs: number): StreamState {
+  if (policy?.maxAgeMs == null) return stream.timeMarks === undefined ? stream : withMarks(stream, [], policy);
+  const interval = markIntervalMs(policy.maxAgeMs);
+  const marks = stream.timeMarks ?? [];
+  const last = marks[marks.length - 1];
+  const mark: TimeMark = { offset: stream.tail, record: stream.recordNext, atMs: nowMs };
+  const sameInterval = last !== undefined && Math.floor(last.atMs / interval) === Math.floor(nowMs / interval);
+  const next = sameInterval ? [...marks.slice(0, -1), mark] : [...marks, mark];
+  return withMarks(stream, next.slice(-MAX_TIME_MARKS), policy);
+}
+
+/** The state with `marks` kept past its earliest offset, and when the sweep should look at it next. */
+export function withMarks(stream: StreamState, marks: TimeMark[], policy: RetentionPolicy | undefined): StreamState {
+  const next = copyState(stream);
+  const kept = marks.filter((m) => m.offset > stream.earliestOffset);
+  delete next.timeMarks;
+  delete next.ageDueMs;
+  if (kept.length === 0 || policy?.maxAgeMs == null) return next;
+  next.timeMarks = kept;
+  // Due once the oldest mark is older than the limit (ageCut's strict comparison).
+  next.ageDueMs = kept[0]!.atMs + policy.maxAgeMs + 1;
+  return next;
 }
 
 /**
@@ -168,6 +229,29 @@ export function trimmedByPolicy(stream: StreamState, offset: number, recordFirst
   next.recordFirst = recordFirst;
   if (next.snapshot !== null && next.snapshot.offset < offset) next.snapshot = null;
   return next;
+}
+
+/**
+ * Applies a policy to a stream after a write (`appended`) or when the sweep finds its
+ * oldest mark due: marks first, then the cut. Null when nothing changes.
+ */
+export function applyPolicy(
+  stream: StreamState,
+  policy: RetentionPolicy | undefined,
+  appendAt: AppendAt,
+  recordAt: (offset: number) => number,
+  nowMs: number,
+  appended: boolean,
+): StreamState | null {
+  const marked = appended ? markedAfterAppend(stream, policy, nowMs) : withMarks(stream, stream.timeMarks ?? [], policy);
+  const trim = policy === undefined ? null : policyTrimPoint(marked, policy, appendAt, nowMs);
+  if (trim === null) return marked === stream || sameMarks(marked, stream) ? null : marked;
+  const cut = trimmedByPolicy(marked, trim.offset, trim.recordFirst ?? recordAt(trim.offset));
+  return withMarks(cut, cut.timeMarks ?? [], policy);
+}
+
+function sameMarks(a: StreamState, b: StreamState): boolean {
+  return a.ageDueMs === b.ageDueMs && JSON.stringify(a.timeMarks) === JSON.stringify(b.timeMarks);
 }
 
 /** Whether bytes below the earliest offset are deleted now (see PHYSICAL_TRIM_STEP_BYTES). */

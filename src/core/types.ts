@@ -61,6 +61,20 @@ export interface StreamState {
    */
   recordFirst: number;
   recordNext: number;
+  /**
+   * Where the stream stood at moments of its writing, for an age limit
+   * (core/retention-policy.ts); absent when no age limit applies.
+   */
+  timeMarks?: TimeMark[];
+  /** When its oldest time mark passes its age limit: the sweep looks at it then. Absent with no marks. */
+  ageDueMs?: number;
+}
+
+/** Everything before `offset` (a message boundary, whose message ordinal is `record`) was written at or before `atMs`. */
+export interface TimeMark {
+  offset: number;
+  record: number;
+  atMs: number;
 }
 
 /** What is known of a stream's visible snapshot without its body. */

@@ -31,6 +31,8 @@ export interface StoreCommands extends SubscriptionCommands {
   deleteStream: { input: { name: string; incarnation: string | null }; output: DeleteOutcome };
   /** Collect expired streams; answers how many were dropped or soft-deleted. */
   expireStreams: { input: { limit: number }; output: { expired: number } };
+  /** Applies age limits to streams whose oldest time mark is due (core/retention-policy.ts); answers how many were cut. */
+  trimAged: { input: { limit: number }; output: { trimmed: number } };
   publishSnapshot: { input: { name: string; request: PublishSnapshotRequest; body: Buffer }; output: PublishSnapshotOutcome };
   setRetention: { input: { name: string; request: RetentionRequest }; output: RetentionOutcome };
   putAttrs: { input: { name: string; attrs: string | null; incarnation: string | null }; output: PutAttrsOutcome };

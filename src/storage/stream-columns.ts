@@ -4,7 +4,7 @@
  */
 import { expiryMs } from '../core/stream.js';
 import { retentionFromStored, retentionToStored } from '../core/retention-policy.js';
-import type { StreamConfig, StreamState } from '../core/types.js';
+import type { StreamConfig, StreamState, TimeMark } from '../core/types.js';
 
 export interface StreamRow {
   id: number;
@@ -35,10 +35,13 @@ export interface StreamRow {
   record_next: number | null;
   /** The stream's own retention policy as JSON (core/retention-policy.ts); null: none. */
   retention_policy: string | null;
+  /** An age limit's time marks as JSON [[offset, record, atMs], ...]; null: none. */
+  time_marks: string | null;
+  age_due_ms: number | null;
 }
 
 export function rowToStream(row: StreamRow): StreamState {
-  return {
+  const state: StreamState = {
     id: row.id,
     name: row.name,
     bucket: row.bucket,
@@ -65,6 +68,23 @@ export function rowToStream(row: StreamRow): StreamState {
     recordFirst: recordColumn(row, row.record_first),
     recordNext: recordColumn(row, row.record_next),
   };
+  // Absent rather than undefined, so that states compare equal across engines.
+  const marks = timeMarksFromStored(row.time_marks ?? null);
+  if (marks !== undefined && row.age_due_ms !== null && row.age_due_ms !== undefined) {
+    state.timeMarks = marks;
+    state.ageDueMs = Number(row.age_due_ms);
+  }
+  return state;
+}
+
+function timeMarksFromStored(stored: string | null): TimeMark[] | undefined {
+  if (stored === null) return undefined;
+  const triples = JSON.parse(stored) as Array<[number, number, number]>;
+  return triples.map(([offset, record, atMs]) => ({ offset, record, atMs }));
+}
+
+function timeMarksToStored(marks: TimeMark[] | undefined): string | null {
+  return marks === undefined ? null : JSON.stringify(marks.map((m) => [m.offset, m.record, m.atMs]));
 }
 
 function configOf(row: StreamRow): StreamConfig {
@@ -108,6 +128,8 @@ export const STREAM_VALUE_COLUMNS = [
   'record_first',
   'record_next',
   'retention_policy',
+  'time_marks',
+  'age_due_ms',
 ] as const;
 
 /** One value per entry of a tuple: mapped over a type parameter, so that a tuple stays one. */
@@ -151,6 +173,8 @@ export function streamColumnValues(s: StreamState): StreamColumnValues {
     s.recordFirst,
     s.recordNext,
     retentionToStored(s.config.retention),
+    timeMarksToStored(s.timeMarks),
+    s.ageDueMs ?? null,
   ];
 }
 

@@ -9,16 +9,18 @@ import { removeDir, startServer, type RunningServer } from '../helpers/server.js
 import { bootstrapParts, call, errorCode, get, head, offset, post, put } from '../helpers/http.js';
 import { extensionUrl } from '../../src/protocol/extensions.js';
 import { RillClient } from '../../src/client/index.js';
+import { TestClock } from '../helpers/clock.js';
 
 let server: RunningServer;
 let n = 0;
+const clock = new TestClock();
 const JSON_TYPE = { 'content-type': 'application/json' };
 const bucketUrl = (bucket: string) => `${server.url}/${bucket}`;
 const unique = (name: string) => `${name}-${Date.now()}-${n++}`;
 const patch = (bucket: string, body: unknown) => call(bucketUrl(bucket), { method: 'PATCH', body: JSON.stringify(body), headers: JSON_TYPE });
 
 beforeAll(async () => {
-  server = await startServer();
+  server = await startServer({ clock });
   expect((await put(bucketUrl('keep'))).status).toBe(201);
 });
 
@@ -34,7 +36,7 @@ describe("a stream's own policy", () => {
     expect(created.status).toBe(201);
     for (const n of [1, 2, 3]) expect((await post(url, `{"n":${n}}`, JSON_TYPE)).status).toBe(204);
     const described = await head(url);
-    expect(described.headers.get('stream-retention')).toBe('{"maxBytes":null,"maxMessages":2}');
+    expect(described.headers.get('stream-retention')).toBe('{"maxBytes":null,"maxMessages":2,"maxAgeMs":null}');
     expect(described.headers.get('stream-earliest-offset')).toBe(offset(8));
     expect(described.headers.get('stream-record-first')).toBe('1');
     expect(errorCode(await get(`${url}?offset=-1`))).toBe('OFFSET_TRIMMED');
@@ -56,7 +58,7 @@ describe("a stream's own policy", () => {
 
   test('a malformed policy is refused with 400; another policy on a repeated create with 409, the same one is idempotent', async () => {
     const url = `${bucketUrl('keep')}/${unique('bad')}`;
-    for (const value of ['{"maxBytes": 0}', '{"maxAge": 5}', 'not json', '{"maxMessages": 1.5}', '[1]']) {
+    for (const value of ['{"maxBytes": 0}', '{"maxAgeMs": 0}', 'not json', '{"maxMessages": 1.5}', '[1]']) {
       const refused = await put(url, undefined, { 'stream-retention': value });
       expect([value, refused.status, errorCode(refused)]).toEqual([value, 400, 'INVALID_RETENTION_POLICY']);
     }
@@ -81,13 +83,28 @@ describe("a stream's own policy", () => {
   });
 });
 
+describe('an age limit', () => {
+  test('an append trims what was written longer ago than the limit, never what is younger', async () => {
+    const url = `${bucketUrl('keep')}/${unique('age')}`;
+    expect((await put(url, undefined, { 'content-type': 'text/plain', 'stream-retention': '{"maxAgeMs": 60000}' })).status).toBe(201);
+    expect((await post(url, 'old', { 'content-type': 'text/plain' })).status).toBe(204);
+    clock.advance(30_000);
+    expect((await post(url, 'mid', { 'content-type': 'text/plain' })).status).toBe(204);
+    clock.advance(31_000);
+    expect((await post(url, 'new', { 'content-type': 'text/plain' })).status).toBe(204);
+    expect((await head(url)).headers.get('stream-earliest-offset')).toBe(offset(3));
+    expect((await get(`${url}?offset=${offset(3)}`)).text).toBe('midnew');
+    expect(errorCode(await get(`${url}?offset=${offset(0)}`))).toBe('OFFSET_TRIMMED');
+  });
+});
+
 describe('the client', () => {
   test('creates a stream with a policy and reads it back from HEAD', async () => {
     const stream = new RillClient({ url: server.url }).stream(`keep/${unique('client')}`);
     await stream.create({ contentType: 'application/json', retention: { maxMessages: 2 } });
     await stream.appendMessages([1, 2, 3]);
     const info = await stream.head();
-    expect(info.retention).toEqual({ maxBytes: null, maxMessages: 2 });
+    expect(info.retention).toEqual({ maxBytes: null, maxMessages: 2, maxAgeMs: null });
     expect(info.earliestOffset).toBe(offset(2));
     expect(info.recordFirst).toBe(1);
   });

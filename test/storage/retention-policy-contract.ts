@@ -5,7 +5,7 @@
  * count, snapshot and forks as core/retention-policy.ts says.
  */
 import { describe, expect, it } from 'vitest';
-import { v1StreamKey } from '../../src/protocol/ids.js';
+import { bucketStreamKey, v1StreamKey } from '../../src/protocol/ids.js';
 import { countRecords, messagesHeld } from '../../src/core/records.js';
 import type { RetentionPolicy } from '../../src/core/retention-policy.js';
 import type { StreamState } from '../../src/core/types.js';
@@ -17,7 +17,7 @@ interface Ctx {
   store: Store;
 }
 
-const policy = (p: Partial<RetentionPolicy>): RetentionPolicy => ({ maxBytes: null, maxMessages: null, ...p });
+const policy = (p: Partial<RetentionPolicy>): RetentionPolicy => ({ maxBytes: null, maxMessages: null, maxAgeMs: null, ...p });
 
 /** What a stream holds from its earliest offset, read back, and its message count by reading. */
 async function retained(store: Store, stream: StreamState): Promise<{ bytes: string; messages: number }> {
@@ -113,6 +113,46 @@ export function retentionPolicyTests(ctx: Ctx, engine: EngineUnderTest): void {
       expect(await mustGet(ctx.store, src)).toMatchObject({ earliestOffset: 2 * 700 * 1024 });
       const forked = await mustGet(ctx.store, fork);
       expect((await ctx.store.readRange(forked, 0, forked.tail)).equals(big(1))).toBe(true);
+    });
+
+    it('an age limit cuts at the newest time mark older than it: on an append, and by the sweep on a stream not written', async () => {
+      const name = v1StreamKey('policy-age');
+      await ctx.store.run('createStream', createRequest(name, { retention: policy({ maxAgeMs: 60_000 }) }));
+      const append = (body: string) => ctx.store.run('append', { name, request: appendRequest(body) });
+      const t0 = ctx.clock.nowMs;
+      await append('aa');
+      ctx.clock.advance(30_000);
+      await append('bb');
+      expect(await mustGet(ctx.store, name)).toMatchObject({ earliestOffset: 0, ageDueMs: t0 + 60_001 });
+      ctx.clock.advance(31_000);
+      await append('cc');
+      expect(await mustGet(ctx.store, name)).toMatchObject({ earliestOffset: 2, recordFirst: 1, ageDueMs: t0 + 90_001 });
+      // Nothing is written from now on: the sweep cuts, never a byte younger than the limit.
+      ctx.clock.advance(60_000);
+      expect(await ctx.store.run('trimAged', { limit: 100 })).toEqual({ trimmed: 1 });
+      expect(await mustGet(ctx.store, name)).toMatchObject({ earliestOffset: 4, recordFirst: 2, tail: 6 });
+      expect(await ctx.store.run('trimAged', { limit: 100 })).toEqual({ trimmed: 0 });
+      ctx.store = await engine.reopen(ctx.store, ctx.clock);
+      ctx.clock.advance(1);
+      expect(await ctx.store.run('trimAged', { limit: 100 })).toEqual({ trimmed: 1 });
+      const emptied = await mustGet(ctx.store, name);
+      expect(emptied).toMatchObject({ earliestOffset: 6, recordFirst: 3, tail: 6 });
+      expect(emptied.timeMarks).toBeUndefined();
+      expect(emptied.ageDueMs).toBeUndefined();
+    });
+
+    it("the sweep applies a bucket's default age limit, read from the bucket", async () => {
+      expect(await ctx.store.run('createBucket', { id: 'aging' })).toMatchObject({ kind: 'created' });
+      const bucketRetention = policy({ maxAgeMs: 10_000 });
+      expect(await ctx.store.run('setBucketSettings', { id: 'aging', change: { retention: bucketRetention } })).toMatchObject({ kind: 'set' });
+      const name = bucketStreamKey('aging', 'logs');
+      await ctx.store.run('createStream', createRequest(name, { bucket: 'aging' }));
+      await ctx.store.run('append', { name, request: appendRequest('old'), bucketRetention });
+      ctx.clock.advance(5_000);
+      await ctx.store.run('append', { name, request: appendRequest('new'), bucketRetention });
+      ctx.clock.advance(5_001);
+      expect(await ctx.store.run('trimAged', { limit: 100 })).toEqual({ trimmed: 1 });
+      expect(await mustGet(ctx.store, name)).toMatchObject({ earliestOffset: 3, recordFirst: 1 });
     });
 
     for (const json of [false, true]) {

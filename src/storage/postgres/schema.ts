@@ -116,9 +116,12 @@ const MIGRATIONS: Record<number, string> = {
   5: `
     ALTER TABLE buckets ADD COLUMN settings JSONB;
   `,
-  // A stream's own retention policy, as in SQLite's schema 12; NULL: none.
+  // A stream's own retention policy and an age limit's time marks, as in SQLite's schema 12; NULL: none.
   6: `
     ALTER TABLE streams ADD COLUMN retention_policy TEXT;
+    ALTER TABLE streams ADD COLUMN time_marks TEXT;
+    ALTER TABLE streams ADD COLUMN age_due_ms BIGINT;
+    CREATE INDEX streams_age_due ON streams (age_due_ms) WHERE age_due_ms IS NOT NULL AND deleted = 0;
   `,
 };
 

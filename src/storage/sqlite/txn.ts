@@ -116,6 +116,10 @@ export class SqliteTxn implements Txn {
     return this.sql.expired.all(nowMs, limit).map((row) => this.streams.fromRow(row));
   }
 
+  ageDueStreams(nowMs: number, limit: number): StreamState[] {
+    return this.sql.ageDue.all(nowMs, limit).map((row) => this.streams.fromRow(row));
+  }
+
   descendantsEarliest(streamId: number): number | null {
     return this.sql.descendantsEarliest.get(streamId)!.e;
   }
