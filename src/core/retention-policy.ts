@@ -143,8 +143,9 @@ function skipMessages(stream: StreamState, count: number, appendAt: AppendAt, js
 /**
  * Where a policy cuts a stream, or null when it holds no more than the policy keeps. The
  * cut is the lowest message boundary that leaves at most `maxMessages` messages and at
- * most `maxBytes` bytes after it, so no byte the policy keeps is ever trimmed; a last
- * message larger than maxBytes is trimmed too ("at most" holds). Never backward.
+ * most `maxBytes` bytes after it, and nothing before the newest time mark older than
+ * `maxAgeMs` (ageCut), so no byte the policy keeps is ever trimmed; a last message
+ * larger than maxBytes is trimmed too ("at most" holds). Never backward.
  */
 export function policyTrimPoint(stream: StreamState, policy: RetentionPolicy, appendAt: AppendAt, nowMs: number): PolicyTrim | null {
   if (stream.deleted) return null;
@@ -165,7 +166,7 @@ export function policyTrimPoint(stream: StreamState, policy: RetentionPolicy, ap
 /**
  * An age limit cuts at the newest time mark older than it: every byte before that mark
  * was written before now - maxAgeMs. Bytes after it may be as old but are kept (marks
- * are at most MARK_INTERVAL apart), so no byte the policy keeps is trimmed.
+ * are at most markIntervalMs apart), so no byte the policy keeps is trimmed.
  */
 function ageCut(stream: StreamState, policy: RetentionPolicy, nowMs: number): PolicyTrim | null {
   if (policy.maxAgeMs === null || stream.timeMarks === undefined) return null;

@@ -249,7 +249,8 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
     const request = appendRequest(req, body, close, streamSeq, producer);
     const framed = frame(body, request.contentType, false, ctx.settings.maxAppendMessages);
     request.data = framed instanceof Buffer ? framed : await framed;
-    const bucketRetention = await bucketRetentionOf(ctx, address.bucket);
+    // Streams outside buckets skip the await: an append pays for each async step.
+    const bucketRetention = address.bucket === null ? undefined : await bucketRetentionOf(ctx, address.bucket);
     const overLimit = await ctx.bucketBytes.within(address.bucket, request.data.length, async (stored) => {
       if (ctx.access.chargesMessages) chargeOrRefuse(req, ctx, request.contentType, request.data);
       const outcome = await ctx.store.run('append', { name: address.key, request, bucketRetention });
