@@ -144,6 +144,23 @@ describe('two nodes on one database', () => {
     for (const body of bodies) expect(stored.split(body).length - 1).toBe(1);
   });
 
+  it('a retention policy holds with appends from both nodes at once, and both sweeping cut by age once', async () => {
+    const [a, b] = [await node(), await node()];
+    const name = v1StreamKey('shared-policy');
+    const retention = { maxBytes: null, maxMessages: 10, maxAgeMs: 60_000 };
+    await a.run('createStream', createRequest(name, { retention }));
+    const bodies = Array.from({ length: 100 }, (_, i) => `<${i}>`);
+    await Promise.all(bodies.map((body, i) => (i % 2 === 0 ? a : b).run('append', { name, request: appendRequest(body) })));
+    const stream = await mustGet(b, name);
+    expect(stream.recordNext - stream.recordFirst).toBe(10);
+    const kept = (await b.readRange(stream, stream.earliestOffset, stream.tail)).toString();
+    expect(kept.match(/<\d+>/g)).toHaveLength(10);
+    clock.advance(60_001);
+    const swept = await Promise.all([a.run('trimAged', { limit: 10 }), b.run('trimAged', { limit: 10 })]);
+    expect(swept.map((s) => s.trimmed).reduce((x, y) => x + y)).toBe(1);
+    expect(await mustGet(a, name)).toMatchObject({ earliestOffset: stream.tail, recordFirst: stream.recordNext });
+  });
+
   it('creates of one name on two nodes at once: one creates, the other finds it', async () => {
     const [a, b] = [await node(), await node()];
     const name = v1StreamKey('raced');
