@@ -62,10 +62,11 @@ export interface StreamInfo {
   recordNext: number | undefined;
 }
 
-/** Keep at most this many bytes and/or messages, counted back from the tail (docs/streams.md). */
+/** Keep at most this many bytes and/or messages, counted back from the tail, and/or what was written in the last maxAgeMs (docs/streams.md). */
 export interface RetentionPolicyOption {
   maxBytes?: number | null;
   maxMessages?: number | null;
+  maxAgeMs?: number | null;
 }
 
 export interface CreateOptions {
