@@ -122,6 +122,12 @@ describe('rill commands, first hour', () => {
       expect(refused.code, args.join(' ')).toBe(2);
     }
     expect((await rill(['buckets', 'set', 'tuned'])).stderr).toContain('name a setting to change');
+    // A default retention policy for its streams, shown, then removed.
+    const kept = await ok(['buckets', 'set', 'tuned', '--retention', '{"maxAgeMs":604800000}']);
+    expect(kept).toContain('retention: {"maxBytes":null,"maxMessages":null,"maxAgeMs":604800000}\n');
+    expect(JSON.parse(await ok(['--json', 'buckets', 'set', 'tuned', '--retention', 'none']))).toMatchObject({ retention: null });
+    expect((await rill(['buckets', 'set', 'tuned', '--retention', '{bad'])).code).toBe(2);
+    expect((await rill(['buckets', 'set', 'tuned', '--retention', '{"maxAgeMs":0}'])).stderr).toMatch(/^rill: INVALID_BUCKET_SETTINGS: /);
     // The usage record: with auth off every write is the subject "-".
     const rows = (await ok(['--json', 'usage', '--bucket', 'tuned'])).trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(rows).toEqual([{ bucket: 'tuned', subject: '-', appends: 1, bytesIn: shown.retainedBytes, bytesOut: 0, liveReaders: 0 }]);
