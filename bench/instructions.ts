@@ -9,6 +9,7 @@
  *
  *   node .bench/build/instructions.js [--only rill,rill-auth,rill-memory,floor] [--appends N]
  *                                     [--warmup N] [--streams N] [--producers] [--rill path/to/dist/cli/main.js] [--out FILE]
+ *                                     [--by-function N]
  *
  * Each server runs under callgrind with instrumentation off, gets `--streams` streams
  * (500 by default), takes `--warmup` appends spread over them
@@ -21,14 +22,21 @@
  * (Debian's package), and takes about a minute per server. `rill-pg` is rill's node alone
  * under callgrind, on a PostgreSQL server of the bench's (not counted); `rill-pg-2`, two
  * nodes, is not counted here.
+ *
+ * `--by-function N` also prints, for each server, the N functions of the event loop with
+ * the most instructions of their own per append: node runs with `--perf-basic-prof`, and
+ * the addresses callgrind cannot name (V8's compiled JavaScript) are named from the map
+ * node writes to /tmp/perf-PID.map (a function's code that V8 moved later keeps the
+ * address it was compiled at, so a few may stay unnamed). The map is kept beside the
+ * dumps in .bench/callgrind, for naming callers (`callgrind_annotate --tree=caller`).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { bodyOf, pooled } from './http.js';
-import { freshDataDir, needsDataDir, startTarget, stopBenchPostgres, TARGET_LABELS, useRillBuild, type TargetName } from './targets.js';
+import { addNodeFlags, freshDataDir, needsDataDir, startTarget, stopBenchPostgres, TARGET_LABELS, useRillBuild, type TargetName } from './targets.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 /** Appends in flight at once: enough that batches form, few enough for valgrind's pace. */
@@ -43,6 +51,7 @@ interface Options {
   appends: number;
   warmup: number;
   out: string;
+  byFunction: number;
 }
 
 function parseOptions(): Options {
@@ -55,6 +64,7 @@ function parseOptions(): Options {
       producers: { type: 'boolean', default: false },
       rill: { type: 'string' },
       out: { type: 'string', default: join(ROOT, '.bench/instructions.json') },
+      'by-function': { type: 'string', default: '0' },
     },
   });
   if (values.rill) useRillBuild(values.rill);
@@ -68,7 +78,10 @@ function parseOptions(): Options {
   if (!whole) throw new Error('--appends, --warmup and --streams take whole numbers');
   // A stream's next producer append goes out only once its last is answered (see appendMany).
   if (values.producers && streams <= CONCURRENCY) throw new Error(`--producers needs more than ${CONCURRENCY} streams`);
-  return { targets, streams, producers: values.producers, appends, warmup, out: resolve(values.out) };
+  const byFunction = Number(values['by-function']);
+  if (!Number.isInteger(byFunction) || byFunction < 0) throw new Error('--by-function takes a whole number');
+  if (byFunction > 0) addNodeFlags(['--perf-basic-prof']);
+  return { targets, streams, producers: values.producers, appends, warmup, out: resolve(values.out), byFunction };
 }
 
 function send(agent: Agent, base: URL, method: string, path: string, body?: Buffer, extraHeaders: Record<string, string> = {}): Promise<number> {
@@ -109,6 +122,56 @@ function mainThreadInstructions(dir: string, pid: number): number {
   return Number(totals[1]);
 }
 
+/** V8's map of compiled code: start address, size and name of each function, one a line. */
+function readPerfMap(pid: number): Array<{ start: number; end: number; name: string }> {
+  let text: string;
+  try {
+    text = readFileSync(`/tmp/perf-${pid}.map`, 'utf8');
+  } catch {
+    return [];
+  }
+  const entries: Array<{ start: number; end: number; name: string }> = [];
+  for (const line of text.split('\n')) {
+    const match = /^([0-9a-f]+) ([0-9a-f]+) (.*)$/.exec(line);
+    if (!match) continue;
+    const start = parseInt(match[1]!, 16);
+    entries.push({ start, end: start + parseInt(match[2]!, 16), name: match[3]! });
+  }
+  return entries.sort((a, b) => a.start - b.start);
+}
+
+/** The event loop's functions with the most instructions of their own, per append, named through the perf map. */
+function printByFunction(dir: string, pid: number, appends: number, top: number): void {
+  const dump = join(dir, `callgrind.${pid}.1-01`);
+  const annotated = execFileSync('callgrind_annotate', ['--inclusive=no', '--threshold=100', dump], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024 });
+  const map = readPerfMap(pid);
+  const nameAt = (address: number): string | null => {
+    let lo = 0;
+    let hi = map.length - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const entry = map[mid]!;
+      if (address < entry.start) hi = mid - 1;
+      else if (address >= entry.end) lo = mid + 1;
+      else return entry.name;
+    }
+    return null;
+  };
+  const totals = new Map<string, number>();
+  for (const line of annotated.split('\n')) {
+    const match = /^\s*([\d,]+) \([\s\d.]+%\)\s+(.*)$/.exec(line);
+    if (!match || match[2]!.startsWith('PROGRAM TOTALS')) continue;
+    const count = Number(match[1]!.replace(/,/g, ''));
+    const unnamed = /^\?\?\?:0x([0-9a-f]+) \[\?\?\?\]$/.exec(match[2]!);
+    const name = unnamed ? (nameAt(parseInt(unnamed[1]!, 16)) ?? match[2]!) : match[2]!.replace(/ \[[^\]]*\]$/, '').replace(/^\?\?\?:/, '');
+    totals.set(name, (totals.get(name) ?? 0) + count);
+  }
+  // Kept beside the dump, for reading callers with callgrind_annotate --tree=caller.
+  if (map.length > 0) renameSync(`/tmp/perf-${pid}.map`, join(dir, `perf-${pid}.map`));
+  const rows = [...totals].sort((a, b) => b[1] - a[1]).slice(0, top);
+  for (const [name, n] of rows) process.stderr.write(`${Math.round(n / appends).toLocaleString('en-US').padStart(8)}  ${name.slice(0, 160)}\n`);
+}
+
 async function count(name: TargetName, options: Options, dir: string): Promise<number> {
   const valgrind = ['valgrind', '--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${dir}/callgrind.%p`];
   const dataDir = needsDataDir(name) ? freshDataDir(join(ROOT, '.bench/data'), `instructions-${name}`) : null;
@@ -130,6 +193,7 @@ async function count(name: TargetName, options: Options, dir: string): Promise<n
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   }
   // Read once the server has exited: by then every dump it was asked for is written.
+  if (options.byFunction > 0) printByFunction(dir, server.pid, options.appends, options.byFunction);
   return mainThreadInstructions(dir, server.pid) / options.appends;
 }
 

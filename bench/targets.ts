@@ -53,6 +53,12 @@ export function profileRillInto(dir: string): void {
   mkdirSync(dir, { recursive: true });
   rillNodeFlags = ['--cpu-prof', `--cpu-prof-dir=${resolve(dir)}`];
 }
+/** Node flags for every server process started by startTarget (bench:instructions' `--by-function`). */
+let allNodeFlags: string[] = [];
+
+export function addNodeFlags(flags: string[]): void {
+  allNodeFlags = [...allNodeFlags, ...flags];
+}
 const SERVERS = join(import.meta.dirname, 'servers');
 
 /** rill's processes per PostgreSQL target; the targets not named here are not on PostgreSQL. */
@@ -231,7 +237,7 @@ export async function startTarget(
 ): Promise<Running> {
   if (isPostgresTarget(name)) return startPostgresTarget(name, extraArgs, startTimeoutMs, launcher);
   const port = await freePort();
-  const flags = name === 'rill' || name === 'rill-auth' ? rillNodeFlags : [];
+  const flags = [...allNodeFlags, ...(name === 'rill' || name === 'rill-auth' ? rillNodeFlags : [])];
   const headers = name === 'rill-auth' ? await benchToken(dataDir!) : {};
   const server = await spawnListening([...launcher, process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs], port, logLevelOf(name), startTimeoutMs);
   const pid = server.child.pid!;

@@ -138,7 +138,7 @@ function dispatch(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext
   if (req.method === 'OPTIONS') return preflight(req, res);
   if (target.kind === 'stream' || target.kind === 'stream-ext') presetAddressExtensions(res, target.stream);
   else if (target.kind === 'transaction') presetTransactionExtensions(res);
-  const repeated = repeatedHeaderError(req.rawHeaders);
+  const repeated = repeatedHeaderError(req.rawHeaders, Object.keys(req.headers).length);
   if (repeated) return sendError(res, repeated);
   // The web console: static files, public like any page's assets, before the stream routes.
   if (ctx.settings.consoleDir !== null && isConsolePath(pathname)) {

@@ -93,11 +93,10 @@ export function receiptHeaders(receipt: Receipt): HeaderMap {
   return receipt.records === null ? headers : Object.assign(headers, recordRangeHeaders(receipt.records));
 }
 
-export function producerHeaders(ack: ProducerAck): HeaderMap {
-  const headers: HeaderMap = {
-    [H.producerEpoch]: String(ack.epoch),
-    [H.producerSeq]: String(ack.seq),
-  };
+/** A producer's acknowledgement as headers, set on `headers` (a new map by default) and returned. */
+export function producerHeaders(ack: ProducerAck, headers: HeaderMap = {}): HeaderMap {
+  headers[H.producerEpoch] = String(ack.epoch);
+  headers[H.producerSeq] = String(ack.seq);
   if (ack.closedEpoch !== undefined) headers[H.producerClosedEpoch] = String(ack.closedEpoch);
   if (ack.closedSeq !== undefined) headers[H.producerClosedSeq] = String(ack.closedSeq);
   if (ack.outcome !== undefined) headers[H.producerOutcome] = ack.outcome;

@@ -28,7 +28,7 @@ import type { HandlerContext } from './context.js';
 import { readableOrMissing } from './access.js';
 import { createWithinStreamLimit } from './bucket-limits.js';
 import { frameJson, header, readBody, incarnationOf, type BodyResult } from './request.js';
-import { errorHeaders, send, sendError, type HeaderMap } from './response.js';
+import { errorHeaders, send, sendError, sendOwnHeaders, type HeaderMap } from './response.js';
 import { resolveStreamReference, type StreamAddress } from './router.js';
 import { countRecords, hasRecords } from '../core/records.js';
 import { parseRetentionHeader, type RetentionPolicy } from '../core/retention-policy.js';
@@ -328,8 +328,8 @@ export function appendAnswer(outcome: AppendOutcome): AppendAnswer {
       return { status: 204, headers, error: null };
     }
     case 'duplicate': {
-      const range = outcome.receipt ? receiptHeaders(outcome.receipt) : {};
-      const headers = Object.assign(range, producerHeaders(outcome.producer), { [H.streamIncarnation]: outcome.incarnation });
+      const headers = producerHeaders(outcome.producer, outcome.receipt ? receiptHeaders(outcome.receipt) : {});
+      headers[H.streamIncarnation] = outcome.incarnation;
       return { status: 204, headers, error: null };
     }
     case 'appended': {
@@ -337,7 +337,7 @@ export function appendAnswer(outcome: AppendOutcome): AppendAnswer {
       // close-only write answer 204 (the upstream conformance suite requires the latter).
       const status = outcome.producer && !outcome.closeOnly ? 200 : 204;
       const headers = receiptHeaders(outcome.receipt);
-      if (outcome.producer) Object.assign(headers, producerHeaders(outcome.producer));
+      if (outcome.producer) producerHeaders(outcome.producer, headers);
       headers[H.streamIncarnation] = outcome.incarnation;
       return { status, headers, error: null };
     }
@@ -350,7 +350,7 @@ function renderAppend(res: ServerResponse, address: StreamAddress, outcome: Appe
   if (answer.error) return sendError(res, answer.error, extensions);
   // appendAnswer's headers are made for this answer alone: adding to them saves a copy.
   answer.headers['cache-control'] = 'no-store';
-  send(res, answer.status, Object.assign(answer.headers, extensions));
+  sendOwnHeaders(res, answer.status as 200 | 204, Object.assign(answer.headers, extensions));
 }
 
 export async function handleDelete(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {

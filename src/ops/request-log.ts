@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
+import { infoLineWriter } from './logger.js';
 import type { RillMetrics } from './metrics.js';
 
 /** A client's own request id is kept when it is this short and plain; otherwise one is made. */
@@ -54,11 +55,14 @@ export class RequestLog {
    * URL; an id checked against CLIENT_ID), so there is nothing in it to redact.
    */
   private readonly lines: Logger;
+  /** The line made here and queued on the logger's destination, when it writes JSON (logger.ts). */
+  private readonly writeLine: ((members: string, msg: string) => void) | null;
 
   constructor(private readonly options: RequestLogOptions) {
     this.random = options.random ?? Math.random;
     this.rate = options.log.isLevelEnabled('info') ? options.accessLogRate : 0;
     this.lines = options.log.child({}, { redact: [] });
+    this.writeLine = infoLineWriter(options.log);
   }
 
   /**
@@ -84,19 +88,13 @@ export class RequestLog {
       const status = res.headersSent ? res.statusCode : 0;
       metrics?.request(route, req.method ?? '', status, seconds, req.method === 'POST' && isAppendRoute(route));
       if (status < 500 && (rate === 0 || (rate < 1 && this.random() >= rate))) return;
-      this.lines.info(
-        {
-          reqId: id,
-          method: req.method,
-          route,
-          status,
-          durationMs: Math.round(seconds * 1e6) / 1000,
-          // The response's bytes on the wire, its head included.
-          bytes: socket.bytesWritten - writtenBefore,
-          completed: res.writableFinished,
-        },
-        'request',
-      );
+      const durationMs = Math.round(seconds * 1e6) / 1000;
+      // The response's bytes on the wire, its head included.
+      const bytes = socket.bytesWritten - writtenBefore;
+      const completed = res.writableFinished;
+      if (this.writeLine === null) return void this.lines.info({ reqId: id, method: req.method, route, status, durationMs, bytes, completed }, 'request');
+      // The id matched CLIENT_ID or was made here: nothing in it to escape.
+      this.writeLine(`"reqId":"${id}","method":${JSON.stringify(req.method ?? '')},"route":${JSON.stringify(route)},"status":${status},"durationMs":${durationMs},"bytes":${bytes},"completed":${completed}`, 'request');
     };
   }
 }

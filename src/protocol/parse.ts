@@ -10,20 +10,35 @@ export type Parsed<T> = { ok: true; value: T } | { ok: false; error: ProtocolErr
 const ok = <T>(value: T): Parsed<T> => ({ ok: true, value });
 const fail = <T>(error: ProtocolError): Parsed<T> => ({ ok: false, error });
 
-const CANONICAL_UINT = /^(0|[1-9][0-9]*)$/;
-
-/** A non-negative decimal integer without sign, leading zeros or exponent. */
+/**
+ * A non-negative decimal integer without sign, leading zeros or exponent (`0` or
+ * `[1-9][0-9]*`, at most 16 digits). Read digit by digit: Producer-Epoch and
+ * Producer-Seq pass here on every producer append, and the regular expression it replaced
+ * cost more than the rest of the parse.
+ */
 export function parseCanonicalUint(raw: string, max: number): number | undefined {
-  if (!CANONICAL_UINT.test(raw) || raw.length > 16) return undefined;
-  const value = Number(raw);
+  const length = raw.length;
+  if (length === 0 || length > 16 || (length > 1 && raw.charCodeAt(0) === 0x30)) return undefined;
+  let value = 0;
+  for (let i = 0; i < length; i++) {
+    const digit = raw.charCodeAt(i) - 0x30;
+    if (digit < 0 || digit > 9) return undefined;
+    value = value * 10 + digit;
+  }
   return Number.isSafeInteger(value) && value <= max ? value : undefined;
 }
 
 /**
  * The refusal of a request whose raw header list (name, value, name, value, ...) gives a
- * single-valued protocol header more than once, or null.
+ * single-valued protocol header more than once, or null. `distinctNames`, when given, is
+ * how many distinct names (lowercased) the list holds, as Node's `req.headers` has them:
+ * when it is half the list's length no name is repeated, which answers without
+ * lowercasing every name again (that, and the set of names seen, were about 2,500
+ * instructions of a producer append under callgrind).
  */
-export function repeatedHeaderError(rawHeaders: readonly string[]): ProtocolError | null {
+export function repeatedHeaderError(rawHeaders: readonly string[], distinctNames?: number): ProtocolError | null {
+  // As many distinct names as raw ones: nothing is repeated, and no name need be lowercased.
+  if (distinctNames !== undefined && distinctNames * 2 === rawHeaders.length) return null;
   let seen: Set<string> | null = null;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i]!.toLowerCase();
@@ -96,13 +111,14 @@ export function parseProducerHeaders(
   seq: string | undefined,
   digest: string | undefined,
 ): Parsed<ProducerHeaders | undefined> {
-  const present = [id, epoch, seq].filter((v) => v !== undefined).length;
+  const present = (id === undefined ? 0 : 1) + (epoch === undefined ? 0 : 1) + (seq === undefined ? 0 : 1);
   if (present === 0) {
     return digest === undefined ? ok(undefined) : fail(producerError('Producer-Digest needs Producer-Id, Producer-Epoch and Producer-Seq'));
   }
   if (present !== 3) return fail(producerError('Producer-Id, Producer-Epoch and Producer-Seq must be sent together'));
   if (id!.length === 0) return fail(producerError('Producer-Id must not be empty'));
-  if (Buffer.byteLength(id!) > MAX_PRODUCER_ID_BYTES) return fail(producerError(`Producer-Id is longer than ${MAX_PRODUCER_ID_BYTES} bytes`));
+  // A UTF-16 unit is at most 3 bytes of UTF-8: a short id needs no count.
+  if (id!.length * 3 > MAX_PRODUCER_ID_BYTES && Buffer.byteLength(id!) > MAX_PRODUCER_ID_BYTES) return fail(producerError(`Producer-Id is longer than ${MAX_PRODUCER_ID_BYTES} bytes`));
   const epochValue = parseCanonicalUint(epoch!, MAX_SAFE_PRODUCER_NUMBER);
   if (epochValue === undefined) return fail(producerError('Producer-Epoch must be an integer from 0 to 2^53-1'));
   const seqValue = parseCanonicalUint(seq!, MAX_SAFE_PRODUCER_NUMBER);

@@ -42,9 +42,18 @@ export type ProducerValues = [
   number | null,
 ];
 
-export function producerValues(r: ProducerRecord): ProducerValues {
+/** A row of `producers`: the stream's id, then the record's values. */
+export type ProducerRow = [number, ...ProducerValues];
+
+/**
+ * `[streamId, ...producerValues(r)]` in one literal: every write of a record (SQLite's
+ * held changes and upserts, PostgreSQL's bulk writes) takes this form, and the spread
+ * copied the values a second time.
+ */
+export function producerRow(streamId: number, r: ProducerRecord): ProducerRow {
   const records = r.receipt.records;
   return [
+    streamId,
     r.id,
     r.epoch,
     r.lastSeq,
@@ -59,6 +68,10 @@ export function producerValues(r: ProducerRecord): ProducerValues {
     records?.start ?? null,
     records?.next ?? null,
   ];
+}
+
+export function producerValues(r: ProducerRecord): ProducerValues {
+  return producerRow(0, r).slice(1) as ProducerValues;
 }
 
 export function producerFromValues(v: ProducerValues): ProducerRecord {

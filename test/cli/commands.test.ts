@@ -6,13 +6,13 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { useCliServer } from '../helpers/cli.js';
+import { CLI_TEST_TIMEOUT_MS, useCliServer } from '../helpers/cli.js';
 import { freePort } from '../helpers/server.js';
 
 const cli = useCliServer('first', { store: 'memory' });
 const { rill, ok } = cli;
 
-describe('rill commands, first hour', () => {
+describe('rill commands, first hour', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('refuses a create without a stream name, and heads a bucket', async () => {
     const bare = await rill(['create', 'first']);
     expect(bare.code).toBe(2);

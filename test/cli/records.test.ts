@@ -5,7 +5,7 @@
  * real binary against one real server (memory store: nothing here depends on the engine).
  */
 import { describe, expect, it } from 'vitest';
-import { startCli, useCliServer } from '../helpers/cli.js';
+import { CLI_TEST_TIMEOUT_MS, startCli, useCliServer } from '../helpers/cli.js';
 import { until, untilLiveReader, within } from '../helpers/processing.js';
 
 const cli = useCliServer('recs', { store: 'memory' });
@@ -24,7 +24,7 @@ async function numbers(name: string, count: number): Promise<string> {
   return `recs/${name}`;
 }
 
-describe('rill read by record', () => {
+describe('rill read by record', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('starts at a record, at the last k, prints ordinals, and reads one bounded answer', async () => {
     const path = await numbers('read', 6);
     expect(await ok(['read', path, '--record', '3'])).toBe('3\n4\n5\n');
@@ -76,7 +76,7 @@ describe('rill read by record', () => {
   });
 });
 
-describe('rill append --record-match and head', () => {
+describe('rill append --record-match and head', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('appends only at the record tail it names, chaining stdin batches, and says the range', async () => {
     const path = await numbers('match', 1);
     expect(await ok(['append', path, '"a"', '--record-match', '1'])).toMatch(/^appended next-offset \d{20} record-start 1 record-next 2\n$/);

@@ -11,6 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { serveSettingsOf } from '../../src/cli/serve-options.js';
 import { formatBytes, formatDurationMs, parseBytes, parseDurationMs } from '../../src/cli/units.js';
 import { CLI, freePort, removeDir, startServer, tempDataDir } from '../helpers/server.js';
+import { CLI_TEST_TIMEOUT_MS } from '../helpers/cli.js';
 
 /** Runs `rill ARGS` to its end: its exit code and stderr. */
 function rillSync(args: string[]): { status: number | null; stderr: string } {
@@ -18,7 +19,7 @@ function rillSync(args: string[]): { status: number | null; stderr: string } {
   return { status: run.status, stderr: run.stderr };
 }
 
-describe('rill serve', () => {
+describe('rill serve', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('--help shows defaults in the forms the flags accept, and names RILL_LOG_LEVEL', () => {
     const help = spawnSync(process.execPath, [CLI, 'serve', '--help'], { encoding: 'utf8' }).stdout;
     expect(help).toMatch(/--long-poll-timeout <duration> .*\(default: 20s[,)]/);

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeDir, startServer } from '../helpers/server.js';
 import { RillClient } from '../../src/client/index.js';
-import { runCli } from '../helpers/cli.js';
+import { CLI_TEST_TIMEOUT_MS, runCli } from '../helpers/cli.js';
 
 
 /** The one place the server under test is started. */
@@ -49,7 +49,7 @@ async function wakeEvent(wakeStream: string, id: string, offset = '-1'): Promise
   throw new Error('the wake stream ended');
 }
 
-describe('rill subs', () => {
+describe('rill subs', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('creates, confirms, shows, links and unlinks streams, deletes', async () => {
     // Streams are made with the client: only the commands under test run the binary.
     for (const path of ['cli-subs/wake', 'cli-subs/a', 'elsewhere/b']) await jsonStream(path);

@@ -5,7 +5,7 @@
  * binary against one real server.
  */
 import { describe, expect, it } from 'vitest';
-import { useCliServer } from '../helpers/cli.js';
+import { CLI_TEST_TIMEOUT_MS, useCliServer } from '../helpers/cli.js';
 
 const BUCKET = 'txcli';
 const cli = useCliServer(BUCKET);
@@ -46,7 +46,7 @@ async function states(key: string): Promise<unknown[]> {
   return out;
 }
 
-describe('rill tx', () => {
+describe('rill tx', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('commits the --op operations in order and prints one acknowledgement per operation', async () => {
     const key = await group();
     const stdout = await ok([

@@ -3,7 +3,7 @@
  * server: plain output by default, --json on request, RILL_URL or --url.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runCli, startCli } from '../helpers/cli.js';
+import { CLI_TEST_TIMEOUT_MS, runCli, startCli } from '../helpers/cli.js';
 import { removeDir, startServer, type RunningServer } from '../helpers/server.js';
 import { until, untilLiveReader, within } from '../helpers/processing.js';
 
@@ -28,7 +28,7 @@ async function ok(args: string[], options?: { stdin?: string }): Promise<string>
 
 const start = (args: string[]) => startCli(server.url, args);
 
-describe('rill client commands', () => {
+describe('rill client commands', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   it('creates, appends from argument and stdin, reads, heads and lists', async () => {
     expect(await ok(['buckets', 'create', 'clibk'])).toBe('created clibk\n');
     expect(await ok(['create', 'clibk/events', '-t', 'application/json'])).toMatch(/^created clibk\/events \(application\/json\)/);

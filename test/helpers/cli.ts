@@ -3,6 +3,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { CLI, removeDir, startServer, type RunningServer, type StartOptions } from './server.js';
 
+/**
+ * Per test of the files that run the `rill` binary many times in a row. Each run is a
+ * process start (0.3-0.5 s of CPU here), so a test of fifteen commands took over 30 s
+ * (vitest's default here) while other work loaded the machine (load average 8). A bound
+ * only a hung command reaches.
+ */
+export const CLI_TEST_TIMEOUT_MS = 120_000;
+
 export interface CliRun {
   code: number | null;
   stdout: string;

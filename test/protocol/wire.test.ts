@@ -9,6 +9,7 @@ import { usableLength, utf8SafeLength } from '../../src/core/window.js';
 import { contentTypesMatch, isJsonContentType, isTextualContentType, normalizeContentType } from '../../src/protocol/content-type.js';
 import { frameJsonBody, JsonFramer, MAX_JSON_DEPTH, ndjsonToArray, splitStoredJson, type JsonFrameResult } from '../../src/protocol/json.js';
 import { encodeOffset, parseOffsetToken } from '../../src/protocol/offset.js';
+import { parseCanonicalUint, repeatedHeaderError } from '../../src/protocol/parse.js';
 import { testSeed } from '../helpers/seed.js';
 
 describe('offsets', () => {
@@ -245,5 +246,39 @@ describe('cursors', () => {
       }),
       { seed: testSeed() },
     );
+  });
+});
+
+describe('header values', () => {
+  const CANONICAL = /^(0|[1-9][0-9]*)$/;
+
+  test('an unsigned integer is 0 or digits without a leading zero, at most 16 of them, up to the bound', () => {
+    const digits = fc.stringMatching(/^[0-9]{0,18}$/);
+    const anything = fc.string({ maxLength: 18 });
+    fc.assert(
+      fc.property(fc.oneof(digits, anything), fc.constantFrom(Number.MAX_SAFE_INTEGER, 1000, 0), (raw, max) => {
+        const value = Number(raw);
+        const expected = CANONICAL.test(raw) && raw.length <= 16 && Number.isSafeInteger(value) && value <= max ? value : undefined;
+        expect(parseCanonicalUint(raw, max)).toBe(expected);
+      }),
+      { seed: testSeed() },
+    );
+    for (const [raw, value] of [['0', 0], ['9007199254740991', 2 ** 53 - 1], ['9007199254740992', undefined], ['9999999999999999', undefined], ['00', undefined], ['+1', undefined], ['1e3', undefined], [' 1', undefined]] as const) {
+      expect(parseCanonicalUint(raw, Number.MAX_SAFE_INTEGER), raw).toBe(value);
+    }
+  });
+
+  test('a repeated single-valued header is refused in any case; the count of distinct names answers the same', () => {
+    const distinct = (raw: string[]) => new Set(raw.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase())).size;
+    const cases = [
+      ['Host', 'h', 'Producer-Id', 'a'],
+      ['Host', 'h', 'Producer-Id', 'a', 'producer-id', 'b'],
+      ['Accept', 'x', 'accept', 'y', 'Producer-Seq', '1'],
+      ['Content-Type', 'text/plain', 'CONTENT-TYPE', 'text/plain'],
+      [],
+    ];
+    for (const raw of cases) expect(repeatedHeaderError(raw, distinct(raw))).toEqual(repeatedHeaderError(raw));
+    expect(repeatedHeaderError(cases[1]!, distinct(cases[1]!))?.code).toBe('INVALID_HEADER');
+    expect(repeatedHeaderError(cases[2]!, distinct(cases[2]!))).toBeNull();
   });
 });

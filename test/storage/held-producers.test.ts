@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ProducerRecord, ProducerSettings } from '../../src/core/types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
 import { SqliteStore, type RecentIndexing } from '../../src/storage/sqlite/engine.js';
+import { producerValues } from '../../src/storage/producer-columns.js';
 import { HeldProducers, packProducerChanges, unpackProducerChanges, type HeldChange } from '../../src/storage/sqlite/held-producers.js';
 import { removeDir, tempDataDir } from '../helpers/server.js';
 import { appendRequest, createRequest, expectAppended, TestClock } from './fixtures.js';
@@ -48,6 +49,12 @@ describe('stored form', () => {
       { streamId: 7, producerId: 'writer', change: record('writer', 4) },
     ];
     expect(unpackProducerChanges(packProducerChanges(changes))).toEqual(changes);
+    // The form stays the one rows were always written in: producerRow is the record's values after its stream's id.
+    const stringified = JSON.stringify(changes.map(({ streamId, producerId, change }) => (change === null ? [streamId, producerId] : [streamId, ...producerValues(change)])));
+    expect(packProducerChanges(changes)).toBe(stringified);
+    expect(packProducerChanges([])).toBe('[]');
+    const quoted = [{ streamId: 1, producerId: 'a"b\\c\n\u2028', change: { ...record('a"b\\c\n\u2028', 1), digest: '"' } }];
+    expect(packProducerChanges(quoted)).toBe(JSON.stringify(quoted.map(({ streamId, change }) => [streamId, ...producerValues(change)])));
     expect(unpackProducerChanges('[]')).toEqual([]);
     for (const bad of ['{}', '[[1]]', '[["1","p"]]', '[[1,"p",2,3]]', '[1]']) expect(() => unpackProducerChanges(bad), bad).toThrow(/invariant/);
   });

@@ -7,7 +7,7 @@
 import type { BucketState } from '../../core/bucket.js';
 import type { SubscriptionLink, SubscriptionState } from '../../core/subscription-types.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
-import { PRODUCER_COLUMNS, producerValues } from '../producer-columns.js';
+import { PRODUCER_COLUMNS, producerRow } from '../producer-columns.js';
 import { STREAM_VALUE_COLUMNS, streamColumnValues } from '../stream-columns.js';
 import { LINK_COLUMNS, linkRow, SUBSCRIPTION_COLUMNS, subscriptionRow } from '../subscription-columns.js';
 import type { Queryable } from './chunks.js';
@@ -154,7 +154,7 @@ function upsertStreams(states: StreamState[], firstParam: number) {
 
 function upsertProducers(records: Array<{ streamId: number; record: ProducerRecord }>, firstParam: number) {
   const columns = ['stream_id', ...PRODUCER_COLUMNS];
-  const rows = records.map(({ streamId, record }) => [streamId, ...producerValues(record)]);
+  const rows = records.map(({ streamId, record }) => producerRow(streamId, record));
   const { arrays, select } = unnestOf(columns, PRODUCER_COLUMN_TYPES, rows, firstParam);
   const updates = PRODUCER_COLUMNS.slice(1).map((c) => `${c} = EXCLUDED.${c}`).join(', ');
   return { arrays, sql: `INSERT INTO producers (${columns.join(', ')}) ${select} ON CONFLICT (stream_id, producer_id) DO UPDATE SET ${updates}` };

@@ -10,7 +10,7 @@
  * path"), each invariant with the test that checks it.
  */
 import type Database from 'better-sqlite3';
-import { producerValues } from '../producer-columns.js';
+import { producerRow } from '../producer-columns.js';
 import { HeldProducers, unpackProducerChanges, type HeldChange } from './held-producers.js';
 import { ChunkInserter, packAppends, pointIntoPacked, recoverRecentBatches, type PackedAppend } from './recent-batches.js';
 import { RecentChunks, type RecentChunk, type SealMarks } from './recent.js';
@@ -253,7 +253,7 @@ export class HeldWrites {
   private writeProducerChanges(changes: readonly HeldChange[]): void {
     for (const { streamId, producerId, change } of changes) {
       if (change === null) this.sql.deleteProducer.run(streamId, producerId);
-      else this.sql.upsertProducer.run(streamId, ...producerValues(change));
+      else this.sql.upsertProducer.run(...producerRow(streamId, change));
     }
   }
 

@@ -5,7 +5,7 @@
  */
 import type Database from 'better-sqlite3';
 import type { StreamState } from '../../core/types.js';
-import { RECORD_NEXT_COLUMN, rowToStream, STREAM_VALUE_COLUMNS, streamColumnValues, TAIL_COLUMN, type StreamRow } from '../stream-columns.js';
+import { RECORD_NEXT_COLUMN, rowToStream, sameBesideTails, STREAM_VALUE_COLUMNS, streamColumnValues, TAIL_COLUMN, type StreamRow } from '../stream-columns.js';
 import type { StreamCache } from './cache.js';
 import type { RecentChunks } from './recent.js';
 import { streamParams, type Statements } from './statements.js';
@@ -60,6 +60,8 @@ export class StreamRows {
   update(next: StreamState): void {
     const previous = this.cache.getById(next.id) ?? this.byId(next.id);
     if (!previous) throw new Error(`invariant: updating stream ${next.id}, which is not stored`);
+    const lagCrossed = next.recordNext !== previous.recordNext && Math.floor(next.tail / RECORD_ROW_LAG_BYTES) !== Math.floor(previous.tail / RECORD_ROW_LAG_BYTES);
+    if (!lagCrossed && sameBesideTails(next, previous)) return void this.cache.set(next);
     const params: Record<string, unknown> = { id: next.id, tail: next.tail, record_next: next.recordNext };
     const values = streamColumnValues(next);
     const before = streamColumnValues(previous);
@@ -70,7 +72,6 @@ export class StreamRows {
       params[column] = values[i];
       changed = changed === '' ? column : `${changed},${column}`;
     }
-    const lagCrossed = next.recordNext !== previous.recordNext && Math.floor(next.tail / RECORD_ROW_LAG_BYTES) !== Math.floor(previous.tail / RECORD_ROW_LAG_BYTES);
     if (changed !== '' || lagCrossed) this.updateStatement(changed === '' ? 'tail,record_next' : `${changed},tail,record_next`).run(params);
     this.cache.set(next);
   }

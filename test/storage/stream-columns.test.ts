@@ -1,0 +1,77 @@
+/**
+ * The stored form of a stream state (storage/stream-columns.ts): sameBesideTails, the
+ * SQLite engine's quick test of whether an update writes any column, must agree with
+ * comparing the stored values streamColumnValues gives, for a change to any field of a
+ * state, fields added to StreamState later included (they are found by walking a state).
+ */
+import { describe, expect, it } from 'vitest';
+import type { StreamState } from '../../src/core/types.js';
+import { RECORD_NEXT_COLUMN, sameBesideTails, streamColumnValues, TAIL_COLUMN } from '../../src/storage/stream-columns.js';
+
+const base: StreamState = {
+  id: 3,
+  name: 'b/bk/s',
+  bucket: 'bk',
+  incarnation: 'inc',
+  config: { contentType: 'text/plain', ttlSeconds: 60, expiresAtMs: 5_000_000 },
+  createdAtMs: 1_700_000_000_000,
+  lastAccessMs: 1_700_000_000_500,
+  tail: 100,
+  closed: false,
+  lastStreamSeq: 'a',
+  epochFloor: 2,
+  fork: { sourceId: 1, offset: 10, subOffset: 0 },
+  earliestOffset: 0,
+  deleted: false,
+  forkRefs: 0,
+  attrs: '{"a":1}',
+  snapshot: { offset: 10, contentType: 'application/json', digest: 'd' },
+  recordFirst: 0,
+  recordNext: 4,
+};
+
+/** The state with the leaf at `path` changed (a number moved, a string extended, a flag flipped, a null set). */
+function changedAt(state: StreamState, path: string[]): StreamState {
+  const copy = structuredClone(state) as unknown as Record<string, unknown>;
+  let holder = copy;
+  for (const key of path.slice(0, -1)) holder = holder[key] as Record<string, unknown>;
+  const key = path.at(-1)!;
+  const value = holder[key];
+  // A null becomes what the full state holds there (a fork link, a snapshot), or a number.
+  const full = path.reduce<unknown>((at, k) => (at as Record<string, unknown> | null)?.[k], base);
+  const set = full !== null && typeof full === 'object' ? structuredClone(full) : 7;
+  holder[key] = typeof value === 'number' ? value + 1 : typeof value === 'string' ? `${value}x` : typeof value === 'boolean' ? !value : set;
+  return copy as unknown as StreamState;
+}
+
+/** Every path to a leaf of the state (a nested object is walked, null is a leaf). */
+function leaves(value: unknown, path: string[] = []): string[][] {
+  if (value === null || typeof value !== 'object') return [path];
+  return Object.entries(value).flatMap(([key, inner]) => leaves(inner, [...path, key]));
+}
+
+function columnsEqualBesideTails(a: StreamState, b: StreamState): boolean {
+  const [x, y] = [streamColumnValues(a), streamColumnValues(b)];
+  return x.every((v, i) => i === TAIL_COLUMN || i === RECORD_NEXT_COLUMN || v === y[i]);
+}
+
+describe('sameBesideTails', () => {
+  it('agrees with the stored values for a change to any one field, nested ones and nulls included', () => {
+    const variants: StreamState[] = [base, { ...base, fork: null, snapshot: null, bucket: null, lastStreamSeq: null, epochFloor: null, attrs: null }];
+    variants.push({ ...base, config: { contentType: 'text/plain', ttlSeconds: null, expiresAtMs: null } });
+    for (const state of variants) {
+      expect(sameBesideTails(state, structuredClone(state))).toBe(true);
+      for (const path of leaves(state)) {
+        if (path[0] === 'id') continue;
+        const changed = changedAt(state, path);
+        expect(sameBesideTails(changed, state), path.join('.')).toBe(columnsEqualBesideTails(changed, state));
+        expect(sameBesideTails(state, changed), path.join('.')).toBe(columnsEqualBesideTails(state, changed));
+      }
+    }
+  });
+
+  it('a change of the tails alone keeps every other column', () => {
+    expect(sameBesideTails({ ...base, tail: 200, recordNext: 9 }, base)).toBe(true);
+    expect(sameBesideTails({ ...base, closed: true }, base)).toBe(false);
+  });
+});
