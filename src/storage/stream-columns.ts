@@ -3,7 +3,7 @@
  * columns in one fixed order. Booleans are stored as 0 and 1 in both engines.
  */
 import { expiryMs } from '../core/stream.js';
-import { retentionFromStored, retentionToStored } from '../core/retention-policy.js';
+import { retentionFromStored, retentionToStored, type RetentionPolicy } from '../core/retention-policy.js';
 import type { StreamConfig, StreamState, TimeMark } from '../core/types.js';
 
 export interface StreamRow {
@@ -162,19 +162,31 @@ export function sameBesideTails(a: StreamState, b: StreamState): boolean {
     a.deleted !== b.deleted ||
     a.forkRefs !== b.forkRefs ||
     a.attrs !== b.attrs ||
-    a.recordFirst !== b.recordFirst
+    a.recordFirst !== b.recordFirst ||
+    a.ageDueMs !== b.ageDueMs ||
+    !sameTimeMarks(a.timeMarks, b.timeMarks)
   ) {
     return false;
   }
   const c = a.config;
   const d = b.config;
-  if (c !== d && (c.contentType !== d.contentType || c.ttlSeconds !== d.ttlSeconds || c.expiresAtMs !== d.expiresAtMs)) return false;
+  if (c !== d && (c.contentType !== d.contentType || c.ttlSeconds !== d.ttlSeconds || c.expiresAtMs !== d.expiresAtMs || !sameRetention(c.retention, d.retention))) return false;
   const f = a.fork;
   const g = b.fork;
   if (f !== g && (f === null || g === null || f.sourceId !== g.sourceId || f.offset !== g.offset || f.subOffset !== g.subOffset)) return false;
   const s = a.snapshot;
   const t = b.snapshot;
   return s === t || (s !== null && t !== null && s.offset === t.offset && s.contentType === t.contentType && s.digest === t.digest);
+}
+
+function sameRetention(x: RetentionPolicy | undefined, y: RetentionPolicy | undefined): boolean {
+  return x === y || (x !== undefined && y !== undefined && x.maxBytes === y.maxBytes && x.maxMessages === y.maxMessages && x.maxAgeMs === y.maxAgeMs);
+}
+
+function sameTimeMarks(x: TimeMark[] | undefined, y: TimeMark[] | undefined): boolean {
+  if (x === y) return true;
+  if (x === undefined || y === undefined || x.length !== y.length) return false;
+  return x.every((m, i) => m.offset === y[i]!.offset && m.record === y[i]!.record && m.atMs === y[i]!.atMs);
 }
 
 /**
