@@ -58,6 +58,7 @@ const AGAIN_ON_POSTGRES = [
   'test/http/producers.test.ts',
   'test/http/records-reads.test.ts',
   'test/http/records-writes.test.ts',
+  'test/http/retention-policies.test.ts',
   'test/http/record-vectors.test.ts',
   'test/http/snapshots.test.ts',
   'test/http/sse-tail.test.ts',

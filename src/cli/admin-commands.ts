@@ -12,7 +12,7 @@ import { action, globals } from './client-commands.js';
 import { ConfigMistake, UsageError } from './errors.js';
 import { out, outJson, printBucket } from './output.js';
 import { progressBar } from './progress.js';
-import type { BucketSettingsChange } from '../client/index.js';
+import type { BucketSettingsChange, RetentionPolicyOption } from '../client/index.js';
 import { parseBytes, parseDurationMs, parseNonNegativeInteger } from './units.js';
 
 const DEFAULT_DATA = './data';
@@ -31,6 +31,17 @@ interface SettingsFlags {
   maxStreams?: string;
   maxSubscriptions?: string;
   maxBytes?: string;
+  retention?: string;
+}
+
+/** --retention: a policy as JSON (the server judges it), or `none` to remove the bucket's default. */
+function retentionOf(raw: string): RetentionPolicyOption | null {
+  if (raw === 'none') return null;
+  try {
+    return JSON.parse(raw) as RetentionPolicyOption;
+  } catch {
+    throw new InvalidArgumentError('--retention takes a JSON policy such as {"maxAgeMs":604800000}, or none');
+  }
 }
 
 /** A limit flag: `default` gives the bucket the server-wide limit back (null), a number replaces it (0: none). */
@@ -53,8 +64,9 @@ export function settingsChangeOf(flags: SettingsFlags): BucketSettingsChange {
   };
   const named = Object.fromEntries(Object.entries(limits).filter(([, value]) => value !== undefined));
   if (Object.keys(named).length > 0) change.limits = named;
-  if (change.publicRead === undefined && change.limits === undefined) {
-    throw new InvalidArgumentError('name a setting to change: --public-read, --max-streams, --max-subscriptions or --max-bytes');
+  if (flags.retention !== undefined) change.retention = retentionOf(flags.retention);
+  if (change.publicRead === undefined && change.limits === undefined && change.retention === undefined) {
+    throw new InvalidArgumentError('name a setting to change: --public-read, --max-streams, --max-subscriptions, --max-bytes or --retention');
   }
   return change;
 }
@@ -203,6 +215,7 @@ export function addAdminCommands(program: Command): void {
     .option('--max-streams <n|default>', 'streams it may hold (0: no limit; default: the server-wide limit)')
     .option('--max-subscriptions <n|default>', 'subscriptions it may hold (0: no limit; default: the server-wide limit)')
     .option('--max-bytes <size|default>', 'bytes its streams may retain (0: no limit; default: the server-wide limit)')
+    .option('--retention <json|none>', 'the retention policy of its streams created without one, e.g. {"maxAgeMs":604800000} (none: remove it)')
     .action(action(bucketsSet));
   program
     .command('usage')

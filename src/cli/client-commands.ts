@@ -7,12 +7,12 @@
 import { fstatSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { Command, Option } from 'commander';
-import { GoneError, IdempotentProducer, RecordTrimmedError, RillClient, RillError, type AppendResult, type LiveMode, type ProducerReceipt, type StreamHandle } from '../client/index.js';
+import { GoneError, IdempotentProducer, RecordTrimmedError, RillClient, RillError, type AppendResult, type LiveMode, type ProducerReceipt, type RetentionPolicyOption, type StreamHandle } from '../client/index.js';
 import { reportFailure, UsageError } from './errors.js';
 import { liveNotice, out, outJson, printBucket, printInfo, printMessage } from './output.js';
 import { isRecordRead, parseRecordStart, printRecords, type RecordFlags } from './record-read.js';
 import { NO_PROGRESS, progressBar, type Progress } from './progress.js';
-import { parseNonNegativeInteger, parsePositiveInteger } from './units.js';
+import { parseBytes, parseDurationMs, parseNonNegativeInteger, parsePositiveInteger } from './units.js';
 
 const DEFAULT_URL = 'http://127.0.0.1:4437';
 /** Lines or chunks of stdin sent per plain append, and promises awaited together with --producer. */
@@ -97,6 +97,15 @@ interface CreateFlags {
   ttl?: number;
   expiresAt?: string;
   closed?: boolean;
+  keepBytes?: number;
+  keepMessages?: number;
+  keepAge?: number;
+}
+
+/** The stream's own retention policy from --keep-bytes, --keep-messages and --keep-age; none when no flag is given. */
+function retentionFlags(flags: CreateFlags): { retention?: RetentionPolicyOption } {
+  if (flags.keepBytes === undefined && flags.keepMessages === undefined && flags.keepAge === undefined) return {};
+  return { retention: { maxBytes: flags.keepBytes ?? null, maxMessages: flags.keepMessages ?? null, maxAgeMs: flags.keepAge ?? null } };
 }
 
 async function createCommand(path: string, flags: CreateFlags, command: Command): Promise<void> {
@@ -109,6 +118,7 @@ async function createCommand(path: string, flags: CreateFlags, command: Command)
     ...(flags.ttl === undefined ? {} : { ttlSeconds: flags.ttl }),
     ...(flags.expiresAt === undefined ? {} : { expiresAt: flags.expiresAt }),
     ...(flags.closed ? { closed: true } : {}),
+    ...retentionFlags(flags),
   });
   if (json) return outJson(result);
   await out(`${result.created ? 'created' : 'exists'} ${path} (${result.contentType}) next-offset ${result.nextOffset}\n`);
@@ -371,6 +381,9 @@ export function addClientCommands(program: Command): void {
     .option('--ttl <seconds>', 'expire after this long without reads or writes', parseNonNegativeInteger)
     .option('--expires-at <time>', 'expire at this RFC 3339 time')
     .option('--closed', 'create it closed')
+    .option('--keep-bytes <size>', 'retention policy: keep at most this many bytes (e.g. 64MiB), trimmed as it is written', (v) => parseBytes(v))
+    .option('--keep-messages <n>', 'retention policy: keep at most the newest n messages', parsePositiveInteger)
+    .option('--keep-age <duration>', 'retention policy: keep what was written in the last duration (e.g. 7d)', parseDurationMs)
     .action(action(createCommand));
   program
     .command(`append ${STREAM_ARG} [data]`)

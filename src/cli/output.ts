@@ -75,5 +75,6 @@ export async function printBucket(info: BucketInfo, json: boolean): Promise<void
   if (info.retainedBytes !== undefined) text += `retained-bytes: ${info.retainedBytes}\n`;
   if (info.publicRead !== undefined) text += `public-read: ${info.publicRead ? 'on' : 'off'}\n`;
   if (info.limits) text += `limits: streams ${limit(info.limits.maxStreams)}, subscriptions ${limit(info.limits.maxSubscriptions)}, bytes ${limit(info.limits.maxBytes)}\n`;
+  if (info.retention) text += `retention: ${JSON.stringify(info.retention)}\n`;
   await out(text);
 }

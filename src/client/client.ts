@@ -5,7 +5,7 @@
 import { extensionUrl } from '../protocol/extensions.js';
 import { errorFromResponse, RillError } from './errors.js';
 import { Transport, type TransportOptions } from './http.js';
-import { StreamHandle, type StreamHandleOptions } from './stream.js';
+import { StreamHandle, type RetentionPolicyOption, type StreamHandleOptions } from './stream.js';
 import { Subscriptions } from './subscriptions.js';
 import { sendTransaction, type TransactionAck, type TransactionOperation, type TransactionOptions } from './transactions.js';
 
@@ -36,6 +36,8 @@ export interface BucketInfo {
   publicRead?: boolean;
   /** The bucket's own limits (null: the server-wide one; 0: none). */
   overrides?: BucketLimitsView;
+  /** The retention policy of its streams created without one (null: none). */
+  retention?: RetentionPolicyOption | null;
 }
 
 /** A change of a bucket's settings (admin on `*`): only the members named change. */
@@ -43,6 +45,8 @@ export interface BucketSettingsChange {
   publicRead?: boolean;
   /** A number replaces the server-wide limit for this bucket (0: none); null gives it back. */
   limits?: Partial<BucketLimitsView>;
+  /** The default retention policy of its streams that have none of their own; null removes it. */
+  retention?: RetentionPolicyOption | null;
 }
 
 /** One row of the usage record (`GET /usage`), per bucket and token subject, since the node started. */

@@ -28,6 +28,7 @@ export {
   type StreamHandleOptions,
   type StreamInfo,
   type CreateOptions,
+  type RetentionPolicyOption,
   type CreateResult,
   type AppendOptions,
   type AppendResult,

@@ -47,6 +47,8 @@ export interface StreamInfo {
   expiresAt: string | undefined;
   /** Set once retention has trimmed the start of the stream. */
   earliestOffset: string | undefined;
+  /** The stream's own retention policy, given on create; undefined when it has none (its bucket's default may apply). */
+  retention: RetentionPolicyOption | undefined;
   /** Where the newest published snapshot ends, when the stream has one. */
   snapshotOffset: string | undefined;
   incarnation: string | undefined;
@@ -60,8 +62,17 @@ export interface StreamInfo {
   recordNext: number | undefined;
 }
 
+/** Keep at most this many bytes and/or messages, counted back from the tail, and/or what was written in the last maxAgeMs (docs/streams.md). */
+export interface RetentionPolicyOption {
+  maxBytes?: number | null;
+  maxMessages?: number | null;
+  maxAgeMs?: number | null;
+}
+
 export interface CreateOptions {
   contentType?: string;
+  /** The stream's own retention policy (Stream-Retention); the server trims after each append. */
+  retention?: RetentionPolicyOption;
   ttlSeconds?: number;
   expiresAt?: Date | string;
   closed?: boolean;
@@ -213,6 +224,7 @@ export class StreamHandle {
     if (options.expiresAt !== undefined) {
       headers[H.streamExpiresAt] = typeof options.expiresAt === 'string' ? options.expiresAt : options.expiresAt.toISOString();
     }
+    if (options.retention !== undefined) headers[H.streamRetention] = JSON.stringify(options.retention);
     if (options.closed) headers[H.streamClosed] = 'true';
     if (options.streamSeq !== undefined) headers[H.streamSeq] = options.streamSeq;
     const body = options.messages !== undefined ? JSON.stringify(options.messages) : options.body;
@@ -302,6 +314,7 @@ export class StreamHandle {
       ttlSeconds: ttl === null ? undefined : Number(ttl),
       expiresAt: h.get(H.streamExpiresAt) ?? undefined,
       earliestOffset: h.get(H.streamEarliestOffset) ?? undefined,
+      retention: retentionOf(h.get(H.streamRetention)),
       snapshotOffset: h.get(H.streamSnapshotOffset) ?? undefined,
       incarnation: h.get(H.streamIncarnation) ?? undefined,
       extensions: extensionsOf(h),
@@ -405,4 +418,15 @@ function appendResult(status: number, headers: Headers, withProducer: boolean, c
     producer,
     records: recordRangeOf(headers),
   };
+}
+
+/** The Stream-Retention header of a HEAD answer; undefined when absent or not a policy. */
+function retentionOf(header: string | null): RetentionPolicyOption | undefined {
+  if (header === null) return undefined;
+  try {
+    const value: unknown = JSON.parse(header);
+    return typeof value === 'object' && value !== null ? (value as RetentionPolicyOption) : undefined;
+  } catch {
+    return undefined;
+  }
 }

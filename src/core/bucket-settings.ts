@@ -7,11 +7,14 @@
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import type { AccessTarget, Permission } from './access.js';
 import type { BucketLimits, BucketState } from './bucket.js';
+import { parseRetentionPolicy, type RetentionPolicy } from './retention-policy.js';
 
 /** A limit override: null keeps the server-wide limit; 0 lifts the limit for this bucket. */
 export interface BucketSettings {
   publicRead: boolean;
   limits: { maxStreams: number | null; maxSubscriptions: number | null; maxBytes: number | null };
+  /** The retention policy of the bucket's streams that have none of their own; absent: none. */
+  retention?: RetentionPolicy;
 }
 
 type LimitName = keyof BucketSettings['limits'];
@@ -22,6 +25,8 @@ export const DEFAULT_BUCKET_SETTINGS: BucketSettings = { publicRead: false, limi
 export interface BucketSettingsChange {
   publicRead?: boolean;
   limits?: { [name in LimitName]?: number | null };
+  /** Null removes the default policy. */
+  retention?: RetentionPolicy | null;
 }
 
 /** Ample for any deployment, and far from float precision: counts, and bytes (1 PiB). */
@@ -64,8 +69,12 @@ export function parseBucketSettingsChange(body: unknown): { ok: true; change: Bu
         limits[name] = limit;
       }
       change.limits = limits;
+    } else if (key === 'retention') {
+      const policy = parseRetentionPolicy(value);
+      if (!policy.ok) return invalid(`retention: ${policy.message}`);
+      change.retention = policy.policy;
     } else {
-      return invalid(`unknown member ${JSON.stringify(key).slice(0, 80)}: the settings are publicRead and limits`);
+      return invalid(`unknown member ${JSON.stringify(key).slice(0, 80)}: the settings are publicRead, limits and retention`);
     }
   }
   return { ok: true, change };
@@ -75,10 +84,14 @@ export function parseBucketSettingsChange(body: unknown): { ok: true; change: Bu
 export function applyBucketSettingsChange(current: BucketSettings | undefined, change: BucketSettingsChange): BucketSettings {
   const base = current ?? DEFAULT_BUCKET_SETTINGS;
   const limit = (name: LimitName) => (change.limits?.[name] !== undefined ? change.limits[name] : base.limits[name]);
-  return {
+  const settings: BucketSettings = {
     publicRead: change.publicRead ?? base.publicRead,
     limits: { maxStreams: limit('maxStreams'), maxSubscriptions: limit('maxSubscriptions'), maxBytes: limit('maxBytes') },
   };
+  // Absent rather than undefined, so that settings compare equal across engines.
+  const retention = change.retention !== undefined ? change.retention : base.retention;
+  if (retention) settings.retention = retention;
+  return settings;
 }
 
 /** The limits in force in a bucket: its overrides, else the server-wide ones. */

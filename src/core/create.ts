@@ -6,6 +6,7 @@ import { contentTypesMatch, isJsonContentType, DEFAULT_CONTENT_TYPE } from '../p
 import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { isMessageBoundary } from './boundary.js';
 import { countRecords } from './records.js';
+import { retentionToStored, type RetentionPolicy } from './retention-policy.js';
 import { absenceError, incarnationError, notFound, visibility } from './stream.js';
 import type { Decision, ForkLink, StreamConfig, StreamState } from './types.js';
 
@@ -31,6 +32,8 @@ export interface CreateRequest {
   fork: ForkRequest | null;
   /** Canonical attribute text (see core/attrs.ts); absent or null for none. */
   attrs?: string | null;
+  /** The stream's own retention policy (Stream-Retention); absent for none. */
+  retention?: RetentionPolicy;
 }
 
 /** The append of the fork source that starts at or contains the fork offset. */
@@ -124,6 +127,7 @@ function configConflict(existing: StreamState, input: CreateInput): string | nul
   if (!contentTypesMatch(wanted.contentType, existing.config.contentType)) return `another content type (${existing.config.contentType})`;
   if (wanted.ttlSeconds !== existing.config.ttlSeconds) return 'another TTL';
   if (wanted.expiresAtMs !== existing.config.expiresAtMs) return 'another expiry time';
+  if (retentionToStored(wanted.retention) !== retentionToStored(existing.config.retention)) return 'another retention policy';
   if (request.close && !existing.closed) return 'no closure: it is open';
   const fork = request.fork;
   if ((fork === null) !== (existing.fork === null)) return 'another fork source';
@@ -135,14 +139,20 @@ function configConflict(existing: StreamState, input: CreateInput): string | nul
   return null;
 }
 
-/** The configuration a request asks for; a fork inherits what the request leaves out. */
+/**
+ * The configuration a request asks for; a fork inherits what the request leaves out,
+ * except a retention policy: that is the new stream's own (its bucket's default else).
+ */
 function requestedConfig(request: CreateRequest, source: StreamState | undefined): StreamConfig {
   const inheritExpiry = request.fork !== null && source && request.ttlSeconds === null && request.expiresAtMs === null;
-  return {
+  const config: StreamConfig = {
     contentType: request.contentType ?? source?.config.contentType ?? DEFAULT_CONTENT_TYPE,
     ttlSeconds: inheritExpiry ? source!.config.ttlSeconds : request.ttlSeconds,
     expiresAtMs: inheritExpiry ? source!.config.expiresAtMs : request.expiresAtMs,
   };
+  // Absent rather than undefined, so that states compare equal across engines.
+  if (request.retention !== undefined) config.retention = request.retention;
+  return config;
 }
 
 type Planned =

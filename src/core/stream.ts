@@ -126,7 +126,7 @@ export function ownStart(state: StreamState): number {
 }
 
 export function copyState(s: StreamState): StreamState {
-  return {
+  const copy: StreamState = {
     id: s.id,
     name: s.name,
     bucket: s.bucket,
@@ -147,6 +147,10 @@ export function copyState(s: StreamState): StreamState {
     recordFirst: s.recordFirst,
     recordNext: s.recordNext,
   };
+  // Absent rather than undefined, so that states compare equal across engines.
+  if (s.timeMarks !== undefined) copy.timeMarks = s.timeMarks;
+  if (s.ageDueMs !== undefined) copy.ageDueMs = s.ageDueMs;
+  return copy;
 }
 
 /** The last access a read or write at `nowMs` leaves: it renews a sliding TTL. */

@@ -4,6 +4,7 @@
  */
 import type { ProtocolError } from '../protocol/errors.js';
 import type { ProducerHeaders } from '../protocol/parse.js';
+import type { RetentionPolicy } from './retention-policy.js';
 
 export interface StreamConfig {
   /** Normalised content type. */
@@ -12,6 +13,8 @@ export interface StreamConfig {
   ttlSeconds: number | null;
   /** Absolute expiry. */
   expiresAtMs: number | null;
+  /** The stream's own retention policy (core/retention-policy.ts), given on create; absent: its bucket's default, if any. */
+  retention?: RetentionPolicy;
 }
 
 /** A fork inherits `[0, offset)` of its source and appends after it. */
@@ -58,6 +61,20 @@ export interface StreamState {
    */
   recordFirst: number;
   recordNext: number;
+  /**
+   * Where the stream stood at moments of its writing, for an age limit
+   * (core/retention-policy.ts); absent when no age limit applies.
+   */
+  timeMarks?: TimeMark[];
+  /** When its oldest time mark passes its age limit: the sweep looks at it then. Absent with no marks. */
+  ageDueMs?: number;
+}
+
+/** Everything before `offset` (a message boundary, whose message ordinal is `record`) was written at or before `atMs`. */
+export interface TimeMark {
+  offset: number;
+  record: number;
+  atMs: number;
 }
 
 /** What is known of a stream's visible snapshot without its body. */

@@ -49,7 +49,8 @@ const MAX_SETTINGS_BYTES = 4096;
 /**
  * `GET /{bucket}`: `limits` are those in force (its overrides, else the server-wide
  * ones; null: none), `overrides` what an admin set (null: the server-wide limit; 0: none),
- * `retainedBytes` what --bucket-max-bytes counts.
+ * `retainedBytes` what --bucket-max-bytes counts, `retention` the default retention policy
+ * of its streams that have none of their own (null: none).
  */
 async function bucketView(ctx: HandlerContext, info: BucketInfo): Promise<Record<string, unknown>> {
   const settings = info.settings ?? DEFAULT_BUCKET_SETTINGS;
@@ -61,6 +62,7 @@ async function bucketView(ctx: HandlerContext, info: BucketInfo): Promise<Record
     limits: bucketLimitsView(effectiveBucketLimits(ctx.settings.bucketLimits, info.settings)),
     publicRead: settings.publicRead,
     overrides: settings.limits,
+    retention: settings.retention ?? null,
   };
 }
 

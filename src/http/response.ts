@@ -27,6 +27,7 @@ const EXPOSED_HEADERS = [
   H.streamEarliestOffset,
   H.streamSnapshotOffset,
   H.streamSnapshotDigest,
+  H.streamRetention,
   H.producerEpoch,
   H.producerSeq,
   H.producerExpectedSeq,

@@ -431,6 +431,11 @@ export function createRillServer(options: CreateServerOptions = {}): RillServer 
       if (storageRefusal(error)) storageFailures.refused(error);
       else log.error({ err: error }, 'expiry sweep failed');
     });
+    // Age limits cut streams that are not written too (appends cut the others at once).
+    store.run('trimAged', { limit: 1000 }).then(storageFailures.served, (error: unknown) => {
+      if (storageRefusal(error)) storageFailures.refused(error);
+      else log.error({ err: error }, 'retention age sweep failed');
+    });
   }, settings.sweepIntervalMs);
   sweep.unref();
 

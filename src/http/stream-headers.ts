@@ -1,4 +1,5 @@
 /** Response headers that describe a stream or a write's receipt. */
+import { retentionToStored } from '../core/retention-policy.js';
 import type { ServerResponse } from 'node:http';
 import { activeExtensions } from '../core/extensions.js';
 import { hasRecords } from '../core/records.js';
@@ -61,6 +62,9 @@ export function metadataHeaders(stream: StreamState): HeaderMap {
   if (stream.config.ttlSeconds !== null) headers[H.streamTtl] = String(stream.config.ttlSeconds);
   if (stream.config.expiresAtMs !== null) headers[H.streamExpiresAt] = new Date(stream.config.expiresAtMs).toISOString();
   if (stream.lastStreamSeq !== null) headers[H.streamLastSeq] = stream.lastStreamSeq;
+  // The stream's own policy, as given on create; a bucket's default is GET /{bucket}'s.
+  const retention = retentionToStored(stream.config.retention);
+  if (retention !== null) headers[H.streamRetention] = retention;
   if (stream.earliestOffset > 0) headers[H.streamEarliestOffset] = encodeOffset(stream.earliestOffset);
   if (stream.snapshot) {
     headers[H.streamSnapshotOffset] = encodeOffset(stream.snapshot.offset);

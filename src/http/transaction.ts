@@ -6,6 +6,8 @@
  * core/transaction.ts). The answer is the acknowledgements in request order, or the first
  * refusal with the index of its operation.
  */
+import type { RetentionPolicy } from '../core/retention-policy.js';
+import { bucketRetentionOf } from './writes.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { CommittedOperation } from '../core/transaction.js';
 import type { AppendRequest } from '../core/types.js';
@@ -49,13 +51,15 @@ export async function handleTransaction(req: IncomingMessage, res: ServerRespons
   if (!body.ok) return sendBodyRefusal(res, body.error);
   const parsed = parseTransactionBody(body.body);
   if (!parsed.ok) return refuse(res, parsed);
-  const operations: Array<{ name: string; request: AppendRequest }> = [];
+  const operations: Array<{ name: string; request: AppendRequest; bucketRetention?: RetentionPolicy }> = [];
   for (const [index, operation] of parsed.operations.entries()) {
     const prepared = await prepareOperation(req, ctx, target, operation);
     if ('code' in prepared) return refuse(res, { error: prepared, operation: index });
     operations.push(prepared);
   }
-  // Every operation is in the affinity key's bucket: the transaction holds room for all of them.
+  // Every operation is in the affinity key's bucket: its default policy, and room for all of them.
+  const bucketRetention = await bucketRetentionOf(ctx, target.bucket);
+  for (const operation of operations) operation.bucketRetention = bucketRetention;
   const bytes = operations.reduce((n, { request }) => n + request.data.length, 0);
   const overLimit = await ctx.bucketBytes.within(target.bucket, bytes, async (stored) => {
     if (ctx.access.chargesMessages) {

@@ -31,6 +31,7 @@ import { frameJson, header, readBody, incarnationOf, type BodyResult } from './r
 import { errorHeaders, send, sendError, sendOwnHeaders, type HeaderMap } from './response.js';
 import { resolveStreamReference, type StreamAddress } from './router.js';
 import { countRecords, hasRecords } from '../core/records.js';
+import { parseRetentionHeader, type RetentionPolicy } from '../core/retention-policy.js';
 import type { RecordRange, StreamState } from '../core/types.js';
 import { describeStream, extensionHeaders, extensionsOf, metadataHeaders, producerHeaders, receiptHeaders, recordRangeHeaders } from './stream-headers.js';
 import { countWrite } from './usage.js';
@@ -136,6 +137,19 @@ function parseExpiry(req: IncomingMessage): { ttlSeconds: number | null; expires
   };
 }
 
+/** Stream-Retention: the stream's own policy (absent when none), refused with 400 when malformed. */
+function retentionHeader(req: IncomingMessage): { retention?: RetentionPolicy } {
+  const raw = header(req, H.streamRetention);
+  if (raw === undefined) return {};
+  const policy = unwrapPolicy(parseRetentionHeader(raw));
+  return policy === null ? {} : { retention: policy };
+}
+
+function unwrapPolicy(read: ReturnType<typeof parseRetentionHeader>): RetentionPolicy | null {
+  if (!read.ok) throw new RequestError(read.error);
+  return read.policy;
+}
+
 export async function handleCreate(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress): Promise<void> {
   await guarded(res, async () => {
     if (producerOf(req) !== null) {
@@ -154,6 +168,7 @@ export async function handleCreate(req: IncomingMessage, res: ServerResponse, ct
       incarnation: incarnationOf(req),
       fork,
       attrs: attrsHeader(req),
+      ...retentionHeader(req),
     };
     const body = bodyOrRefusal(await readBody(req, ctx.settings.maxBodyBytes));
     const framingType = contentType ?? (fork ? ((await ctx.store.getStream(fork.sourceName))?.config.contentType ?? null) : null);
@@ -234,9 +249,11 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
     const request = appendRequest(req, body, close, streamSeq, producer);
     const framed = frame(body, request.contentType, false, ctx.settings.maxAppendMessages);
     request.data = framed instanceof Buffer ? framed : await framed;
+    // Streams outside buckets skip the await: an append pays for each async step.
+    const bucketRetention = address.bucket === null ? undefined : await bucketRetentionOf(ctx, address.bucket);
     const overLimit = await ctx.bucketBytes.within(address.bucket, request.data.length, async (stored) => {
       if (ctx.access.chargesMessages) chargeOrRefuse(req, ctx, request.contentType, request.data);
-      const outcome = await ctx.store.run('append', { name: address.key, request });
+      const outcome = await ctx.store.run('append', { name: address.key, request, bucketRetention });
       // A duplicate or a refusal stored nothing.
       if (outcome.kind === 'appended') {
         stored(request.data.length);
@@ -248,6 +265,15 @@ export async function handleAppend(req: IncomingMessage, res: ServerResponse, ct
   } catch (error) {
     answerRequestError(res, error);
   }
+}
+
+/**
+ * The bucket's default retention policy, as this node's settings cache knows it (at most
+ * BUCKET_SETTINGS_CACHE_MS old): passed with the append so that the store applies it
+ * without reading, or locking, the bucket's row on every append.
+ */
+export async function bucketRetentionOf(ctx: HandlerContext, bucket: string | null): Promise<RetentionPolicy | undefined> {
+  return bucket === null ? undefined : (await ctx.bucketSettings.get(bucket))?.retention;
 }
 
 /** Charges a write's messages to its token's quota, or throws the refusal (nothing written). */

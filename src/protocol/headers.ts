@@ -23,6 +23,8 @@ export const H = {
   streamSnapshotDigest: 'stream-snapshot-digest',
   streamSnapshotMatch: 'stream-snapshot-match',
   streamAttrs: 'stream-attrs',
+  /** A create's retention policy, as JSON (core/retention-policy.ts). */
+  streamRetention: 'stream-retention',
   producerId: 'producer-id',
   producerEpoch: 'producer-epoch',
   producerSeq: 'producer-seq',
@@ -65,6 +67,7 @@ export const SINGLE_VALUED_REQUEST_HEADERS: ReadonlySet<string> = new Set([
   H.producerSeq,
   H.producerDigest,
   H.streamRecordMatch,
+  H.streamRetention,
 ]);
 
 /** Values of the Producer-Outcome header. */

@@ -16,6 +16,7 @@ import {
 import { decideBucketSettings, decideCreateBucket, decideDeleteBucket, type BucketState } from '../core/bucket.js';
 import type { BucketSettingsChange } from '../core/bucket-settings.js';
 import { decideCreate, type ChunkView } from '../core/create.js';
+import { applyPolicy, physicalTrimDue, policyInForce, type RetentionPolicy } from '../core/retention-policy.js';
 import { forgetCutoffMs } from '../core/producer.js';
 import { appendOrdinalFromCount, countMessagesIn, hasRecords, recordCountAt, recordFromCount } from '../core/records.js';
 import { decideDelete, decideExpire, decideRelease, touched } from '../core/stream.js';
@@ -47,6 +48,8 @@ export interface Txn {
   nextStreamId(): number;
   /** Streams past their expiry that are not yet deleted. */
   expiredStreams(nowMs: number, limit: number): StreamState[];
+  /** Streams not deleted whose `ageDueMs` is at or before `nowMs`, the earliest due first. */
+  ageDueStreams(nowMs: number, limit: number): StreamState[];
 
   putBucket(bucket: BucketState): void;
   dropBucket(id: string): void;
@@ -135,10 +138,11 @@ export class Executor {
     deleteBucket: (e, i) => e.deleteBucket(i.id),
     setBucketSettings: (e, i) => e.setBucketSettings(i.id, i.change),
     createStream: (e, i) => e.createStream(i),
-    append: (e, i) => e.append(i.name, i.request),
+    append: (e, i) => e.append(i.name, i.request, i.bucketRetention),
     appendTransaction: (e, i) => e.appendTransaction(i.operations),
     deleteStream: (e, i) => e.deleteStream(i.name, i.incarnation),
     expireStreams: (e, i) => e.expireStreams(i.limit),
+    trimAged: (e, i) => e.trimAged(i.limit),
     publishSnapshot: (e, i) => e.publishSnapshot(i.name, i.request, i.body),
     setRetention: (e, i) => e.setRetention(i.name, i.request),
     putAttrs: (e, i) => e.putAttrs(i.name, i.attrs, i.incarnation),
@@ -233,16 +237,57 @@ export class Executor {
     }
     this.subs.streamCreated(changes.stream, ownDataFrom);
     this.changed(changes.stream);
+    // Initial bytes are held to the stream's own policy like an append's.
+    if (changes.chunks.length > 0) this.enforcePolicy(changes.stream, undefined);
     return outcome;
   }
 
-  private append(name: string, request: StoreCommands['append']['input']['request']): StoreCommands['append']['output'] {
+  private append(name: string, request: StoreCommands['append']['input']['request'], bucketRetention?: RetentionPolicy): StoreCommands['append']['output'] {
     const stream = this.txn.getStream(name);
     const producers = stream && request.producer ? this.producerView(stream, request.producer.id) : null;
     const { outcome, changes } = decideAppend({ stream, request, producers, settings: this.settings, nowMs: this.nowMs });
-    if (changes) this.applyAppend(changes);
+    if (changes) {
+      this.applyAppend(changes);
+      if (changes.chunk) this.enforcePolicy(changes.stream, bucketRetention);
+    }
     return outcome;
   }
+
+  /**
+   * Trims a stream its retention policy (its own, else its bucket's) says holds too much,
+   * in the transaction that made it so: readers never see more than the policy keeps, and
+   * any node may do it (raising the earliest offset to a boundary is idempotent). The
+   * bytes go at PHYSICAL_TRIM_STEP_BYTES steps, never those a fork still reads.
+   */
+  private enforcePolicy(stream: StreamState, bucketRetention: RetentionPolicy | undefined, appended = true): void {
+    const policy = policyInForce(stream, bucketRetention);
+    if (policy === undefined && stream.timeMarks === undefined) return;
+    const recordAt = (offset: number) => {
+      const record = this.recordAt(stream, offset);
+      if (record === null) throw new Error('invariant: a policy trim needs the ordinal at the new earliest offset');
+      return record;
+    };
+    const next = applyPolicy(stream, policy, (position) => this.txn.chunkAt(stream, position), recordAt, this.nowMs, appended);
+    if (next === null) return;
+    this.txn.updateStream(next);
+    if (physicalTrimDue(stream.earliestOffset, next.earliestOffset)) {
+      this.txn.trimBefore(next, physicalTrimPosition(next, this.txn.descendantsEarliest(next.id)));
+    }
+    this.changed(next);
+  }
+
+  /** The sweep's part of an age limit: streams whose oldest time mark is due, trimmed without an append. */
+  private trimAged(limit: number): StoreCommands['trimAged']['output'] {
+    let trimmed = 0;
+    for (const stream of this.txn.ageDueStreams(this.nowMs, limit)) {
+      const bucket = stream.bucket === null ? undefined : this.txn.getBucket(stream.bucket);
+      const before = stream.earliestOffset;
+      this.enforcePolicy(stream, bucket?.settings?.retention, false);
+      if ((this.txn.getStreamById(stream.id)?.earliestOffset ?? before) > before) trimmed++;
+    }
+    return { trimmed };
+  }
+
 
   /**
    * Applies the operations in order, each seeing the ones before it. A refusal after the
@@ -250,8 +295,8 @@ export class Executor {
    */
   private appendTransaction(operations: StoreCommands['appendTransaction']['input']['operations']): StoreCommands['appendTransaction']['output'] {
     const outcomes: CommittedOperation[] = [];
-    for (const [index, { name, request }] of operations.entries()) {
-      const outcome = this.append(name, request);
+    for (const [index, { name, request, bucketRetention }] of operations.entries()) {
+      const outcome = this.append(name, request, bucketRetention);
       const refusal = refusalAt(outcome, index);
       if (refusal && index === 0) return refusal;
       if (refusal) throw new CommandRefused(refusal);

@@ -5,6 +5,7 @@
  * only.
  */
 import type { PutAttrsOutcome } from '../core/attrs.js';
+import type { RetentionPolicy } from '../core/retention-policy.js';
 import type { PublishSnapshotOutcome, PublishSnapshotRequest, RetentionOutcome, RetentionRequest } from '../core/snapshot.js';
 import type { BucketCreateOutcome, BucketDeleteOutcome, BucketSettingsOutcome, BucketState } from '../core/bucket.js';
 import type { BucketSettings, BucketSettingsChange } from '../core/bucket-settings.js';
@@ -23,12 +24,15 @@ export interface StoreCommands extends SubscriptionCommands {
   /** Applies an admin's change to a bucket's settings (core/bucket-settings.ts), read and written in one transaction. */
   setBucketSettings: { input: { id: string; change: BucketSettingsChange }; output: BucketSettingsOutcome };
   createStream: { input: CreateRequest; output: CreateOutcome };
-  append: { input: { name: string; request: AppendRequest }; output: AppendOutcome };
+  /** `bucketRetention`: the default retention policy of the stream's bucket, as the caller knows it (core/retention-policy.ts). */
+  append: { input: { name: string; request: AppendRequest; bucketRetention?: RetentionPolicy }; output: AppendOutcome };
   /** A group transaction: every append applies, in order, or none does (core/transaction.ts). */
-  appendTransaction: { input: { operations: Array<{ name: string; request: AppendRequest }> }; output: TransactionOutcome };
+  appendTransaction: { input: { operations: Array<{ name: string; request: AppendRequest; bucketRetention?: RetentionPolicy }> }; output: TransactionOutcome };
   deleteStream: { input: { name: string; incarnation: string | null }; output: DeleteOutcome };
   /** Collect expired streams; answers how many were dropped or soft-deleted. */
   expireStreams: { input: { limit: number }; output: { expired: number } };
+  /** Applies age limits to streams whose oldest time mark is due (core/retention-policy.ts); answers how many were cut. */
+  trimAged: { input: { limit: number }; output: { trimmed: number } };
   publishSnapshot: { input: { name: string; request: PublishSnapshotRequest; body: Buffer }; output: PublishSnapshotOutcome };
   setRetention: { input: { name: string; request: RetentionRequest }; output: RetentionOutcome };
   putAttrs: { input: { name: string; attrs: string | null; incarnation: string | null }; output: PutAttrsOutcome };

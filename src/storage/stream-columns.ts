@@ -3,7 +3,8 @@
  * columns in one fixed order. Booleans are stored as 0 and 1 in both engines.
  */
 import { expiryMs } from '../core/stream.js';
-import type { StreamState } from '../core/types.js';
+import { retentionFromStored, retentionToStored, type RetentionPolicy } from '../core/retention-policy.js';
+import type { StreamConfig, StreamState, TimeMark } from '../core/types.js';
 
 export interface StreamRow {
   id: number;
@@ -32,15 +33,20 @@ export interface StreamRow {
   /** Null only in rows stored before record coordinates, until the engine fills them in at open (backfillRecords). */
   record_first: number | null;
   record_next: number | null;
+  /** The stream's own retention policy as JSON (core/retention-policy.ts); null: none. */
+  retention_policy: string | null;
+  /** An age limit's time marks as JSON [[offset, record, atMs], ...]; null: none. */
+  time_marks: string | null;
+  age_due_ms: number | null;
 }
 
 export function rowToStream(row: StreamRow): StreamState {
-  return {
+  const state: StreamState = {
     id: row.id,
     name: row.name,
     bucket: row.bucket,
     incarnation: row.incarnation,
-    config: { contentType: row.content_type, ttlSeconds: row.ttl_s, expiresAtMs: row.expires_at_ms },
+    config: configOf(row),
     createdAtMs: row.created_at_ms,
     lastAccessMs: row.last_access_ms,
     tail: row.tail,
@@ -62,6 +68,31 @@ export function rowToStream(row: StreamRow): StreamState {
     recordFirst: recordColumn(row, row.record_first),
     recordNext: recordColumn(row, row.record_next),
   };
+  // Absent rather than undefined, so that states compare equal across engines.
+  const marks = timeMarksFromStored(row.time_marks ?? null);
+  if (marks !== undefined && row.age_due_ms !== null && row.age_due_ms !== undefined) {
+    state.timeMarks = marks;
+    state.ageDueMs = Number(row.age_due_ms);
+  }
+  return state;
+}
+
+function timeMarksFromStored(stored: string | null): TimeMark[] | undefined {
+  if (stored === null) return undefined;
+  const triples = JSON.parse(stored) as Array<[number, number, number]>;
+  return triples.map(([offset, record, atMs]) => ({ offset, record, atMs }));
+}
+
+function timeMarksToStored(marks: TimeMark[] | undefined): string | null {
+  return marks === undefined ? null : JSON.stringify(marks.map((m) => [m.offset, m.record, m.atMs]));
+}
+
+function configOf(row: StreamRow): StreamConfig {
+  const config: StreamConfig = { contentType: row.content_type, ttlSeconds: row.ttl_s, expiresAtMs: row.expires_at_ms };
+  // Absent rather than undefined, so that states compare equal across engines.
+  const retention = retentionFromStored(row.retention_policy ?? null);
+  if (retention !== undefined) config.retention = retention;
+  return config;
 }
 
 function recordColumn(row: StreamRow, value: number | null): number {
@@ -96,6 +127,9 @@ export const STREAM_VALUE_COLUMNS = [
   'snapshot_digest',
   'record_first',
   'record_next',
+  'retention_policy',
+  'time_marks',
+  'age_due_ms',
 ] as const;
 
 /** One value per entry of a tuple: mapped over a type parameter, so that a tuple stays one. */
@@ -128,19 +162,31 @@ export function sameBesideTails(a: StreamState, b: StreamState): boolean {
     a.deleted !== b.deleted ||
     a.forkRefs !== b.forkRefs ||
     a.attrs !== b.attrs ||
-    a.recordFirst !== b.recordFirst
+    a.recordFirst !== b.recordFirst ||
+    a.ageDueMs !== b.ageDueMs ||
+    !sameTimeMarks(a.timeMarks, b.timeMarks)
   ) {
     return false;
   }
   const c = a.config;
   const d = b.config;
-  if (c !== d && (c.contentType !== d.contentType || c.ttlSeconds !== d.ttlSeconds || c.expiresAtMs !== d.expiresAtMs)) return false;
+  if (c !== d && (c.contentType !== d.contentType || c.ttlSeconds !== d.ttlSeconds || c.expiresAtMs !== d.expiresAtMs || !sameRetention(c.retention, d.retention))) return false;
   const f = a.fork;
   const g = b.fork;
   if (f !== g && (f === null || g === null || f.sourceId !== g.sourceId || f.offset !== g.offset || f.subOffset !== g.subOffset)) return false;
   const s = a.snapshot;
   const t = b.snapshot;
   return s === t || (s !== null && t !== null && s.offset === t.offset && s.contentType === t.contentType && s.digest === t.digest);
+}
+
+function sameRetention(x: RetentionPolicy | undefined, y: RetentionPolicy | undefined): boolean {
+  return x === y || (x !== undefined && y !== undefined && x.maxBytes === y.maxBytes && x.maxMessages === y.maxMessages && x.maxAgeMs === y.maxAgeMs);
+}
+
+function sameTimeMarks(x: TimeMark[] | undefined, y: TimeMark[] | undefined): boolean {
+  if (x === y) return true;
+  if (x === undefined || y === undefined || x.length !== y.length) return false;
+  return x.every((m, i) => m.offset === y[i]!.offset && m.record === y[i]!.record && m.atMs === y[i]!.atMs);
 }
 
 /**
@@ -175,6 +221,9 @@ export function streamColumnValues(s: StreamState): StreamColumnValues {
     s.snapshot?.digest ?? null,
     s.recordFirst,
     s.recordNext,
+    retentionToStored(s.config.retention),
+    timeMarksToStored(s.timeMarks),
+    s.ageDueMs ?? null,
   ];
 }
 

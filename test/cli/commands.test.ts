@@ -20,6 +20,16 @@ describe('rill commands, first hour', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     expect(await ok(['head', 'first'])).toMatch(/^id: first\nstreams: 0\n/);
   });
 
+  it('creates a stream with a retention policy, which trims as it is written', async () => {
+    await ok(['create', 'first/kept', '-t', 'application/json', '--keep-messages', '2', '--keep-bytes', '1MiB', '--keep-age', '7d']);
+    for (const n of [1, 2, 3]) await ok(['append', 'first/kept', `{"n":${n}}`]);
+    const head = JSON.parse(await ok(['--json', 'head', 'first/kept'])) as { earliestOffset: string; retention: unknown };
+    expect(head.retention).toEqual({ maxBytes: 1024 * 1024, maxMessages: 2, maxAgeMs: 7 * 24 * 3600 * 1000 });
+    expect(head.earliestOffset).toBe('00000000000000000008');
+    const refused = await rill(['create', 'first/bad', '--keep-messages', '0']);
+    expect(refused.code).toBe(2);
+  });
+
   it('uses an explicit --epoch as given, or says why the server refused it', async () => {
     await ok(['create', 'first/epochs', '-t', 'application/json']);
     await ok(['append', 'first/epochs', '{"e":5}', '--producer', 'p', '--epoch', '5']);
@@ -112,6 +122,12 @@ describe('rill commands, first hour', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
       expect(refused.code, args.join(' ')).toBe(2);
     }
     expect((await rill(['buckets', 'set', 'tuned'])).stderr).toContain('name a setting to change');
+    // A default retention policy for its streams, shown, then removed.
+    const kept = await ok(['buckets', 'set', 'tuned', '--retention', '{"maxAgeMs":604800000}']);
+    expect(kept).toContain('retention: {"maxBytes":null,"maxMessages":null,"maxAgeMs":604800000}\n');
+    expect(JSON.parse(await ok(['--json', 'buckets', 'set', 'tuned', '--retention', 'none']))).toMatchObject({ retention: null });
+    expect((await rill(['buckets', 'set', 'tuned', '--retention', '{bad'])).code).toBe(2);
+    expect((await rill(['buckets', 'set', 'tuned', '--retention', '{"maxAgeMs":0}'])).stderr).toMatch(/^rill: INVALID_BUCKET_SETTINGS: /);
     // The usage record: with auth off every write is the subject "-".
     const rows = (await ok(['--json', 'usage', '--bucket', 'tuned'])).trim().split('\n').map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(rows).toEqual([{ bucket: 'tuned', subject: '-', appends: 1, bytesIn: shown.retainedBytes, bytesOut: 0, liveReaders: 0 }]);

@@ -29,6 +29,7 @@ import {
   type AppendLog,
   type EngineUnderTest,
 } from './fixtures.js';
+import { retentionPolicyTests } from './retention-policy-contract.js';
 
 const T0 = 1_700_000_000_000;
 
@@ -55,6 +56,7 @@ function storeContract(engine: EngineUnderTest): void {
     bucketTests(ctx);
     lifecycleTests(ctx, engine);
     messageCountTests(ctx, engine);
+    retentionPolicyTests(ctx, engine);
   });
 }
 

@@ -44,6 +44,19 @@ describe('WAL durability', () => {
     expect(w.durableState('v1/s')).toBeUndefined();
   });
 
+  test('a raised earliest offset makes readers wait only when its commit deleted bytes of the stream', () => {
+    const w = wal();
+    const at = (earliestOffset: number) => ({ id: 7, name: 'v1/s', tail: 10, earliestOffset, snapshot: null }) as unknown as StreamState;
+    // A policy trim between deletion steps: the bytes stay stored, so the state before it reads them.
+    w.committed(change(at(0), at(4)), new Set());
+    expect(w.pendingRemoval('v1/s')).toBeUndefined();
+    w.committed(change(at(4), at(6)), new Set([7]));
+    expect(w.pendingRemoval('v1/s')).toBe(w.lastCommit());
+    // Told nothing, any raise may have deleted bytes.
+    w.committed(change(at(6), at(8)));
+    expect(w.pendingRemoval('v1/s')).toBe(w.lastCommit());
+  });
+
   test('a dropped stream stays readable until its drop is durable', async () => {
     const w = wal();
     w.committed(change(state(9), null));

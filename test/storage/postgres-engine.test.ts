@@ -78,7 +78,7 @@ describe('schema 3: record coordinates', () => {
     await client.connect();
     await client.query(`ALTER TABLE streams DROP COLUMN record_first, DROP COLUMN record_next;
       ALTER TABLE producers DROP COLUMN receipt_record_start, DROP COLUMN receipt_record_next;
-      ALTER TABLE buckets DROP COLUMN settings;
+      ALTER TABLE buckets DROP COLUMN settings; ALTER TABLE streams DROP COLUMN retention_policy, DROP COLUMN time_marks, DROP COLUMN age_due_ms;
       UPDATE rill_meta SET value = '2' WHERE key = 'schema_version'`);
     await client.end();
 
@@ -111,7 +111,7 @@ describe('schema 4: appends counted on streams without records', () => {
     await client.connect();
     // Schema 3 kept 0 and 0 on streams without records.
     await client.query('UPDATE streams SET record_first = 0, record_next = 0 WHERE name = ANY($1)', [[bin, fork]]);
-    await client.query(`ALTER TABLE buckets DROP COLUMN settings; UPDATE rill_meta SET value = '3' WHERE key = 'schema_version'`);
+    await client.query(`ALTER TABLE buckets DROP COLUMN settings; ALTER TABLE streams DROP COLUMN retention_policy, DROP COLUMN time_marks, DROP COLUMN age_due_ms; UPDATE rill_meta SET value = '3' WHERE key = 'schema_version'`);
     await client.end();
 
     const upgraded = await PostgresStore.open({ url: older, producers: DEFAULT_PRODUCER_SETTINGS });
@@ -142,6 +142,23 @@ describe('two nodes on one database', () => {
     const stored = (await readAll(b, name)).toString();
     expect(stored.length).toBe(tail);
     for (const body of bodies) expect(stored.split(body).length - 1).toBe(1);
+  });
+
+  it('a retention policy holds with appends from both nodes at once, and both sweeping cut by age once', async () => {
+    const [a, b] = [await node(), await node()];
+    const name = v1StreamKey('shared-policy');
+    const retention = { maxBytes: null, maxMessages: 10, maxAgeMs: 60_000 };
+    await a.run('createStream', createRequest(name, { retention }));
+    const bodies = Array.from({ length: 100 }, (_, i) => `<${i}>`);
+    await Promise.all(bodies.map((body, i) => (i % 2 === 0 ? a : b).run('append', { name, request: appendRequest(body) })));
+    const stream = await mustGet(b, name);
+    expect(stream.recordNext - stream.recordFirst).toBe(10);
+    const kept = (await b.readRange(stream, stream.earliestOffset, stream.tail)).toString();
+    expect(kept.match(/<\d+>/g)).toHaveLength(10);
+    clock.advance(60_001);
+    const swept = await Promise.all([a.run('trimAged', { limit: 10 }), b.run('trimAged', { limit: 10 })]);
+    expect(swept.map((s) => s.trimmed).reduce((x, y) => x + y)).toBe(1);
+    expect(await mustGet(a, name)).toMatchObject({ earliestOffset: stream.tail, recordFirst: stream.recordNext });
   });
 
   it('creates of one name on two nodes at once: one creates, the other finds it', async () => {

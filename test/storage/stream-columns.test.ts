@@ -13,7 +13,7 @@ const base: StreamState = {
   name: 'b/bk/s',
   bucket: 'bk',
   incarnation: 'inc',
-  config: { contentType: 'text/plain', ttlSeconds: 60, expiresAtMs: 5_000_000 },
+  config: { contentType: 'text/plain', ttlSeconds: 60, expiresAtMs: 5_000_000, retention: { maxBytes: 100, maxMessages: null, maxAgeMs: 60_000 } },
   createdAtMs: 1_700_000_000_000,
   lastAccessMs: 1_700_000_000_500,
   tail: 100,
@@ -28,6 +28,8 @@ const base: StreamState = {
   snapshot: { offset: 10, contentType: 'application/json', digest: 'd' },
   recordFirst: 0,
   recordNext: 4,
+  timeMarks: [{ offset: 50, record: 2, atMs: 1_700_000_000_100 }],
+  ageDueMs: 1_700_000_060_101,
 };
 
 /** The state with the leaf at `path` changed (a number moved, a string extended, a flag flipped, a null set). */
@@ -59,6 +61,9 @@ describe('sameBesideTails', () => {
   it('agrees with the stored values for a change to any one field, nested ones and nulls included', () => {
     const variants: StreamState[] = [base, { ...base, fork: null, snapshot: null, bucket: null, lastStreamSeq: null, epochFloor: null, attrs: null }];
     variants.push({ ...base, config: { contentType: 'text/plain', ttlSeconds: null, expiresAtMs: null } });
+    // Without time marks (a stream under no age limit): the fields are absent.
+    const { timeMarks: _marks, ageDueMs: _due, ...unmarked } = base;
+    variants.push(unmarked);
     for (const state of variants) {
       expect(sameBesideTails(state, structuredClone(state))).toBe(true);
       for (const path of leaves(state)) {

@@ -158,6 +158,12 @@ export class MemoryStore extends BatchedStore {
       chunkAt: (stream, position) => chunkFromChain(this.chunkSource, stream, position),
       chunksBetween: (stream, from, before) => chunksFromChain(this.chunkSource, stream, from, before - from),
       nextStreamId: () => this.nextId++,
+      ageDueStreams: (nowMs, limit) =>
+        [...this.streams.values()]
+          .map((s) => this.view(s)!)
+          .filter((s) => !s.deleted && s.ageDueMs !== undefined && s.ageDueMs <= nowMs)
+          .sort((a, b) => a.ageDueMs! - b.ageDueMs!)
+          .slice(0, limit),
       expiredStreams: (nowMs, limit) =>
         [...this.streams.values()]
           .map((s) => this.view(s)!)

@@ -163,6 +163,13 @@ export class PgBatch implements Txn {
     );
   }
 
+  ageDueStreams(nowMs: number, limit: number): StreamState[] {
+    // As expiredStreams: every node sweeps, and rows another node is trimming are left to it.
+    return this.ask(`age ${nowMs} ${limit}`, () =>
+      this.lockedStreams('SELECT * FROM streams WHERE deleted = 0 AND age_due_ms <= $1 ORDER BY age_due_ms LIMIT $2 FOR UPDATE SKIP LOCKED', [nowMs, limit]),
+    );
+  }
+
   descendantsEarliest(streamId: number): number | null {
     return this.ask(`descendants ${streamId}`, async () => {
       // descendantsEarliest (core/snapshot.ts), as a recursive query.

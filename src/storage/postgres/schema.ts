@@ -13,7 +13,7 @@ import { legacyRecords, withoutRecords, WITHOUT_RECORDS_SQL } from '../records-b
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { ReadSource, withLoads } from './chunks.js';
 
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
 
 /** Any constant of our own: only rill's migrations take this advisory lock. */
 const MIGRATION_LOCK = 0x72696c6c;
@@ -115,6 +115,13 @@ const MIGRATIONS: Record<number, string> = {
   // Bucket settings an admin sets (core/bucket-settings.ts), as in SQLite's schema 11; NULL: none.
   5: `
     ALTER TABLE buckets ADD COLUMN settings JSONB;
+  `,
+  // A stream's own retention policy and an age limit's time marks, as in SQLite's schema 12; NULL: none.
+  6: `
+    ALTER TABLE streams ADD COLUMN retention_policy TEXT;
+    ALTER TABLE streams ADD COLUMN time_marks TEXT;
+    ALTER TABLE streams ADD COLUMN age_due_ms BIGINT;
+    CREATE INDEX streams_age_due ON streams (age_due_ms) WHERE age_due_ms IS NOT NULL AND deleted = 0;
   `,
 };
 

@@ -112,6 +112,8 @@ const STREAM_COLUMN_TYPES: Record<string, string> = {
   attrs: 'text',
   snapshot_content_type: 'text',
   snapshot_digest: 'text',
+  retention_policy: 'text',
+  time_marks: 'text',
 };
 const SUBSCRIPTION_COLUMN_TYPES: Record<string, string> = { key: 'text', scope: 'text', record: 'text', awake: 'smallint', has_pattern: 'smallint' };
 const LINK_COLUMN_TYPES: Record<string, string> = { sub_key: 'text', stream: 'text', path: 'text', explicit: 'smallint', glob: 'smallint' };

@@ -62,7 +62,7 @@ export class WalDurability {
   ) {}
 
   /** A transaction committed; `changes` holds each changed name's state before and after it. */
-  committed(changes: Map<string, StreamChange>): void {
+  committed(changes: Map<string, StreamChange>, trimmedIds?: ReadonlySet<number>): void {
     this.commitSeq++;
     for (const [name, change] of changes) {
       let entry = this.pending.get(name);
@@ -70,7 +70,7 @@ export class WalDurability {
         entry = { durable: change.before, commits: [] };
         this.pending.set(name, entry);
       }
-      entry.commits.push({ seq: this.commitSeq, after: change.after, removesBytes: removesStoredBytes(change.before, change.after) });
+      entry.commits.push({ seq: this.commitSeq, after: change.after, removesBytes: removesStoredBytes(change.before, change.after, trimmedIds) });
     }
   }
 
@@ -176,11 +176,18 @@ export class WalDurability {
   }
 }
 
-/** Whether a commit took away bytes that a reader of the state before it would read. */
-function removesStoredBytes(before: StreamState | null, after: StreamState | null): boolean {
+/**
+ * Whether a commit took away bytes that a reader of the state before it would read. A
+ * raised earliest offset removes bytes only when the commit deleted some (`trimmedIds`,
+ * the streams it ran trimBefore on): a retention policy raises it at every append of a
+ * stream and deletes in 1 MiB steps, and making every reader of that stream wait for the
+ * fsync in between would be for nothing.
+ */
+function removesStoredBytes(before: StreamState | null, after: StreamState | null, trimmedIds: ReadonlySet<number> | undefined): boolean {
   if (before === null) return false;
   if (after === null || after.id !== before.id) return true;
-  if (after.earliestOffset > before.earliestOffset) return true;
+  // Not told which streams were trimmed: any raise may have deleted bytes.
+  if (after.earliestOffset > before.earliestOffset && (trimmedIds === undefined || trimmedIds.has(after.id))) return true;
   // One body is stored per stream: publishing another replaces the one `before` names.
   const body = before.snapshot;
   if (!body) return false;

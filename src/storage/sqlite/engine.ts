@@ -204,6 +204,7 @@ export class SqliteStore extends BatchedStore {
   protected transact(body: (txn: Txn) => void): void {
     this.cache.begin();
     this.heldWrites.begin();
+    this.txn.trimmedIds.clear();
     try {
       this.runTransaction(body);
     } catch (error) {
@@ -213,7 +214,7 @@ export class SqliteStore extends BatchedStore {
       throw error;
     }
     this.heldWrites.commit();
-    this.durability.committed(this.cache.commit());
+    this.durability.committed(this.cache.commit(), this.txn.trimmedIds);
     this.txn.committed();
     const storedBytes = this.heldWrites.transactionBytes;
     this.checkpointer?.committed(storedBytes + COMMIT_OVERHEAD_BYTES);
@@ -504,7 +505,7 @@ export class SqliteStore extends BatchedStore {
   compareAndSetMeta(key: string, expected: string | undefined, value: string): Promise<boolean> {
     if (this.closed) return Promise.reject(new StorageUnavailableError(new Error('store is closed')));
     const stored = this.subscriptions.compareAndSetMeta(key, expected, value);
-    if (stored) this.durability.committed(new Map());
+    if (stored) this.durability.committed(new Map(), new Set());
     return this.answerWhenDurable(this.durability.lastCommit(), stored);
   }
 

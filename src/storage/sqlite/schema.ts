@@ -5,7 +5,7 @@
 import type Database from 'better-sqlite3';
 import { WITHOUT_RECORDS_SQL } from '../records-backfill.js';
 
-export const SCHEMA_VERSION = 11;
+export const SCHEMA_VERSION = 12;
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -153,6 +153,15 @@ const MIGRATIONS: Record<number, string> = {
   // Bucket settings an admin sets (core/bucket-settings.ts), as JSON; NULL: none.
   11: `
     ALTER TABLE buckets ADD COLUMN settings TEXT;
+  `,
+  // A stream's own retention policy (core/retention-policy.ts), as JSON, and the time
+  // marks of an age limit, as JSON, with when the sweep looks at them; NULL: none. A rill
+  // of schema 11 would append past the policy without trimming, so it must refuse this.
+  12: `
+    ALTER TABLE streams ADD COLUMN retention_policy TEXT;
+    ALTER TABLE streams ADD COLUMN time_marks TEXT;
+    ALTER TABLE streams ADD COLUMN age_due_ms INTEGER;
+    CREATE INDEX streams_age_due ON streams (age_due_ms) WHERE age_due_ms IS NOT NULL AND deleted = 0;
   `,
 };
 

@@ -58,6 +58,7 @@ export interface Statements {
   descendantsEarliest: Database.Statement<[number], { e: number | null }>;
   bucketExpired: Database.Statement<[string, number], StreamRow>;
   expired: Database.Statement<[number, number], StreamRow>;
+  ageDue: Database.Statement<[number, number], StreamRow>;
   nextId: Database.Statement<[], { value: string }>;
   setNextId: Database.Statement<[string]>;
   bucket: Database.Statement<[string], { id: string; created_at_ms: number; settings: string | null }>;
@@ -114,6 +115,9 @@ export function prepareStatements(db: Database.Database): Statements {
     // isCollectable and isListed (core/stream.ts) over `deleted` and `expiry_ms` (expiryMs), here and below.
     bucketExpired: () => db.prepare<[string, number], StreamRow>(
       `SELECT * FROM streams WHERE bucket = ? AND deleted = 0 AND expiry_ms IS NOT NULL AND expiry_ms <= ?`,
+    ),
+    ageDue: () => db.prepare<[number, number], StreamRow>(
+      `SELECT * FROM streams WHERE age_due_ms IS NOT NULL AND deleted = 0 AND age_due_ms <= ? ORDER BY age_due_ms LIMIT ?`,
     ),
     expired: () => db.prepare<[number, number], StreamRow>(
       `SELECT * FROM streams WHERE expiry_ms IS NOT NULL AND deleted = 0 AND expiry_ms <= ? ORDER BY expiry_ms LIMIT ?`,

@@ -23,6 +23,8 @@ import type { SqliteSubscriptions } from './subscriptions.js';
 // Declares the subscription methods forwarded below.
 
 export class SqliteTxn implements Txn {
+  /** Streams whose stored bytes this transaction deleted (trimBefore): readers of their state before it must wait (durability.ts). */
+  readonly trimmedIds = new Set<number>();
   private nextId: number;
   /** The next stream id as stored in `meta`. */
   private persistedNextId: number;
@@ -114,6 +116,10 @@ export class SqliteTxn implements Txn {
     return this.sql.expired.all(nowMs, limit).map((row) => this.streams.fromRow(row));
   }
 
+  ageDueStreams(nowMs: number, limit: number): StreamState[] {
+    return this.sql.ageDue.all(nowMs, limit).map((row) => this.streams.fromRow(row));
+  }
+
   descendantsEarliest(streamId: number): number | null {
     return this.sql.descendantsEarliest.get(streamId)!.e;
   }
@@ -155,6 +161,7 @@ export class SqliteTxn implements Txn {
 
   /** Deletes whole appends before `position`; an append cut by it keeps only its tail part. */
   trimBefore(stream: StreamState, position: number): void {
+    this.trimmedIds.add(stream.id);
     // Trimming works on the index: what is recent is indexed first (retention is rare).
     this.held.indexAll();
     this.sql.trimWhole.run(stream.id, position, position);
