@@ -4,6 +4,7 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import type { ProducerPage, Subscription, Subscriptions } from '../../src/client/index.js';
+import { globMatch } from '../../src/core/glob.js';
 import { failureOf, useClient, type Failure } from './api.js';
 import { DataTable, ErrorBox } from './common.js';
 
@@ -62,22 +63,6 @@ export function ProducersTable({ path }: { path: string }) {
   );
 }
 
-/** A subscription pattern against a scope-relative path: `*` is one segment, `**` zero or more (as the server's core/glob.ts). */
-export function globMatch(pattern: string, path: string): boolean {
-  const p = pattern.split('/');
-  const s = path.split('/');
-  const from = (i: number, j: number): boolean => {
-    for (; i < p.length; i++, j++) {
-      if (p[i] === '**') {
-        for (let skip = j; skip <= s.length; skip++) if (from(i + 1, skip)) return true;
-        return false;
-      }
-      if (j >= s.length || (p[i] !== '*' && p[i] !== s[j])) return false;
-    }
-    return j === s.length;
-  };
-  return from(0, 0);
-}
 
 interface Following {
   sub: Subscription;

@@ -10,7 +10,8 @@ export type PatternCheck = { ok: true } | { ok: false; reason: string };
 
 export function checkPattern(pattern: string, maxBytes: number, maxSegments: number): PatternCheck {
   if (pattern.length === 0) return { ok: false, reason: 'the pattern is empty' };
-  if (Buffer.byteLength(pattern) > maxBytes) return { ok: false, reason: `the pattern is longer than ${maxBytes} bytes` };
+  // TextEncoder rather than Buffer: the console's pages match patterns with this module too.
+  if (new TextEncoder().encode(pattern).length > maxBytes) return { ok: false, reason: `the pattern is longer than ${maxBytes} bytes` };
   const segments = pattern.split('/');
   if (segments.length > maxSegments) return { ok: false, reason: `the pattern has more than ${maxSegments} segments` };
   if (segments.some((s) => s.length === 0)) return { ok: false, reason: 'the pattern has an empty segment' };

@@ -9,7 +9,7 @@ import { absenceError } from '../core/stream.js';
 import { messagesHeld } from '../core/records.js';
 import { protocolError } from '../protocol/errors.js';
 import { encodeOffset } from '../protocol/offset.js';
-import { parseCanonicalUint } from '../protocol/parse.js';
+import { parsePageLimit } from '../protocol/parse.js';
 import type { RillMetrics } from '../ops/metrics.js';
 import type { StorageObserver, Store } from '../storage/store.js';
 import { MAX_LIST_LIMIT } from './buckets.js';
@@ -98,9 +98,9 @@ export class StorageHealth implements StorageObserver {
 async function listBuckets(res: ServerResponse, ctx: HandlerContext, search: string): Promise<void> {
   const parsed = parseQuery(search);
   if (!parsed.ok) return sendError(res, parsed.error);
-  const rawLimit = parsed.params.get('limit');
-  const limit = rawLimit === undefined ? DEFAULT_BUCKET_LIMIT : parseCanonicalUint(rawLimit, MAX_LIST_LIMIT);
-  if (limit === undefined || limit < 1) return sendError(res, protocolError('INVALID_QUERY', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}`));
+  const page = parsePageLimit(parsed.params.get('limit'), DEFAULT_BUCKET_LIMIT, MAX_LIST_LIMIT);
+  if (!page.ok) return sendError(res, page.error);
+  const limit = page.value;
   const listing = await ctx.store.listBuckets(parsed.params.get('after') ?? null, limit);
   const buckets = listing.buckets.map((b) => ({ id: b.id, streamCount: b.streamCount, createdAt: new Date(b.createdAtMs).toISOString() }));
   sendJson(res, 200, { buckets, next: listing.nextAfter });
@@ -155,9 +155,9 @@ export async function handleStreamStats(res: ServerResponse, ctx: HandlerContext
 export async function handleStreamProducers(res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Promise<void> {
   const parsed = parseQuery(search);
   if (!parsed.ok) return sendError(res, parsed.error);
-  const rawLimit = parsed.params.get('limit');
-  const limit = rawLimit === undefined ? DEFAULT_PRODUCER_LIMIT : parseCanonicalUint(rawLimit, MAX_PRODUCER_LIMIT);
-  if (limit === undefined || limit < 1) return sendError(res, protocolError('INVALID_QUERY', `limit must be an integer from 1 to ${MAX_PRODUCER_LIMIT}`));
+  const page = parsePageLimit(parsed.params.get('limit'), DEFAULT_PRODUCER_LIMIT, MAX_PRODUCER_LIMIT);
+  if (!page.ok) return sendError(res, page.error);
+  const limit = page.value;
   // An empty `after` starts at the first record, as the other listings take it (no producer id is empty).
   const after = parsed.params.get('after') || null;
   const stream = await ctx.store.getStream(address.key);

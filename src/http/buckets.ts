@@ -1,7 +1,7 @@
 /** Bucket routes: create, inspect, delete, and list a bucket's streams. */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { protocolError } from '../protocol/errors.js';
-import { parseCanonicalUint } from '../protocol/parse.js';
+import { parsePageLimit } from '../protocol/parse.js';
 import { bucketStreamKey } from '../protocol/ids.js';
 import { encodeOffset } from '../protocol/offset.js';
 import { absenceError } from '../core/stream.js';
@@ -93,9 +93,9 @@ export async function handleListStreams(req: IncomingMessage, res: ServerRespons
   const parsed = parseQuery(search);
   if (!parsed.ok) return sendError(res, parsed.error);
   const q = parsed.params;
-  const rawLimit = q.get('limit');
-  const limit = rawLimit === undefined ? DEFAULT_LIST_LIMIT : parseCanonicalUint(rawLimit, MAX_LIST_LIMIT);
-  if (limit === undefined || limit < 1) return sendError(res, protocolError('INVALID_QUERY', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}`));
+  const page = parsePageLimit(q.get('limit'), DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT);
+  if (!page.ok) return sendError(res, page.error);
+  const limit = page.value;
   if (!(await ctx.store.getBucket(bucket))) return sendError(res, protocolError('BUCKET_NOT_FOUND', 'bucket not found'));
   const prefixes = listingPrefixes(listingScope(req, bucket), q.get('prefix') ?? '');
   const details = q.get('details');

@@ -13,7 +13,7 @@ import type { SubscriptionState } from '../core/subscription-types.js';
 import { protocolError, statusOf, type ProtocolError } from '../protocol/errors.js';
 import { bucketOfScope, scopedPathProblem } from '../protocol/ids.js';
 import { parsePosition } from '../protocol/offset.js';
-import { parseCanonicalUint } from '../protocol/parse.js';
+import { parsePageLimit } from '../protocol/parse.js';
 import { newIncarnation } from '../storage/executor.js';
 import { rootPathOf, streamInfo } from '../subscriptions/service.js';
 import { mayManageBucket } from './access.js';
@@ -178,9 +178,9 @@ async function deleteSubscription(res: ServerResponse, ctx: HandlerContext, key:
 async function listSubscriptions(res: ServerResponse, ctx: HandlerContext, scope: string, search: string, full: boolean): Promise<void> {
   const query = parseQuery(search);
   if (!query.ok) return sendSubscriptionError(res, query.error);
-  const limitText = query.params.get('limit');
-  const limit = limitText === undefined ? 100 : parseCanonicalUint(limitText, 1000);
-  if (limit === undefined || limit < 1) return sendSubscriptionError(res, protocolError('INVALID_QUERY', 'limit must be an integer from 1 to 1000'));
+  const asked = parsePageLimit(query.params.get('limit'), 100, 1000);
+  if (!asked.ok) return sendSubscriptionError(res, asked.error);
+  const limit = asked.value;
   const after = query.params.get('after');
   const subs = await ctx.store.listSubscriptions(scope, after === undefined ? null : `${scope}/${after}`, limit + 1);
   const page = subs.slice(0, limit);

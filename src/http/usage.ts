@@ -12,7 +12,7 @@ import { V1_BUCKET } from '../core/access.js';
 import { messagesWritten, usagePage } from '../core/usage.js';
 import { isJsonContentType } from '../protocol/content-type.js';
 import { protocolError } from '../protocol/errors.js';
-import { parseCanonicalUint } from '../protocol/parse.js';
+import { parsePageLimit } from '../protocol/parse.js';
 import { usageSubjectOf } from './access.js';
 import type { HandlerContext } from './context.js';
 import { parseQuery } from './request.js';
@@ -50,9 +50,9 @@ export function holdLiveUsage(req: IncomingMessage, res: ServerResponse, ctx: Ha
 export function handleUsage(res: ServerResponse, ctx: HandlerContext, search: string): void {
   const parsed = parseQuery(search);
   if (!parsed.ok) return sendError(res, parsed.error);
-  const rawLimit = parsed.params.get('limit');
-  const limit = rawLimit === undefined ? DEFAULT_USAGE_LIMIT : parseCanonicalUint(rawLimit, MAX_USAGE_LIMIT);
-  if (limit === undefined || limit < 1) return sendError(res, protocolError('INVALID_QUERY', `limit must be an integer from 1 to ${MAX_USAGE_LIMIT}`));
+  const asked = parsePageLimit(parsed.params.get('limit'), DEFAULT_USAGE_LIMIT, MAX_USAGE_LIMIT);
+  if (!asked.ok) return sendError(res, asked.error);
+  const limit = asked.value;
   const bucket = parsed.params.get('bucket') ?? null;
   const after = parsed.params.get('after') ?? null;
   if ((bucket?.length ?? 0) > MAX_USAGE_PARAM || (after?.length ?? 0) > MAX_USAGE_PARAM) {

@@ -28,6 +28,13 @@ export function parseCanonicalUint(raw: string, max: number): number | undefined
   return Number.isSafeInteger(value) && value <= max ? value : undefined;
 }
 
+/** A listing's `limit` query parameter: `defaultLimit` when absent, else an integer from 1 to `maxLimit`. */
+export function parsePageLimit(raw: string | undefined, defaultLimit: number, maxLimit: number): Parsed<number> {
+  if (raw === undefined) return ok(defaultLimit);
+  const limit = parseCanonicalUint(raw, maxLimit);
+  return limit === undefined || limit < 1 ? fail(protocolError('INVALID_QUERY', `limit must be an integer from 1 to ${maxLimit}`)) : ok(limit);
+}
+
 /**
  * The refusal of a request whose raw header list (name, value, name, value, ...) gives a
  * single-valued protocol header more than once, or null. `distinctNames`, when given, is

@@ -25,6 +25,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, freePort, removeDir, tempDataDir } from '../helpers/server.js';
+import { until } from '../helpers/waits.js';
 import { sharedDatabase } from '../helpers/postgres.js';
 import { consoleBlocks, guides, type ConsoleBlock, type ConsoleCommand } from './markdown.js';
 import { expectStated, Shell, splitStatuses } from './shell.js';
@@ -241,25 +242,27 @@ afterAll(() => {
 /** A receiver of webhooks on a free port: answers 200 without acking, keeps what it took. */
 async function webhookReceiver(): Promise<{ port: number; server: Server; delivery(): Promise<Delivery> }> {
   const taken: Delivery[] = [];
-  let wake: (() => void) | undefined;
+  let arrived: (() => void) | undefined;
   const server = createServer((req, res) => {
     let body = '';
     req.on('data', (chunk: Buffer) => (body += chunk.toString()));
     req.on('end', () => {
       taken.push({ headers: req.headers, body });
-      wake?.();
+      arrived?.();
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
   });
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
   const port = (server.address() as { port: number }).port;
+  // Resolves when the first delivery arrives; the timer is a bound only a bug reaches.
   const delivery = async (): Promise<Delivery> => {
-    const deadline = Date.now() + DELIVERY_WAIT_MS;
-    while (taken.length === 0) {
-      if (Date.now() > deadline) throw new Error(`no webhook reached the receiver on port ${port} within ${DELIVERY_WAIT_MS} ms`);
-      await new Promise<void>((done) => {
-        wake = done;
-        setTimeout(done, 1_000);
+    if (taken.length === 0) {
+      await new Promise<void>((done, fail) => {
+        const timer = setTimeout(() => fail(new Error(`no webhook reached the receiver on port ${port} within ${DELIVERY_WAIT_MS} ms`)), DELIVERY_WAIT_MS);
+        arrived = () => {
+          clearTimeout(timer);
+          done();
+        };
       });
     }
     return taken[0]!;
@@ -375,11 +378,10 @@ class BlockRunner {
 
   private async untilAnswers(where: string): Promise<void> {
     const server = this.server!;
-    for (;;) {
+    await until(async () => {
       if (!processRuns(server.pid)) throw new Error(`${where}: the server exited:\n${readFileSync(server.outFile, 'utf8')}`);
-      if (await healthy(server.url)) return;
-      await new Promise((done) => setTimeout(done, 50));
-    }
+      return healthy(server.url);
+    }, `${where}: the server to answer /healthz`, COMMAND_TIMEOUT_MS);
   }
 
   async stopServer(): Promise<void> {

@@ -20,7 +20,7 @@ import { DiskSpace } from '../disk-space.js';
 import type { Txn } from '../executor.js';
 import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
 import type { BucketInfo, BucketListing, HeldTotals, ProducerListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
-import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../producer-columns.js';
+import { producerFromValues } from '../producer-columns.js';
 import { countMessagesIn, messagesHeld } from '../../core/records.js';
 import { legacyRecords, withoutRecords } from '../records-backfill.js';
 import type { StreamRow } from '../stream-columns.js';
@@ -459,7 +459,7 @@ export class SqliteStore extends BatchedStore {
   async countProducers(stream: StreamState): Promise<number> {
     this.inOwnTransaction(() => this.heldWrites.writeStreamProducers(stream.id));
     const seen = this.durability.lastCommit();
-    const row = this.db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM producers WHERE stream_id = ?').get(stream.id)!;
+    const row = this.sql.producerCount.get(stream.id)!;
     return this.answerWhenDurable(seen, row.n);
   }
 
@@ -467,11 +467,8 @@ export class SqliteStore extends BatchedStore {
   async listProducers(stream: StreamState, after: string | null, limit: number): Promise<ProducerListing> {
     this.inOwnTransaction(() => this.heldWrites.writeStreamProducers(stream.id));
     const seen = this.durability.lastCommit();
-    const rows = this.db
-      .prepare<[number, string, number], unknown[]>(`SELECT ${PRODUCER_COLUMNS.join(', ')} FROM producers WHERE stream_id = ? AND producer_id > ? ORDER BY producer_id LIMIT ?`)
-      .raw()
-      .all(stream.id, after ?? '', limit + 1);
-    const producers = rows.slice(0, limit).map((row) => producerFromValues(row as ProducerValues));
+    const rows = this.sql.producersAfter.all(stream.id, after ?? '', limit + 1);
+    const producers = rows.slice(0, limit).map(producerFromValues);
     return this.answerWhenDurable(seen, { producers, nextAfter: rows.length > limit ? producers[producers.length - 1]!.id : null });
   }
 

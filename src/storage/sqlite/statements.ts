@@ -78,6 +78,8 @@ export interface Statements {
   chunkContaining: Database.Statement<[number, number], StoredChunkRow>;
   chunkRowsFrom: Database.Statement<{ stream: number; from: number; before: number }, StoredChunkRow>;
   producer: Database.Statement<[number, string], ProducerValues>;
+  producerCount: Database.Statement<[number], { n: number }>;
+  producersAfter: Database.Statement<[number, string, number], ProducerValues>;
   upsertProducer: Database.Statement<[number, ...ProducerValues]>;
   deleteProducer: Database.Statement<[number, string]>;
   forgetProducers: Database.Statement<[number, number], string>;
@@ -169,6 +171,10 @@ export function prepareStatements(db: Database.Database): Statements {
     // A record's columns in producerValues' order (producer-columns.ts), read and written as lists.
     producer: () => db.prepare<[number, string], ProducerValues>(`SELECT ${PRODUCER_COLUMNS.join(', ')} FROM producers WHERE stream_id = ? AND producer_id = ?`)
       .raw(),
+    producerCount: () => db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM producers WHERE stream_id = ?'),
+    // BINARY collation: ids in UTF-8 byte order, as the other engines list them.
+    producersAfter: () =>
+      db.prepare<[number, string, number], ProducerValues>(`SELECT ${PRODUCER_COLUMNS.join(', ')} FROM producers WHERE stream_id = ? AND producer_id > ? ORDER BY producer_id LIMIT ?`).raw(),
     upsertProducer: () => db.prepare<[number, ...ProducerValues]>(
       `INSERT OR REPLACE INTO producers (stream_id, ${PRODUCER_COLUMNS.join(', ')}) VALUES (?, ${PRODUCER_COLUMNS.map(() => '?').join(', ')})`,
     ),
