@@ -11,7 +11,7 @@
  *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams,limits,drain,subscriptions,crossnode,records,transactions,stalls]
  *                            [--targets rill,rill-auth,rill-no-metrics,rill-no-log,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
- *                            [--rill path/to/dist/cli/main.js] [--cpu-prof]
+ *                            [--rill path/to/dist/bin/rill.js] [--cpu-prof]
  *
  * `--cpu-prof` writes rill's CPU profiles to .bench/profiles/; `node .bench/build/profile.js
  * FILE` prints where the time went.
@@ -431,7 +431,7 @@ const USAGE = `npm run bench -- [options]
   --streams LIST     stream counts for the append workload (default 1,500,10000)
   --rounds N         rounds per figure (the median is reported)
   --duration S       seconds per append, SSE and long-poll run
-  --rill PATH        another rill build's dist/cli/main.js, measured in place of this one
+  --rill PATH        another rill build's dist/bin/rill.js (or dist/cli/main.js before the bundle), measured in place of this one
   --cpu-prof         write rill's CPU profiles to .bench/profiles/
   --data DIR         where the servers keep their data (default .bench/data)
   --out FILE         results JSON (default .bench/results-<time>.json and .bench/latest.json)

@@ -40,7 +40,7 @@ export const TARGET_LABELS: Record<TargetName, string> = {
 /** The bench is compiled to .bench/build; the repository root is two levels up. */
 const ROOT = resolve(import.meta.dirname, '../..');
 /** The rill build under test; `--rill` points at another one (to compare two builds). */
-let rillCli = join(ROOT, 'dist/cli/main.js');
+let rillCli = join(ROOT, 'dist/bin/rill.js');
 
 export function useRillBuild(cli: string): void {
   rillCli = resolve(cli);

@@ -5,7 +5,7 @@
  *   flags and RILL_* variables into settings (src/cli/serve-options.ts), and the server is
  *   the one the command runs (openRillServer), on a real store. No process start per server,
  *   and the test may hand it a clock it controls (`clock`).
- * - With `process: true`, the real `rill` binary (dist/cli/main.js) as a child process,
+ * - With `process: true`, the real `rill` binary (dist/bin/rill.js) as a child process,
  *   waited for on /healthz and stopped by pid: for tests of the process itself (signals and
  *   SIGKILL, exit codes, its log, the data-directory lock, memory it holds), and for any test
  *   whose own process blocks (a synchronous child) while the server must answer.
@@ -20,7 +20,7 @@ import type { ServerSettings } from '../../src/http/settings.js';
 
 export { freePort };
 
-export const CLI = resolve(import.meta.dirname, '../../dist/cli/main.js');
+export const CLI = resolve(import.meta.dirname, '../../dist/bin/rill.js');
 
 /** A server a test started, in its own process or as a child process. */
 export interface RunningServer {
