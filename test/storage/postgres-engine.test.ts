@@ -12,7 +12,7 @@ import { v1StreamKey } from '../../src/protocol/ids.js';
 import { PostgresStore } from '../../src/storage/postgres/engine.js';
 import { SCHEMA_VERSION } from '../../src/storage/postgres/schema.js';
 import { sharedDatabase } from '../helpers/postgres.js';
-import { appendRequest, createRequest, emptyDatabase, expectAppended, expectCreated, mustGet, readAll, refusal, TestClock } from './fixtures.js';
+import { appendRequest, createRequest, emptyDatabase, expectAppended, expectCreated, mustGet, randomBytes, readAll, refusal, seededRandom, TestClock } from './fixtures.js';
 
 let url: string;
 const stores: PostgresStore[] = [];
@@ -277,6 +277,41 @@ describe('state loaded in the middle of a batch', () => {
     // A fork at 8 reads [0, 8) of its source, so nothing of it goes.
     expect(await trim(v1StreamKey('forked'), 8)).toEqual([0, 4, 8, 12, 16]);
     expect((await readAll(store, `${v1StreamKey('forked')}-fork`)).toString()).toBe('aaaabbbb');
+  });
+});
+
+describe('large reads', () => {
+  it('a window of 256 KiB or more is read as binary COPY, byte for byte what was appended, a fork\'s inherited bytes too', async () => {
+    const store = await node();
+    const random = seededRandom(41);
+    const name = v1StreamKey('large');
+    await store.run('createStream', createRequest(name));
+    // Values larger than a CopyData message's share of a socket read, and values of one byte.
+    const parts = [300_000, 5, 700_000, 1].map((n) => randomBytes(random, n));
+    for (const part of parts) expectAppended(await store.run('append', { name, request: appendRequest(part) }));
+    const fork = `${name}-fork`;
+    const own = randomBytes(random, 400_000);
+    expectCreated(await store.run('createStream', createRequest(fork, { contentType: null, fork: { sourceName: name, offset: 300_005, subOffset: 0 }, data: own })));
+    const all = Buffer.concat(parts);
+    const forkAll = Buffer.concat([all.subarray(0, 300_005), own]);
+    const [stream, forked] = [await mustGet(store, name), await mustGet(store, fork)];
+    for (const from of [0, 1, 299_999, 300_003, 450_000]) {
+      expect((await store.readRange(stream, from, 4 * 1024 * 1024)).equals(all.subarray(from))).toBe(true);
+      expect((await store.readRange(forked, from, 4 * 1024 * 1024)).equals(forkAll.subarray(from))).toBe(true);
+      const chunks = await store.readChunks(stream, from, 600_000);
+      expect(Buffer.concat(chunks.map((c) => c.data)).equals(all.subarray(from, from + 600_000))).toBe(true);
+      expect(chunks[0]!.start).toBeLessThanOrEqual(from);
+    }
+    expect(store.stats.bulkReads).toBeGreaterThan(0);
+  });
+
+  it('a small window is one prepared query, not a COPY', async () => {
+    const store = await node();
+    const name = v1StreamKey('small');
+    await store.run('createStream', createRequest(name));
+    for (const part of ['a', 'bb', 'ccc']) expectAppended(await store.run('append', { name, request: appendRequest(part) }));
+    expect((await readAll(store, name)).toString()).toBe('abbccc');
+    expect(store.stats.bulkReads).toBe(0);
   });
 });
 

@@ -21,6 +21,7 @@ import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { linkFromRow, subscriptionFromRecord, type LinkRow } from '../subscription-columns.js';
 import { PgBatch } from './batch.js';
 import { preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
+import { copyWindowSql, CopyWindow } from './copy.js';
 import { hintPayloads, HintListener } from './notify.js';
 import { migrate } from './schema.js';
 import { POSTGRES_DEFAULTS, redactedUrl } from './settings.js';
@@ -70,8 +71,13 @@ const types = {
     oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
+/** Of the pool's size, the share this node opens besides for large reads (copy.ts), at least one. */
+const BULK_SHARE = 4;
+
 export class PostgresStore extends BatchedStore {
   private readonly pool: pg.Pool;
+  /** Connections for large reads as binary COPY, which cannot share a pipelined connection. */
+  private readonly bulkPool: pg.Pool;
   /** The pool, its statements prepared (chunks.ts). */
   private readonly reads: Queryable;
   private readonly hints: HintListener;
@@ -79,8 +85,8 @@ export class PostgresStore extends BatchedStore {
   readonly nodeId = randomBytes(6).toString('hex');
   /** A batch is in its transaction; commands arriving meanwhile wait and form the next. */
   private inFlight = false;
-  /** Batches committed and round trips they made, for the bench. */
-  readonly stats = { batches: 0, commands: 0, roundTrips: 0 };
+  /** Batches committed and round trips they made, and windows read as binary COPY, for the bench. */
+  readonly stats = { batches: 0, commands: 0, roundTrips: 0, bulkReads: 0 };
   readonly remote: RemoteCommits;
 
   /** Connects, migrates the schema and starts listening for other nodes' commits. */
@@ -116,14 +122,17 @@ export class PostgresStore extends BatchedStore {
       keepAlive: true,
       types,
     };
+    this.bulkPool = new pg.Pool({ ...config, max: Math.ceil(settings.poolSize / BULK_SHARE) });
     // Statements sent together go out together instead of one per round trip.
     Object.assign(config, { pipeline: true });
     this.pool = new pg.Pool(config);
     this.reads = preparing(this.pool);
     // A connection that drops while idle in the pool is replaced on its next use; without
     // a listener the error would end the process.
-    this.pool.on('error', () => {});
-    this.pool.on('connect', (client) => client.on('error', () => {}));
+    for (const pool of [this.pool, this.bulkPool]) {
+      pool.on('error', () => {});
+      pool.on('connect', (client) => client.on('error', () => {}));
+    }
     this.hints = new HintListener({ ...config, types }, this.nodeId);
     this.remote = {
       onHint: (listener) => this.hints.onHint(listener),
@@ -219,14 +228,31 @@ export class PostgresStore extends BatchedStore {
   }
 
   async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
-    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes));
+    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes), this.copyWindow);
     return this.read(() => withLoads(() => readFromChain(source, stream, from, maxBytes)));
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
-    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes));
+    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes), this.copyWindow);
     return this.read(() => withLoads(() => chunksFromChain(source, stream, from, maxBytes)));
   }
+
+  /** A large window of chunks as binary COPY (copy.ts), on a connection of the bulk pool. */
+  private readonly copyWindow = async (streamId: number, from: number, hi: number): Promise<StoredChunk[]> => {
+    const client = await this.bulkPool.connect();
+    const copy = new CopyWindow(copyWindowSql(streamId, from, hi));
+    let failed = true;
+    try {
+      void client.query(copy as never);
+      const chunks = await copy.done;
+      failed = false;
+      this.stats.bulkReads++;
+      return chunks;
+    } finally {
+      // After a failure the connection may still be inside the COPY: it is closed, not reused.
+      client.release(failed);
+    }
+  };
 
   async chunkAt(stream: StreamState, position: number): Promise<StoredChunk | null> {
     const source = new ReadSource(this.reads, position + 1);
@@ -397,6 +423,6 @@ export class PostgresStore extends BatchedStore {
 
   private async shutDown(): Promise<void> {
     await this.hints.close();
-    await this.pool.end().catch(() => {});
+    await Promise.all([this.pool.end().catch(() => {}), this.bulkPool.end().catch(() => {})]);
   }
 }
