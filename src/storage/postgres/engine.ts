@@ -85,8 +85,11 @@ export class PostgresStore extends BatchedStore {
   readonly nodeId = randomBytes(6).toString('hex');
   /** A batch is in its transaction; commands arriving meanwhile wait and form the next. */
   private inFlight = false;
-  /** Batches committed and round trips they made, and windows read as binary COPY, for the bench. */
-  readonly stats = { batches: 0, commands: 0, roundTrips: 0, bulkReads: 0 };
+  /**
+   * Batches committed and round trips they made; queries outside batches (reads), and
+   * windows of them read as binary COPY: for the bench, and for tests that count reads.
+   */
+  readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0 };
   readonly remote: RemoteCommits;
 
   /** Connects, migrates the schema and starts listening for other nodes' commits. */
@@ -126,7 +129,13 @@ export class PostgresStore extends BatchedStore {
     // Statements sent together go out together instead of one per round trip.
     Object.assign(config, { pipeline: true });
     this.pool = new pg.Pool(config);
-    this.reads = preparing(this.pool);
+    const prepared = preparing(this.pool);
+    this.reads = {
+      query: (text, values) => {
+        this.stats.reads++;
+        return prepared.query(text, values);
+      },
+    };
     // A connection that drops while idle in the pool is replaced on its next use; without
     // a listener the error would end the process.
     for (const pool of [this.pool, this.bulkPool]) {
@@ -246,6 +255,7 @@ export class PostgresStore extends BatchedStore {
       void client.query(copy as never);
       const chunks = await copy.done;
       failed = false;
+      this.stats.reads++;
       this.stats.bulkReads++;
       return chunks;
     } finally {
