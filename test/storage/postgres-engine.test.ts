@@ -305,6 +305,43 @@ describe('large reads', () => {
     expect(store.stats.bulkReads).toBeGreaterThan(0);
   });
 
+  it("a catch-up's next window is read while the last one goes out, and gives what reading it then would, appends meanwhile or not", async () => {
+    const store = await node();
+    const random = seededRandom(42);
+    const name = v1StreamKey('ahead');
+    await store.run('createStream', createRequest(name));
+    const parts = Array.from({ length: 6 }, () => randomBytes(random, 300_000));
+    for (const part of parts) expectAppended(await store.run('append', { name, request: appendRequest(part) }));
+    const windowBytes = 512 * 1024;
+    const catchUp = async (from: number, appendAt: number | null): Promise<Buffer> => {
+      const read: Buffer[] = [];
+      for (let position = from, n = 0; ; n++) {
+        if (n === appendAt) {
+          const more = randomBytes(random, 300_000);
+          parts.push(more);
+          expectAppended(await store.run('append', { name, request: appendRequest(more) }));
+        }
+        const stream = await mustGet(store, name);
+        if (position >= stream.tail) return Buffer.concat(read);
+        const chunks = await store.readChunks(stream, position, windowBytes);
+        for (const chunk of chunks) read.push(chunk.data);
+        position += chunks.reduce((sum, chunk) => sum + chunk.data.length, 0);
+      }
+    };
+    expect((await catchUp(0, null)).equals(Buffer.concat(parts))).toBe(true);
+    expect(store.stats.readAheads).toBeGreaterThan(0);
+    expect(store.stats.readAheadsTaken).toBeGreaterThan(0);
+    // The tail moves after the first window: the window read ahead is not the one asked for next.
+    expect((await catchUp(0, 1)).equals(Buffer.concat(parts))).toBe(true);
+    // Recreated under the same name, the stream's windows are its own (a new id), whatever was read ahead.
+    await catchUp(0, null);
+    expect(await store.run('deleteStream', { name, incarnation: null })).toEqual({ kind: 'dropped' });
+    await store.run('createStream', createRequest(name));
+    const fresh = randomBytes(random, 1_200_000);
+    expectAppended(await store.run('append', { name, request: appendRequest(fresh) }));
+    expect((await catchUp(0, null)).equals(fresh)).toBe(true);
+  });
+
   it('a small window is one prepared query, not a COPY', async () => {
     const store = await node();
     const name = v1StreamKey('small');
