@@ -70,6 +70,13 @@ export class CopyReader {
   }
 }
 
+/** A field's length; both columns are NOT NULL, so never -1 (null). */
+function fieldLength(reader: CopyReader): number {
+  const length = reader.take(4).readInt32BE(0);
+  if (length < 0) throw new Error('binary COPY row with a null field');
+  return length;
+}
+
 /** The chunks in a binary COPY's output of `copyWindowSql`. */
 export function chunksFromCopy(reader: CopyReader): StoredChunk[] {
   const header = reader.take(HEADER_BYTES);
@@ -80,8 +87,8 @@ export function chunksFromCopy(reader: CopyReader): StoredChunk[] {
     const fields = reader.take(2).readInt16BE(0);
     if (fields === -1) return chunks;
     if (fields !== FIELDS) throw new Error(`binary COPY row of ${fields} fields, expected ${FIELDS}`);
-    const start = Number(reader.take(reader.take(4).readInt32BE(0)).readBigInt64BE(0));
-    const data = reader.take(reader.take(4).readInt32BE(0));
+    const start = Number(reader.take(fieldLength(reader)).readBigInt64BE(0));
+    const data = reader.take(fieldLength(reader));
     chunks.push({ start, data });
   }
 }

@@ -31,7 +31,7 @@ import { POSTGRES_DEFAULTS, redactedUrl } from './settings.js';
 
 export interface PostgresStoreOptions extends StoreOptions {
   url: string;
-  /** Connections this node opens for batches and reads (the hint listener has one more). */
+  /** Connections this node opens for batches and reads (the hint listener has one more, large reads a quarter as many: BULK_SHARE). */
   poolSize?: number;
   /** Longest a statement may run before PostgreSQL cancels it. */
   statementTimeoutMs?: number;
