@@ -13,7 +13,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { SignJWT } from 'jose';
 import pg from 'pg';
@@ -266,7 +266,9 @@ function secretFileIn(dataDir: string): string {
  */
 async function benchToken(dataDir: string): Promise<Record<string, string>> {
   const secret = randomBytes(32).toString('base64url');
-  writeFileSync(secretFileIn(dataDir), secret);
+  // Private, as rill refuses a secret file others may read (issue 37); a file left by an earlier run keeps its mode.
+  writeFileSync(secretFileIn(dataDir), secret, { mode: 0o600 });
+  chmodSync(secretFileIn(dataDir), 0o600);
   const token = await new SignJWT({ rill: { grants: [{ bucket: '*', can: ['admin'] }] } })
     .setProtectedHeader({ alg: 'HS256' })
     .setSubject('bench')

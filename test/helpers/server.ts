@@ -17,6 +17,7 @@ import { join, resolve } from 'node:path';
 import { freePort } from '../../bench/ports.js';
 import type { TestClock } from './clock.js';
 import type { ServerSettings } from '../../src/http/settings.js';
+import type { Store } from '../../src/storage/store.js';
 
 export { freePort };
 
@@ -31,6 +32,8 @@ export interface RunningServer {
   output(): string;
   /** Stops the server (a child: SIGTERM and wait for its exit) and resolves with its exit code (0 in-process). */
   stop(): Promise<number | null>;
+  /** In-process only: the server's store, for tests that count what it does (PostgresStore's stats). */
+  store?: Store;
 }
 
 /** A server started as the real `rill` binary in a child process (`process: true`). */
@@ -152,6 +155,7 @@ async function startInProcess(options: StartOptions): Promise<RunningServer> {
     port: Number(new URL(rill.url()).port),
     dataDir,
     output: () => output,
+    store: rill.store,
     async stop() {
       await rill.close();
       return 0;
