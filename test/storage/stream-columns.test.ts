@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { StreamState } from '../../src/core/types.js';
-import { RECORD_NEXT_COLUMN, sameBesideTails, streamColumnValues, TAIL_COLUMN } from '../../src/storage/stream-columns.js';
+import { RECORD_NEXT_COLUMN, sameBesideTails, STREAM_ROW_COLUMNS, streamColumnValues, streamRowOfValues, TAIL_COLUMN } from '../../src/storage/stream-columns.js';
 
 const base: StreamState = {
   id: 3,
@@ -78,5 +78,15 @@ describe('sameBesideTails', () => {
   it('a change of the tails alone keeps every other column', () => {
     expect(sameBesideTails({ ...base, tail: 200, recordNext: 9 }, base)).toBe(true);
     expect(sameBesideTails({ ...base, closed: true }, base)).toBe(false);
+  });
+});
+
+describe('a raw stream row (SQLite reads a stream by name or id as its values)', () => {
+  it('takes each field from its own column of STREAM_ROW_COLUMNS', () => {
+    // Each column's value is its own name: a field read from another column's place shows.
+    const row = streamRowOfValues(STREAM_ROW_COLUMNS.map((column) => column)) as unknown as Record<string, unknown>;
+    for (const [field, value] of Object.entries(row)) expect([field, value]).toEqual([field, field]);
+    // Every column but expiry_ms (stored, derived from the config) is a field of the row.
+    expect(Object.keys(row).sort()).toEqual(STREAM_ROW_COLUMNS.filter((column) => column !== 'expiry_ms').sort());
   });
 });

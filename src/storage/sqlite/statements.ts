@@ -43,8 +43,9 @@ export interface BucketHeldRow {
 }
 
 export interface Statements {
-  streamByName: Database.Statement<[string], StreamRow>;
-  streamById: Database.Statement<[number], StreamRow>;
+  /** Raw rows (values in STREAM_ROW_COLUMNS order): see streamRowOfValues. */
+  streamByName: Database.Statement<[string], unknown[]>;
+  streamById: Database.Statement<[number], unknown[]>;
   insertStream: Database.Statement;
   deleteStream: Database.Statement<[number]>;
   deleteChunks: Database.Statement<[number]>;
@@ -93,8 +94,8 @@ const STREAM_COLUMNS = ['id', ...STREAM_VALUE_COLUMNS].join(', ');
 export function prepareStatements(db: Database.Database): Statements {
   const named = STREAM_COLUMNS.split(', ').map((c) => `@${c}`).join(', ');
   return preparedOnFirstUse({
-    streamByName: () => db.prepare<[string], StreamRow>(`SELECT * FROM streams WHERE name = ?`),
-    streamById: () => db.prepare<[number], StreamRow>(`SELECT * FROM streams WHERE id = ?`),
+    streamByName: () => db.prepare<[string], unknown[]>(`SELECT ${STREAM_COLUMNS} FROM streams WHERE name = ?`).raw(true),
+    streamById: () => db.prepare<[number], unknown[]>(`SELECT ${STREAM_COLUMNS} FROM streams WHERE id = ?`).raw(true),
     insertStream: () => db.prepare(`INSERT INTO streams (${STREAM_COLUMNS}) VALUES (${named})`),
     deleteStream: () => db.prepare<[number]>(`DELETE FROM streams WHERE id = ?`),
     deleteChunks: () => db.prepare<[number]>(`DELETE FROM chunks WHERE stream_id = ?`),

@@ -5,7 +5,7 @@
  */
 import type Database from 'better-sqlite3';
 import type { StreamState } from '../../core/types.js';
-import { RECORD_NEXT_COLUMN, rowToStream, sameBesideTails, STREAM_VALUE_COLUMNS, streamColumnValues, TAIL_COLUMN, type StreamRow } from '../stream-columns.js';
+import { RECORD_NEXT_COLUMN, rowToStream, sameBesideTails, STREAM_VALUE_COLUMNS, streamColumnValues, streamRowOfValues, TAIL_COLUMN, type StreamRow } from '../stream-columns.js';
 import type { StreamCache } from './cache.js';
 import type { RecentChunks } from './recent.js';
 import { streamParams, type Statements } from './statements.js';
@@ -34,11 +34,11 @@ export class StreamRows {
   ) {}
 
   byName(name: string): StreamState | undefined {
-    return this.cached(this.cache.getByName(name), () => this.sql.streamByName.get(name));
+    return this.cached(this.cache.getByName(name), () => rowOf(this.sql.streamByName.get(name)));
   }
 
   byId(id: number): StreamState | undefined {
-    return this.cached(this.cache.getById(id), () => this.sql.streamById.get(id));
+    return this.cached(this.cache.getById(id), () => rowOf(this.sql.streamById.get(id)));
   }
 
   insert(stream: StreamState): void {
@@ -123,4 +123,8 @@ export class StreamRows {
     }
     return statement;
   }
+}
+
+function rowOf(values: unknown[] | undefined): StreamRow | undefined {
+  return values === undefined ? undefined : streamRowOfValues(values);
 }
