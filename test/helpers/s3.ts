@@ -69,6 +69,11 @@ export async function startTestS3(): Promise<TestS3> {
   await listen(server);
   const port = portOf(server);
   const endpoint = `http://127.0.0.1:${port}`;
+  const objectFiles = () => {
+    const found = new Map<string, string>();
+    walk(join(directory, TEST_BUCKET), '', found);
+    return found;
+  };
   return {
     endpoint,
     directory,
@@ -78,13 +83,9 @@ export async function startTestS3(): Promise<TestS3> {
       AWS_REGION: 'us-east-1',
       AWS_ENDPOINT_URL_S3: endpoint,
     },
-    objectFiles() {
-      const found = new Map<string, string>();
-      walk(join(directory, TEST_BUCKET), '', found);
-      return found;
-    },
+    objectFiles,
     corrupt(key) {
-      const path = this.objectFiles().get(key);
+      const path = objectFiles().get(key);
       if (path === undefined) throw new Error(`no object ${key} in the test S3 server`);
       const body = readFileSync(path);
       body[body.length >> 1]! ^= 0xff;
