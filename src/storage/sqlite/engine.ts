@@ -25,6 +25,7 @@ import { countMessagesIn, messagesHeld } from '../../core/records.js';
 import { legacyRecords, withoutRecords } from '../records-backfill.js';
 import type { StreamRow } from '../stream-columns.js';
 import { StreamCache } from './cache.js';
+import { SqliteColdRows } from './cold-rows.js';
 import { appendAt, appendsOfRow } from './chunk-rows.js';
 import { lockDataDir } from './dir-lock.js';
 import { DEFAULT_STREAM_CACHE_ENTRIES } from './defaults.js';
@@ -325,6 +326,23 @@ export class SqliteStore extends BatchedStore {
     for (const row of this.sql.chunkRowsFrom.iterate({ stream: streamId, from, before })) {
       for (const append of appendsOfRow(row)) if (append.start >= from && append.start < before) yield append;
     }
+  }
+
+  private coldRowsOnce: SqliteColdRows | null = null;
+
+  /** The cold tier's view of this store's rows (storage/cold/host.ts), made when a cold tier asks. */
+  coldRows(): SqliteColdRows {
+    this.coldRowsOnce ??= new SqliteColdRows(this.db, {
+      streamById: (id) => this.streams.byId(id),
+      // No fork link followed: the cold tier walks the chain itself, level by level.
+      ownChunks: (stream, from, maxBytes) => chunksFromChain(this.chunkSource, { ...stream, fork: null }, from, maxBytes),
+      ownChunkAt: (stream, position) => chunkFromChain(this.chunkSource, { ...stream, fork: null }, position),
+      // Only indexed rows move: a pass of the uploader indexes what is held first, as a trim does.
+      indexHeld: () => {
+        if (!this.heldWrites.isEmpty) this.inOwnTransaction(() => this.heldWrites.indexAll());
+      },
+    });
+    return this.coldRowsOnce;
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<Array<{ start: number; data: Buffer }>> {
