@@ -110,12 +110,18 @@ async function openTiered(settings: StoreSettings, hooks: OpenHooks): Promise<St
       intervalMs: c.uploadIntervalMs,
       backoffBaseMs: UPLOAD_BACKOFF.baseMs,
       backoffMaxMs: UPLOAD_BACKOFF.maxMs,
-      cacheBytes: c.cacheBytes,
+      // A command may need two segments at once in memory (cold-reads.ts, ColdSegmentNeeded).
+      cacheBytes: Math.max(c.cacheBytes, 2 * c.segmentBytes),
       maxBacklogBytes: c.maxBacklogBytes,
     },
     hooks.nowMs,
     hooks.onColdError ?? (() => undefined),
   );
+  store.setColdChunks({
+    end: (streamId) => tier.host.coldEnd(streamId),
+    containing: (streamId, position) => tier.reads.containingNow(streamId, position),
+    from: (streamId, from, before) => tier.reads.fromNow(streamId, from, before),
+  });
   tier.uploader.start();
   return withColdTier(store, tier);
 }

@@ -12,10 +12,12 @@
  *   uploads catch up, writes are taken again and nothing was lost.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { extensionUrl } from '../../src/protocol/extensions.js';
 import { encodeOffset } from '../../src/protocol/offset.js';
 import { seededRandom } from '../helpers/seed.js';
 import { startTestS3, TEST_BUCKET, type TestS3 } from '../helpers/s3.js';
 import { removeDir, startServer, tempDataDir, type ServerProcess } from '../helpers/server.js';
+import { sseBlocks } from '../helpers/sse.js';
 import { until } from '../helpers/waits.js';
 import { call } from './client.js';
 
@@ -95,6 +97,43 @@ async function coldStats(url: string): Promise<ColdStats> {
 /** The offset of byte `position`, as the server writes offsets. */
 function offsetAt(position: number): string {
   return encodeOffset(position);
+}
+
+const JSON_TYPE = { 'content-type': 'application/json' };
+
+/** JSON messages `{"n":i,"pad":...}` of 300 to 900 bytes, appended one by one: the offset after each. */
+async function appendMessages(url: string, path: string, count: number): Promise<{ messages: string[]; ends: number[] }> {
+  const messages: string[] = [];
+  const ends: number[] = [];
+  for (let n = 0; n < count; n++) {
+    const message = JSON.stringify({ n, pad: 'p'.repeat(rng.int(300, 900)) });
+    const reply = await call(url, 'POST', path, { headers: JSON_TYPE, body: `[${message}]` });
+    expect(reply.status, reply.text()).toBe(204);
+    messages.push(message);
+    ends.push(Number(reply.headers['stream-next-offset']));
+  }
+  return { messages, ends };
+}
+
+/** Every message of a JSON stream from `query` on, read as catch-up pages. */
+async function readMessages(url: string, path: string, query: string): Promise<string[]> {
+  const messages: string[] = [];
+  let next = query;
+  for (let guard = 0; guard < 1000; guard++) {
+    const reply = await call(url, 'GET', `${path}?${next}`);
+    if (reply.status !== 200) throw new Error(`GET ${path}?${next}: ${reply.status} ${reply.text()}`);
+    // Offset reads answer a JSON array, record reads NDJSON (docs/extensions.md).
+    const text = reply.text();
+    const page = text.startsWith('[') ? (JSON.parse(text) as unknown[]) : text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as unknown);
+    messages.push(...page.map((m) => JSON.stringify(m)));
+    if (reply.headers['stream-up-to-date'] === 'true') return messages;
+    next = `offset=${reply.headers['stream-next-offset']}`;
+  }
+  throw new Error('the read did not end');
+}
+
+function pathOf(url: string): string {
+  return new URL(url).pathname + new URL(url).search;
 }
 
 describe('cold tier on SQLite', () => {
@@ -179,5 +218,68 @@ describe('cold tier on SQLite', () => {
     await appendAll(url, path, more);
     acked.push(...more);
     expect((await readFrom(url, path, '-1')).equals(Buffer.concat(acked))).toBe(true);
+  });
+
+  it('serves record reads, forks, snapshots, bootstrap, long-poll and SSE from cold history, and a retention policy trims across it', async () => {
+    const { url } = await startCold('features', ['--cold-cache-bytes', '64KiB']);
+    const path = '/v1/stream/cold-features';
+    expect((await call(url, 'PUT', path, { headers: JSON_TYPE })).status).toBe(201);
+    const { messages, ends } = await appendMessages(url, path, 250);
+    await until(async () => (await coldStats(url)).coldBytes > ends[100]!, 'the first 100 messages moved to the cold tier');
+
+    expect(await readMessages(url, path, 'offset=-1')).toEqual(messages);
+    expect(await readMessages(url, path, 'record=7')).toEqual(messages.slice(7));
+    // A fork at a boundary in the cold range: its transaction reads the anchor from a cold segment.
+    const fork = '/v1/stream/cold-features-fork';
+    const forked = await call(url, 'PUT', fork, { headers: { ...JSON_TYPE, 'stream-forked-from': path, 'stream-fork-offset': encodeOffset(ends[20]!) } });
+    expect(forked.status, forked.text()).toBe(201);
+    expect(await readMessages(url, fork, 'offset=-1')).toEqual(messages.slice(0, 21));
+    expect(await readMessages(url, fork, 'record=3')).toEqual(messages.slice(3, 21));
+
+    // A snapshot at a cold offset; bootstrap answers it with every message after it.
+    const snapshotUrl = pathOf(extensionUrl(`http://x${path}`, `snapshot/${encodeOffset(ends[40]!)}`));
+    const published = await call(url, 'PUT', snapshotUrl, { headers: { 'content-type': 'application/x-state' }, body: 'STATE@41' });
+    expect(published.status, published.text()).toBe(204);
+    const bootstrap = await call(url, 'GET', pathOf(extensionUrl(`http://x${path}`, 'bootstrap')));
+    expect(bootstrap.status, bootstrap.text()).toBe(200);
+    expect(bootstrap.text()).toContain('STATE@41');
+    expect(bootstrap.text()).toContain(messages[41]!);
+    expect(bootstrap.text()).not.toContain(messages[40]!);
+
+    // Live reads from a cold offset answer its history first.
+    const poll = await call(url, 'GET', `${path}?offset=${encodeOffset(ends[5]!)}&live=long-poll`);
+    expect(poll.status).toBe(200);
+    expect(JSON.stringify((poll.json() as unknown[])[0])).toBe(messages[6]);
+    const sse = await fetch(`${url}${path}?offset=${encodeOffset(ends[9]!)}&live=sse`);
+    for await (const block of sseBlocks(sse)) {
+      if (!block.includes('event: data')) continue;
+      expect(block).toContain(messages[10]!.slice(0, 40));
+      break;
+    }
+    await sse.body?.cancel();
+
+    // A retention policy walks its history from the earliest offset, here in the cold range.
+    const kept = '/v1/stream/cold-features-kept';
+    expect((await call(url, 'PUT', kept, { headers: { ...JSON_TYPE, 'stream-retention': '{"maxMessages": 200}' } })).status).toBe(201);
+    const keptAppends = await appendMessages(url, kept, 150);
+    await until(async () => (await coldStats(url)).coldBytes > ends[100]! + keptAppends.ends[60]!, 'the kept stream moved to the cold tier');
+    const more = await appendMessages(url, kept, 100);
+    const head = await call(url, 'HEAD', kept);
+    expect(head.headers['stream-record-first']).toBe('50');
+    expect(await readMessages(url, kept, `offset=${head.headers['stream-earliest-offset']}`)).toEqual([...keptAppends.messages, ...more.messages].slice(-200));
+    expect(await readMessages(url, kept, 'record=50')).toEqual([...keptAppends.messages, ...more.messages].slice(-200));
+  });
+
+  it('removes the objects of a deleted stream', async () => {
+    const { url } = await startCold('deleted');
+    const path = '/v1/stream/cold-deleted';
+    await createStream(url, path);
+    await appendAll(url, path, randomAppends(150));
+    await until(async () => (await coldStats(url)).uploads > 0, 'a segment uploaded');
+    const objects = () => [...s3.objectFiles().keys()].filter((k) => k.startsWith('deleted/'));
+    expect(objects().length).toBeGreaterThan(0);
+    expect((await call(url, 'DELETE', path)).status).toBe(204);
+    await until(() => objects().length === 0, 'the deleted stream\'s objects removed');
+    expect((await coldStats(url)).coldBytes).toBe(0);
   });
 });

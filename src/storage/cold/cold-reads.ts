@@ -21,6 +21,19 @@ export interface ColdReadCounters {
   onFetch?: (seconds: number) => void;
 }
 
+/**
+ * Thrown by a synchronous read (an engine's transaction) that needs a segment not in
+ * memory: the command fails, and the tier fetches `segment` and runs it again.
+ */
+export class ColdSegmentNeeded extends Error {
+  constructor(
+    readonly streamId: number,
+    readonly segment: ColdSegmentRow,
+  ) {
+    super(`cold segment ${segment.key} of stream id ${streamId} is not in memory`);
+  }
+}
+
 interface Cached {
   appends: StoredChunk[];
   bytes: number;
@@ -64,6 +77,37 @@ export class ColdReads {
   async appendsAt(stream: StreamState, position: number): Promise<StoredChunk[] | null> {
     const segment = this.host.segments(stream.id, position, position + 1)[0];
     return segment === undefined ? null : this.segment(stream, segment);
+  }
+
+  /** Fetches a segment into the cache, for a command that needs it (ColdSegmentNeeded). */
+  async prefetch(needed: ColdSegmentNeeded): Promise<void> {
+    const stream = this.host.streamById(needed.streamId);
+    if (stream !== undefined) await this.segment(stream, needed.segment);
+  }
+
+  /** Synchronous, from memory: the cold append with the greatest start at or before `position`. */
+  containingNow(streamId: number, position: number): StoredChunk | null {
+    const segment = this.host.segments(streamId, position, position + 1)[0];
+    if (segment === undefined) return null;
+    let found: StoredChunk | null = null;
+    for (const a of this.cachedOrThrow(streamId, segment)) if (a.start <= position) found = a;
+    return found;
+  }
+
+  /** Synchronous, from memory: the cold appends with `from <= start < before`. */
+  fromNow(streamId: number, from: number, before: number): StoredChunk[] {
+    const appends: StoredChunk[] = [];
+    for (const segment of this.host.segments(streamId, from, before)) {
+      for (const a of this.cachedOrThrow(streamId, segment)) if (a.start >= from && a.start < before) appends.push(a);
+    }
+    return appends;
+  }
+
+  private cachedOrThrow(streamId: number, segment: ColdSegmentRow): StoredChunk[] {
+    const cached = this.cache.get(segment.key);
+    if (cached === undefined) throw new ColdSegmentNeeded(streamId, segment);
+    this.counters.cacheHits++;
+    return cached.appends;
   }
 
   private readAhead(stream: StreamState, last: ColdSegmentRow | undefined): void {

@@ -12,9 +12,9 @@ import { coldBacklogRefusal } from '../../core/cold-tier.js';
 import type { StreamState } from '../../core/types.js';
 import type { StoredChunk } from '../chain.js';
 import { bytesAdded } from '../disk-space.js';
-import { ColdBacklogError } from '../errors.js';
+import { ColdBacklogError, CommandFailedError } from '../errors.js';
 import type { ColdTierStats, CommandName, Store, StoreCommands } from '../store.js';
-import { ColdReads } from './cold-reads.js';
+import { ColdReads, ColdSegmentNeeded } from './cold-reads.js';
 import type { ColdHost } from './host.js';
 import type { ObjectStore } from './object-store.js';
 import { ColdUploader, type UploaderSettings } from './uploader.js';
@@ -25,6 +25,12 @@ export interface ColdTierSettings extends UploaderSettings {
   /** Upload lag past which writes that add data are refused (0: never). */
   maxBacklogBytes: number;
 }
+
+/**
+ * Segments one command may fetch before it is refused: a retention walk spans a few, and
+ * a cache too small to hold them together would otherwise fetch them in turn for ever.
+ */
+const MAX_FETCHES_PER_COMMAND = 16;
 
 type Part = { hot: StoredChunk[] } | { cold: { stream: StreamState; from: number; before: number } };
 
@@ -68,6 +74,25 @@ export class ColdTier {
       cacheHits: r.cacheHits,
       cacheMisses: r.cacheMisses,
     };
+  }
+
+  /**
+   * Runs a command; one whose transaction needed history not in memory (a fork's anchor, a
+   * record ordinal or a retention walk in the cold range) failed without applying
+   * anything, and runs again once the segment it needed is fetched.
+   */
+  async run<K extends CommandName>(inner: Store, kind: K, input: StoreCommands[K]['input']): Promise<StoreCommands[K]['output']> {
+    const refused = this.refusal(kind, input);
+    if (refused) throw refused;
+    for (let fetched = 0; ; fetched++) {
+      try {
+        return await inner.run(kind, input);
+      } catch (error) {
+        const needed = error instanceof CommandFailedError && error.cause instanceof ColdSegmentNeeded ? error.cause : null;
+        if (needed === null || fetched === MAX_FETCHES_PER_COMMAND) throw error;
+        await this.reads.prefetch(needed);
+      }
+    }
   }
 
   /** The refusal of a write that adds data while uploads are too far behind, or null. */
@@ -138,10 +163,7 @@ export class ColdTier {
 export function withColdTier(inner: Store, cold: ColdTier): TieredStore {
   const overrides: Partial<TieredStore> = {
     cold,
-    run: ((kind, input) => {
-      const refused = cold.refusal(kind, input);
-      return refused ? Promise.reject(refused) : inner.run(kind, input);
-    }) as Store['run'],
+    run: ((kind, input) => cold.run(inner, kind, input)) as Store['run'],
     readChunks: (stream, from, maxBytes) => cold.readChunks(stream, from, maxBytes),
     readRange: async (stream, from, maxBytes) => {
       const parts = await cold.readChunks(stream, from, maxBytes);
