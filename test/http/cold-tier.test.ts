@@ -15,7 +15,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { extensionUrl } from '../../src/protocol/extensions.js';
 import { encodeOffset } from '../../src/protocol/offset.js';
 import { seededRandom } from '../helpers/seed.js';
-import { startTestS3, TEST_BUCKET, type TestS3 } from '../helpers/s3.js';
+import { startSlowRelay, startTestS3, TEST_BUCKET, type TestS3 } from '../helpers/s3.js';
 import { removeDir, startServer, tempDataDir, type ServerProcess } from '../helpers/server.js';
 import { sseBlocks } from '../helpers/sse.js';
 import { until } from '../helpers/waits.js';
@@ -44,9 +44,9 @@ afterAll(async () => {
   dataDirs.forEach(removeDir);
 });
 
-async function startCold(prefix: string, extraArgs: string[] = [], dataDir = tempDataDir()): Promise<ServerProcess> {
+async function startCold(prefix: string, extraArgs: string[] = [], dataDir = tempDataDir(), env = s3.env): Promise<ServerProcess> {
   if (!dataDirs.includes(dataDir)) dataDirs.push(dataDir);
-  server = await startServer({ process: true, store: 'sqlite', dataDir, args: ['--cold-store', `s3://${TEST_BUCKET}/${prefix}`, ...COLD_ARGS, ...extraArgs], env: s3.env });
+  server = await startServer({ process: true, store: 'sqlite', dataDir, args: ['--cold-store', `s3://${TEST_BUCKET}/${prefix}`, ...COLD_ARGS, ...extraArgs], env });
   return server;
 }
 
@@ -281,5 +281,22 @@ describe('cold tier on SQLite', () => {
     expect((await call(url, 'DELETE', path)).status).toBe(204);
     await until(() => objects().length === 0, 'the deleted stream\'s objects removed');
     expect((await coldStats(url)).coldBytes).toBe(0);
+  });
+
+  it('goes on through a slow object store: appends acknowledged, history moved, every byte read back through it', async () => {
+    const relay = await startSlowRelay(Number(new URL(s3.endpoint).port), 25);
+    try {
+      const { url } = await startCold('slow', [], tempDataDir(), { ...s3.env, AWS_ENDPOINT_URL_S3: relay.endpoint });
+      const path = '/v1/stream/cold-slow';
+      await createStream(url, path);
+      const appends = randomAppends(200);
+      await appendAll(url, path, appends);
+      await until(async () => (await coldStats(url)).uploads >= 3, 'segments uploaded through the slow relay');
+      expect((await readFrom(url, path, '-1')).equals(Buffer.concat(appends))).toBe(true);
+    } finally {
+      await server?.kill();
+      server = undefined;
+      await relay.close();
+    }
   });
 });
