@@ -13,6 +13,7 @@ import { startTestS3, TEST_BUCKET, type TestS3 } from '../helpers/s3.js';
 import { removeDir, startServer, tempDataDir, type ServerProcess } from '../helpers/server.js';
 import { until } from '../helpers/waits.js';
 import { call } from '../http/client.js';
+import { runCli } from '../helpers/cli.js';
 
 const CLIENTS = 4;
 const ROUNDS = 3;
@@ -130,5 +131,8 @@ describe('cold tier under SIGKILL', () => {
     const stats = (await call(server.url, 'GET', '/stats')).json() as { cold: { coldBytes: number } };
     expect(stats.cold.coldBytes).toBeGreaterThan(0);
     expect(s3.objectFiles().size).toBeGreaterThan(0);
+    // No range is held by both tiers, and every object is there, whole and the range its row names.
+    const checked = await runCli(server.url, ['check', '--data', dataDir, '--cold-store', `s3://${TEST_BUCKET}/crash`], { env: s3.env });
+    expect(checked.code, checked.stderr).toBe(0);
   });
 });

@@ -19,6 +19,7 @@ import { startSlowRelay, startTestS3, TEST_BUCKET, type TestS3 } from '../helper
 import { removeDir, startServer, tempDataDir, type ServerProcess } from '../helpers/server.js';
 import { sseBlocks } from '../helpers/sse.js';
 import { until } from '../helpers/waits.js';
+import { runCli } from '../helpers/cli.js';
 import { call } from './client.js';
 
 const rng = seededRandom();
@@ -164,8 +165,8 @@ describe('cold tier on SQLite', () => {
     expect((await readFrom(again.url, path, '-1')).equals(all)).toBe(true);
   });
 
-  it('answers a corrupt object with 502 COLD_OBJECT_INVALID naming the stream, the range and the key; the hot part still reads', async () => {
-    const { url } = await startCold('corrupt');
+  it('answers a corrupt object with 502 COLD_OBJECT_INVALID naming the stream, the range and the key; the hot part still reads; rill check reports it', async () => {
+    const { url, dataDir } = await startCold('corrupt');
     const path = '/v1/stream/cold-corrupt';
     await createStream(url, path);
     const appends = randomAppends(150);
@@ -173,7 +174,14 @@ describe('cold tier on SQLite', () => {
     await appendAll(url, path, appends);
     await until(async () => (await coldStats(url)).uploads > 0, 'a segment uploaded');
     const [key] = [...s3.objectFiles().keys()].filter((k) => k.startsWith('corrupt/')).sort();
+    const checkArgs = ['check', '--data', dataDir, '--cold-store', `s3://${TEST_BUCKET}/corrupt`];
+    const clean = await runCli(url, checkArgs, { env: s3.env });
+    expect(clean.code, clean.stderr).toBe(0);
     s3.corrupt(key!);
+    const checked = await runCli(url, checkArgs, { env: s3.env });
+    expect(checked.code).toBe(1);
+    expect(checked.stderr).toContain(`cold object ${key} (bytes 0 to`);
+    expect(checked.stderr).toContain('is corrupt');
 
     const refused = await call(url, 'GET', `${path}?offset=-1`);
     expect(refused.status).toBe(502);
