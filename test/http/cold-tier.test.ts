@@ -158,6 +158,13 @@ describe('cold tier on SQLite', () => {
     const afterReads = await coldStats(url);
     expect(afterReads.coldFetches).toBeGreaterThan(0);
     expect(afterReads.cacheHits).toBeGreaterThan(0);
+    const metrics = (await call(url, 'GET', '/metrics')).text();
+    // Uploads may go on between the two answers: cold bytes only grow here.
+    expect(Number(/^rill_cold_bytes (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(afterReads.coldBytes);
+    expect(metrics).toMatch(/^rill_cold_uploads_total [1-9]\d*$/m);
+    for (const name of ['rill_hot_bytes', 'rill_cold_upload_lag_bytes', 'rill_cold_fetch_seconds_total', 'rill_cold_cache_hits_total', 'rill_cold_cache_misses_total']) {
+      expect(metrics).toMatch(new RegExp(`^${name} \\d`, 'm'));
+    }
 
     // A restart finds the boundary where the last upload left it: the same bytes, none twice.
     await server!.kill();
