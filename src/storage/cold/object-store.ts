@@ -34,7 +34,15 @@ export async function openS3ObjectStore(url: string, env: NodeJS.ProcessEnv = pr
   const { bucket, prefix } = parseColdStoreUrl(url);
   const s3 = await import('@aws-sdk/client-s3');
   const customEndpoint = env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL;
+  const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
+  // Read from `env` as the SDK reads process.env; with no keys there, its own chain (profiles, roles) finds them.
+  const keys = env.AWS_ACCESS_KEY_ID && env.AWS_SECRET_ACCESS_KEY
+    ? { accessKeyId: env.AWS_ACCESS_KEY_ID, secretAccessKey: env.AWS_SECRET_ACCESS_KEY, ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}) }
+    : undefined;
   const client = new s3.S3Client({
+    ...(customEndpoint === undefined ? {} : { endpoint: customEndpoint }),
+    ...(region === undefined ? {} : { region }),
+    ...(keys === undefined ? {} : { credentials: keys }),
     // Most S3-compatible servers (MinIO, s3rver) need path-style requests; AWS itself takes virtual hosts.
     forcePathStyle: customEndpoint !== undefined,
     // Newer SDK defaults add checksum trailers several S3-compatible servers refuse; rill checks every object itself.
