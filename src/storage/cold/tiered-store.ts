@@ -177,11 +177,16 @@ export function withColdTier(inner: Store, cold: ColdTier): TieredStore {
       cold.objects.close();
     },
   };
+  // Bound once each: a bind per access would be an allocation per request (decisions.md, GC).
+  const bound = new Map<PropertyKey, unknown>();
   return new Proxy(inner as TieredStore, {
-    get(target, property, receiver) {
+    get(target, property) {
       if (Object.prototype.hasOwnProperty.call(overrides, property)) return overrides[property as keyof TieredStore];
-      const value = Reflect.get(target, property, receiver === undefined ? target : target);
-      return typeof value === 'function' ? value.bind(target) : value;
+      const value = Reflect.get(target, property, target);
+      if (typeof value !== 'function') return value;
+      let fn = bound.get(property);
+      if (fn === undefined) bound.set(property, (fn = (value as (...args: unknown[]) => unknown).bind(target)));
+      return fn;
     },
   });
 }

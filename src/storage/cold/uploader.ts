@@ -81,9 +81,10 @@ export class ColdUploader {
     this.timer.unref();
   }
 
+  /** Never rejects: a failure (the store unreachable, the engine failing) is counted, told, and retried after a backoff. */
   private async runPass(): Promise<void> {
-    const due = await this.scan();
     try {
+      const due = await this.scan();
       for (const candidate of due) {
         if (this.closed) return;
         await this.uploadDue(candidate);
