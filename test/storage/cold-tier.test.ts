@@ -109,3 +109,22 @@ it('a crash between the upload and the trim loses nothing and holds nothing twic
   expect((await checkColdTier(`${dataDir}/rill.db`, objects)).problems).toEqual([]);
   objects.close();
 });
+
+it('the uploader reaches every stream: past a page of streams with nothing to move', async () => {
+  const dataDir = tempDataDir();
+  dirs.push(dataDir);
+  const objects = await openS3ObjectStore(`s3://${TEST_BUCKET}/paged`, s3.env);
+  const { store, tier, errors } = await openTiered(dataDir, objects);
+  // More than a page (500) of empty streams first, so that the one to move comes after them.
+  for (let i = 0; i < 520; i++) await store.run('createStream', createRequest(v1StreamKey(`empty-${i}`)));
+  const name = v1StreamKey('long');
+  await store.run('createStream', createRequest(name));
+  const appends = Array.from({ length: 60 }, () => Buffer.alloc(rng.int(2000, 4000), rng.int(0, 255)));
+  for (const data of appends) await store.run('append', { name, request: appendRequest(data) });
+  await tier.uploader.pass();
+  expect(errors).toEqual([]);
+  expect(tier.stats().uploads).toBeGreaterThan(0);
+  expect((await readAll(store, name)).equals(Buffer.concat(appends))).toBe(true);
+  await store.close();
+  objects.close();
+});

@@ -25,11 +25,15 @@ export interface ColdCandidate {
 
 export interface ColdHost {
   /**
-   * Undeleted streams with ids after `afterId` (at most `limit`), each with its hot rows
-   * (the first page indexes what the engine holds in memory first, so that it can move)
-   * from the first up to `segmentBytes` past it (nextSegment needs no more).
+   * Undeleted streams with ids after `afterId` whose tail may pass `minTail` (shorter ones
+   * have nothing to move), from a page of at most `limit` streams, each with its hot rows
+   * from the first up to `segmentBytes` past it (nextSegment needs no more); `nextAfterId`
+   * continues the scan, null at its end. The first page indexes what the engine holds in
+   * memory first, so that it can move.
    */
-  coldCandidates(afterId: number, limit: number, segmentBytes: number): ColdCandidate[];
+  coldCandidates(afterId: number, limit: number, segmentBytes: number, minTail: number): { candidates: ColdCandidate[]; nextAfterId: number | null };
+  /** One stream as coldCandidates sees it; undefined when it has no hot rows or is gone. */
+  coldCandidate(streamId: number, segmentBytes: number): ColdCandidate | undefined;
   /** Where the stream's last indexed row ending at or below `ceiling` ends (its first hot row's start when none does). */
   wholeRowsEnd(streamId: number, ceiling: number): number;
   /** The stream's indexed appends `[start, end)`, whole rows. */

@@ -102,15 +102,14 @@ export class ColdUploader {
   private async scan(): Promise<ColdCandidate[]> {
     const due: ColdCandidate[] = [];
     const seen = new Set<number>();
-    for (let afterId = 0; ; ) {
-      const page = this.host.coldCandidates(afterId, PAGE, this.settings.segmentBytes);
-      for (const candidate of page) {
+    for (let afterId: number | null = 0; afterId !== null; ) {
+      const page = this.host.coldCandidates(afterId, PAGE, this.settings.segmentBytes, this.settings.window.bytes);
+      for (const candidate of page.candidates) {
         seen.add(candidate.stream.id);
         if (this.note(candidate, this.limitOf(candidate.stream)) !== null) due.push(candidate);
       }
-      if (page.length < PAGE) break;
-      afterId = page[page.length - 1]!.stream.id;
-      await new Promise((resolve) => setImmediate(resolve));
+      afterId = page.nextAfterId;
+      if (afterId !== null) await new Promise((resolve) => setImmediate(resolve));
     }
     for (const id of this.marks.keys()) if (!seen.has(id)) this.marks.delete(id);
     for (const id of this.seenBytes.keys()) if (!seen.has(id)) this.seenBytes.delete(id);
@@ -151,7 +150,7 @@ export class ColdUploader {
     let segment = this.note(candidate, this.limitOf(candidate.stream));
     while (current !== undefined && segment !== null && !this.closed) {
       if ((await this.upload(current.stream, segment)) === 0) return;
-      current = this.host.coldCandidates(id - 1, 1, this.settings.segmentBytes).find((c) => c.stream.id === id);
+      current = this.host.coldCandidate(id, this.settings.segmentBytes);
       segment = current === undefined ? null : this.note(current, this.limitOf(current.stream));
       if (current === undefined) this.seenBytes.delete(id);
       this.sumSeen();

@@ -11,6 +11,7 @@ import type { StreamState } from '../../core/types.js';
 import type { StoredChunk } from '../chain.js';
 import type { ColdCandidate, ColdHost, ColdSegmentRow } from '../cold/host.js';
 import { appendsOfRow, type StoredChunkRow } from './chunk-rows.js';
+import { RECORD_ROW_LAG_BYTES } from './stream-rows.js';
 
 interface SegmentColumns {
   stream_id: number;
@@ -43,6 +44,7 @@ export class SqliteColdRows implements ColdHost {
   ) {
     this.sql = {
       streamsAfter: db.prepare<[number, number], { id: number; tail: number }>('SELECT id, tail FROM streams WHERE deleted = 0 AND id > ? ORDER BY id LIMIT ?'),
+      streamRow: db.prepare<[number], { id: number; tail: number }>('SELECT id, tail FROM streams WHERE deleted = 0 AND id = ?'),
       firstRow: db.prepare<[number], { start: number }>('SELECT start FROM chunks WHERE stream_id = ? ORDER BY start LIMIT 1'),
       lastRow: db.prepare<[number], { start: number }>('SELECT start FROM chunks WHERE stream_id = ? ORDER BY start DESC LIMIT 1'),
       rowBelow: db.prepare<[number, number], { start: number; end: number }>(
@@ -66,22 +68,32 @@ export class SqliteColdRows implements ColdHost {
     };
   }
 
-  coldCandidates(afterId: number, limit: number, segmentBytes: number): ColdCandidate[] {
-    const candidates: ColdCandidate[] = [];
+  coldCandidates(afterId: number, limit: number, segmentBytes: number, minTail: number): { candidates: ColdCandidate[]; nextAfterId: number | null } {
     if (afterId === 0) this.engine.indexHeld();
-    for (const row of this.sql.streamsAfter.all(afterId, limit)) {
-      const first = this.sql.firstRow.get(row.id);
-      const stream = this.engine.streamById(row.id);
-      if (first === undefined || stream === undefined) continue;
-      const last = this.sql.lastRow.get(row.id)!;
-      // Rows starting before this bound are all nextSegment can take.
-      const spans = this.sql.rowSpans.all(row.id, first.start + segmentBytes);
-      candidates.push({
-        stream,
-        view: { tail: stream.tail, hotStart: first.start, movableEnd: Math.min(last.start, row.tail), rowEnds: spans.map((s) => s.end) },
-      });
+    const rows = this.sql.streamsAfter.all(afterId, limit);
+    const candidates: ColdCandidate[] = [];
+    for (const row of rows) {
+      // A row's tail lags its appends by less than RECORD_ROW_LAG_BYTES (stream-rows.ts).
+      if (row.tail + RECORD_ROW_LAG_BYTES <= minTail) continue;
+      const candidate = this.candidateOf(row, segmentBytes);
+      if (candidate !== undefined) candidates.push(candidate);
     }
-    return candidates;
+    return { candidates, nextAfterId: rows.length < limit ? null : rows[rows.length - 1]!.id };
+  }
+
+  coldCandidate(streamId: number, segmentBytes: number): ColdCandidate | undefined {
+    const row = this.sql.streamRow.get(streamId);
+    return row === undefined ? undefined : this.candidateOf(row, segmentBytes);
+  }
+
+  private candidateOf(row: { id: number; tail: number }, segmentBytes: number): ColdCandidate | undefined {
+    const first = this.sql.firstRow.get(row.id);
+    const stream = this.engine.streamById(row.id);
+    if (first === undefined || stream === undefined) return undefined;
+    const last = this.sql.lastRow.get(row.id)!;
+    // Rows starting before this bound are all nextSegment can take.
+    const spans = this.sql.rowSpans.all(row.id, first.start + segmentBytes);
+    return { stream, view: { tail: stream.tail, hotStart: first.start, movableEnd: Math.min(last.start, row.tail), rowEnds: spans.map((s) => s.end) } };
   }
 
   wholeRowsEnd(streamId: number, ceiling: number): number {
