@@ -80,6 +80,7 @@ async function readFrom(url: string, path: string, offset: string): Promise<Buff
 }
 
 interface ColdStats {
+  sweptObjects: number;
   coldBytes: number;
   hotBytes: number;
   uploads: number;
@@ -275,7 +276,9 @@ describe('cold tier on SQLite', () => {
 
     // A retention policy walks its history from the earliest offset, here in the cold range.
     const kept = '/v1/stream/cold-features-kept';
-    expect((await call(url, 'PUT', kept, { headers: { ...JSON_TYPE, 'stream-retention': '{"maxMessages": 200}' } })).status).toBe(201);
+    const created = await call(url, 'PUT', kept, { headers: { ...JSON_TYPE, 'stream-retention': '{"maxMessages": 200}' } });
+    expect(created.status).toBe(201);
+    const incarnation = created.headers['stream-incarnation']!;
     const keptAppends = await appendMessages(url, kept, 150);
     await until(async () => (await coldStats(url)).coldBytes > ends[100]! + keptAppends.ends[60]!, 'the kept stream moved to the cold tier');
     const more = await appendMessages(url, kept, 100);
@@ -283,6 +286,12 @@ describe('cold tier on SQLite', () => {
     expect(head.headers['stream-record-first']).toBe('50');
     expect(await readMessages(url, kept, `offset=${head.headers['stream-earliest-offset']}`)).toEqual([...keptAppends.messages, ...more.messages].slice(-200));
     expect(await readMessages(url, kept, 'record=50')).toEqual([...keptAppends.messages, ...more.messages].slice(-200));
+    // The objects wholly below the earliest offset go at the uploader's next passes; the others stay.
+    const earliest = Number(head.headers['stream-earliest-offset']);
+    const keptObjects = () => [...s3.objectFiles().keys()].filter((k) => k.includes(`.${incarnation}/`)).map((k) => Number(/-(\d+)\.rseg$/.exec(k)![1]));
+    // The first 50 messages (more than a 16 KiB segment) had moved before the policy cut them.
+    await until(async () => keptObjects().every((end) => end > earliest) && (await coldStats(url)).sweptObjects > 0, 'the trimmed history\'s objects removed');
+    expect(keptObjects().length).toBeGreaterThan(0);
   });
 
   it('removes the objects of a deleted stream', async () => {
