@@ -201,6 +201,19 @@ describe('cold tier on SQLite', () => {
 
     const tailStart = all.length - 1000;
     expect((await readFrom(url, path, offsetAt(tailStart))).equals(all.subarray(tailStart))).toBe(true);
+
+    // With the store unreachable, a read of history no cache holds answers 503 naming the range.
+    await s3.stop();
+    try {
+      const unreachable = await call(url, 'GET', `${path}?offset=-1`);
+      expect(unreachable.status).toBe(503);
+      expect(unreachable.headers['retry-after']).toBe('1');
+      const refusal = unreachable.json() as { code: string; message: string };
+      expect(refusal.code).toBe('COLD_STORE_UNAVAILABLE');
+      expect(refusal.message).toMatch(/stream \S*cold-corrupt from byte 0 to \d+/);
+    } finally {
+      await s3.restart();
+    }
   });
 
   it('keeps acknowledging appends while the object store is down, refuses them with 507 past --cold-max-backlog, and catches up when it returns', async () => {
