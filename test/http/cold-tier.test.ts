@@ -5,11 +5,15 @@
  *
  * - history past the hot window moves to objects, the hot store stays bounded, and every
  *   byte reads back, from offset 0 and from the middle, across the boundary;
- * - a corrupt object answers 502 COLD_OBJECT_INVALID naming the stream, range and key,
+ * - a corrupt or missing object answers 502 COLD_OBJECT_INVALID naming the stream, range and
+ *   key (and rill check lists it), an unreachable store 503 COLD_STORE_UNAVAILABLE,
  *   while reads of the hot part still work;
  * - with the object store stopped, appends are still acknowledged until the upload lag
  *   passes --cold-max-backlog, then refused with 507 COLD_STORE_BACKLOG; once it is back,
- *   uploads catch up, writes are taken again and nothing was lost.
+ *   uploads catch up, writes are taken again and nothing was lost;
+ * - record reads, forks, snapshots, bootstrap, long-poll and SSE work from cold history,
+ *   a retention policy trims across it (and its objects go), a deleted stream's objects
+ *   go, and a slow store slows nothing but the uploads.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { extensionUrl } from '../../src/protocol/extensions.js';
@@ -20,6 +24,7 @@ import { removeDir, startServer, tempDataDir, type ServerProcess } from '../help
 import { sseBlocks } from '../helpers/sse.js';
 import { until } from '../helpers/waits.js';
 import { runCli } from '../helpers/cli.js';
+import { openS3ObjectStore } from '../../src/storage/cold/object-store.js';
 import { call } from './client.js';
 
 const rng = seededRandom();
@@ -173,7 +178,7 @@ describe('cold tier on SQLite', () => {
     expect((await readFrom(again.url, path, '-1')).equals(all)).toBe(true);
   });
 
-  it('answers a corrupt object with 502 COLD_OBJECT_INVALID naming the stream, the range and the key; the hot part still reads; rill check reports it', async () => {
+  it('answers a corrupt or missing object with 502 COLD_OBJECT_INVALID naming the stream, the range and the key, an unreachable store with 503; the hot part still reads; rill check reports both', async () => {
     const { url, dataDir } = await startCold('corrupt');
     const path = '/v1/stream/cold-corrupt';
     await createStream(url, path);
@@ -214,6 +219,19 @@ describe('cold tier on SQLite', () => {
     } finally {
       await s3.restart();
     }
+
+    // An object deleted behind rill's back: 502 naming it as missing, and rill check lists it.
+    const [, second] = [...s3.objectFiles().keys()].filter((k) => k.startsWith('corrupt/')).sort();
+    const objects = await openS3ObjectStore(`s3://${TEST_BUCKET}/corrupt`, s3.env);
+    await objects.delete([second!]);
+    objects.close();
+    const secondStart = Number(/\/(\d+)-\d+\.rseg$/.exec(second!)![1]);
+    const missing = await call(url, 'GET', `${path}?offset=${offsetAt(secondStart)}`);
+    expect(missing.status).toBe(502);
+    expect((missing.json() as { message: string }).message).toContain(`${second}, which is missing from the object store`);
+    const checkedAgain = await runCli(url, checkArgs, { env: s3.env });
+    expect(checkedAgain.stderr).toContain(`cold object ${second} (bytes ${secondStart} to`);
+    expect(checkedAgain.stderr).toContain('is missing');
   });
 
   it('keeps acknowledging appends while the object store is down, refuses them with 507 past --cold-max-backlog, and catches up when it returns', async () => {
