@@ -18,7 +18,7 @@ import type { AppendOutcome, AppendRequest, ProducerRecord, ProducerSettings, St
 
 /** What /metrics and /stats show of a cold tier (storage/cold/). */
 export interface ColdTierStats {
-  /** Bytes of stored streams held in object storage. */
+  /** Stream bytes held in object storage (a dropped stream's until the sweep removes its objects). */
   coldBytes: number;
   /** Bytes of streams held in the hot store, as the uploader's last pass counted them. */
   hotBytes: number;

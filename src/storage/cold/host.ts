@@ -57,7 +57,7 @@ export interface ColdHost {
   unreachableSegments(limit: number): ColdSegmentRow[];
   /** Deletes these segments' rows (their objects are gone). */
   forgetSegments(segments: readonly ColdSegmentRow[]): void;
-  /** Bytes the segments of stored streams hold. */
+  /** Stream bytes the segments hold (a dropped stream's until the sweep removes them). */
   coldBytes(): number;
   /** Every segment row, for `rill check`. */
   allSegments(): ColdSegmentRow[];

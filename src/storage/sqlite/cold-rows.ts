@@ -37,6 +37,8 @@ export interface SqliteColdEngine {
 
 export class SqliteColdRows implements ColdHost {
   private readonly sql;
+  /** Stream bytes the segments hold, summed once at open and kept as they come and go (/metrics reads it per scrape). */
+  private heldColdBytes: number;
 
   constructor(
     private readonly db: Database.Database,
@@ -63,9 +65,10 @@ export class SqliteColdRows implements ColdHost {
            WHERE s.id IS NULL OR (s.fork_refs = 0 AND c.end_offset <= s.earliest_offset) LIMIT ?`,
       ),
       forget: db.prepare<[number, number]>('DELETE FROM cold_segments WHERE stream_id = ? AND start = ?'),
-      coldBytes: db.prepare<[], { bytes: number | null }>('SELECT sum(c.end_offset - c.start) AS bytes FROM cold_segments c JOIN streams s ON s.id = c.stream_id'),
+      coldBytes: db.prepare<[], { bytes: number | null }>('SELECT sum(end_offset - start) AS bytes FROM cold_segments'),
       all: db.prepare<[], SegmentColumns>('SELECT * FROM cold_segments ORDER BY stream_id, start'),
     };
+    this.heldColdBytes = this.sql.coldBytes.get()?.bytes ?? 0;
   }
 
   coldCandidates(afterId: number, limit: number, segmentBytes: number, minTail: number): { candidates: ColdCandidate[]; nextAfterId: number | null } {
@@ -107,7 +110,7 @@ export class SqliteColdRows implements ColdHost {
   }
 
   commitSegment(segment: ColdSegmentRow): boolean {
-    return this.db.transaction(() => {
+    const committed = this.db.transaction(() => {
       if (this.engine.streamById(segment.streamId) === undefined) return false;
       // The rows must still be exactly the range: a trim or a drop since the upload began changes them.
       const spans = this.sql.rowSpans.all(segment.streamId, segment.end);
@@ -117,6 +120,8 @@ export class SqliteColdRows implements ColdHost {
       this.sql.deleteRows.run(segment.streamId, segment.start, segment.end);
       return true;
     })();
+    if (committed) this.heldColdBytes += segment.end - segment.start;
+    return committed;
   }
 
   segments(streamId: number, from: number, before: number): ColdSegmentRow[] {
@@ -150,10 +155,11 @@ export class SqliteColdRows implements ColdHost {
     this.db.transaction(() => {
       for (const s of segments) this.sql.forget.run(s.streamId, s.start);
     })();
+    for (const s of segments) this.heldColdBytes -= s.end - s.start;
   }
 
   coldBytes(): number {
-    return this.sql.coldBytes.get()?.bytes ?? 0;
+    return this.heldColdBytes;
   }
 
   allSegments(): ColdSegmentRow[] {
