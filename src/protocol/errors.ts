@@ -126,7 +126,7 @@ export const ERROR_STATUS = {
   INSUFFICIENT_STORAGE: 507,
   // 507: a write that would take a bucket past its --bucket-max-bytes.
   BUCKET_BYTES_LIMIT: 507,
-  // 507: the cold tier's uploads are behind by more than --cold-max-backlog-bytes (core/cold-tier.ts).
+  // 507: the cold tier's uploads are behind by more than --cold-max-backlog (core/cold-tier.ts).
   COLD_STORE_BACKLOG: 507,
   // 502: an object of the cold tier is missing, corrupt or not the range it should hold.
   COLD_OBJECT_INVALID: 502,
