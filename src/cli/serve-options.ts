@@ -121,6 +121,7 @@ export interface ServeFlags {
   coldCacheBytes: number;
   coldMaxBacklog: number;
   coldUploadInterval: number;
+  coldRetryMax: number;
 }
 
 function parsePublicUrl(value: string): string {
@@ -153,6 +154,7 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
       cacheBytes: flags.coldCacheBytes,
       maxBacklogBytes: flags.coldMaxBacklog,
       uploadIntervalMs: flags.coldUploadInterval,
+      uploadRetryMaxMs: flags.coldRetryMax,
     },
     sqliteThread: flags.sqliteThread === 'on',
     longPollTimeoutMs: flags.longPollTimeout,
@@ -237,6 +239,7 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .addOption(bytesOption('--cold-cache-bytes <size>', 'with --cold-store: history read from object storage kept in memory', dc.cacheBytes, 0))
     .addOption(bytesOption('--cold-max-backlog <size>', 'with --cold-store: sealed bytes awaiting upload past which writes are refused with 507 (0: never)', dc.maxBacklogBytes, 0))
     .addOption(durationOption('--cold-upload-interval <duration>', 'with --cold-store: time between two passes of the uploader', dc.uploadIntervalMs))
+    .addOption(durationOption('--cold-retry-max <duration>', 'with --cold-store: longest wait before retrying failed uploads (the wait doubles from 500ms up to it)', dc.uploadRetryMaxMs))
     .addOption(new Option('--sqlite-thread <on|off>', 'run the sqlite store on a thread of its own: large reads and writes never hold requests, small appends cost more CPU').choices(['on', 'off']).default(d.sqliteThread ? 'on' : 'off'))
     .addOption(durationOption('--long-poll-timeout <duration>', 'how long a long-poll waits for data', d.longPollTimeoutMs))
     .addOption(durationOption('--max-long-poll-timeout <duration>', 'longest long-poll wait a client may ask for (timeout_ms)', d.maxLongPollTimeoutMs))

@@ -93,7 +93,7 @@ export async function openStore(settings: StoreSettings, hooks: OpenHooks): Prom
  */
 async function openTiered(settings: StoreSettings, hooks: OpenHooks): Promise<Store> {
   if (settings.store !== 'sqlite' || settings.sqliteThread) throw new Error('--cold-store works with --store sqlite (and --sqlite-thread off) for now');
-  const [{ openS3ObjectStore }, { ColdTier, withColdTier }, { UPLOAD_BACKOFF }] = await Promise.all([
+  const [{ openS3ObjectStore }, { ColdTier, withColdTier }, { UPLOAD_BACKOFF_BASE_MS }] = await Promise.all([
     import('./cold/object-store.js'),
     import('./cold/tiered-store.js'),
     import('./cold/settings.js'),
@@ -108,8 +108,8 @@ async function openTiered(settings: StoreSettings, hooks: OpenHooks): Promise<St
       window: { bytes: c.hotBytes, ageMs: c.hotAgeMs },
       segmentBytes: c.segmentBytes,
       intervalMs: c.uploadIntervalMs,
-      backoffBaseMs: UPLOAD_BACKOFF.baseMs,
-      backoffMaxMs: UPLOAD_BACKOFF.maxMs,
+      backoffBaseMs: Math.min(UPLOAD_BACKOFF_BASE_MS, c.uploadRetryMaxMs),
+      backoffMaxMs: c.uploadRetryMaxMs,
       // A command may need two segments at once in memory (cold-reads.ts, ColdSegmentNeeded).
       cacheBytes: Math.max(c.cacheBytes, 2 * c.segmentBytes),
       maxBacklogBytes: c.maxBacklogBytes,

@@ -31,6 +31,9 @@ interface Attempt {
   end?: number;
 }
 
+/** Three rounds of a server process under load, killed and restarted: generous, so that only a bug reaches it on a loaded machine. */
+const CRASH_TEST_TIMEOUT_MS = 180_000;
+
 let s3: TestS3 | undefined;
 let server: ServerProcess | undefined;
 const dataDirs: string[] = [];
@@ -134,5 +137,5 @@ describe('cold tier under SIGKILL', () => {
     // No range is held by both tiers, and every object is there, whole and the range its row names.
     const checked = await runCli(server.url, ['check', '--data', dataDir, '--cold-store', `s3://${TEST_BUCKET}/crash`], { env: s3.env });
     expect(checked.code, checked.stderr).toBe(0);
-  });
+  }, CRASH_TEST_TIMEOUT_MS);
 });

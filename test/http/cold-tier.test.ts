@@ -40,6 +40,9 @@ const COLD_ARGS = ['--cold-hot-bytes', '32KiB', '--cold-hot-age', '0ms', '--cold
  */
 const HOT_BOUND_BYTES = 64 * 1024 + 2 * 1024 + 64 * 1024 + 16 * 1024;
 
+/** Each test starts a server process and writes hundreds of appends: generous, so that only a bug reaches it on a loaded machine. */
+const TEST_TIMEOUT_MS = 120_000;
+
 let s3: TestS3;
 let server: ServerProcess | undefined;
 const dataDirs: string[] = [];
@@ -156,10 +159,10 @@ describe('cold tier on SQLite', () => {
     const { url } = await startCold('bounded');
     const path = '/v1/stream/cold-bounded';
     await createStream(url, path);
-    const appends = randomAppends(1000);
+    const appends = randomAppends(600);
     const all = Buffer.concat(appends);
     await appendAll(url, path, appends);
-    // About 1 MB written; what stays hot is bounded by the rules, not by the stream's length.
+    // About 600 KB written; what stays hot is bounded by the rules, not by the stream's length.
     await until(async () => (await coldStats(url)).coldBytes >= all.length - HOT_BOUND_BYTES, 'history moved to the cold tier');
     const stats = await coldStats(url);
     expect(stats.uploads).toBeGreaterThan(0);
@@ -184,7 +187,7 @@ describe('cold tier on SQLite', () => {
     await server!.kill();
     const again = await startCold('bounded', [], server!.dataDir);
     expect((await readFrom(again.url, path, '-1')).equals(all)).toBe(true);
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('answers a corrupt or missing object with 502 COLD_OBJECT_INVALID naming the stream, the range and the key, an unreachable store with 503; the hot part still reads; rill check reports both', async () => {
     const { url, dataDir } = await startCold('corrupt');
@@ -240,32 +243,32 @@ describe('cold tier on SQLite', () => {
     const checkedAgain = await runCli(url, checkArgs, { env: s3.env });
     expect(checkedAgain.stderr).toContain(`cold object ${second} (bytes ${secondStart} to`);
     expect(checkedAgain.stderr).toContain('is missing');
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('keeps acknowledging appends while the object store is down, refuses them with 507 past --cold-max-backlog, and catches up when it returns', async () => {
-    const { url } = await startCold('outage', ['--cold-max-backlog', '64KiB']);
+    // Retries at most 200 ms apart, so that the store's return is seen soon after it.
+    const { url } = await startCold('outage', ['--cold-max-backlog', '64KiB', '--cold-retry-max', '200ms']);
     const path = '/v1/stream/cold-outage';
     await createStream(url, path);
     await s3.stop();
     const acked: Buffer[] = [];
     let refusal: { status: number; code: string; message: string } | null = null;
-    for (const body of randomAppends(400)) {
-      const reply = await call(url, 'POST', path, { headers: OCTETS, body });
-      if (reply.status === 204) {
-        acked.push(body);
-        continue;
+    try {
+      // The lag is counted once per pass: appends go on being taken until a pass counts past the limit.
+      for (let guard = 0; refusal === null && guard < 10_000; guard++) {
+        const [body] = randomAppends(1);
+        const reply = await call(url, 'POST', path, { headers: OCTETS, body: body! });
+        if (reply.status === 204) acked.push(body!);
+        else refusal = { status: reply.status, ...(reply.json() as { code: string; message: string }) };
       }
-      refusal = { status: reply.status, ...(reply.json() as { code: string; message: string }) };
-      break;
+      expect(refusal).not.toBeNull();
+      expect(refusal!.status).toBe(507);
+      expect(refusal!.code).toBe('COLD_STORE_BACKLOG');
+      expect(refusal!.message).toContain('cold store is behind');
+      expect((await coldStats(url)).uploadFailures).toBeGreaterThan(0);
+    } finally {
+      await s3.restart();
     }
-    // The lag is counted once per pass: appends go on being taken until a pass counts past the limit.
-    expect(refusal).not.toBeNull();
-    expect(refusal!.status).toBe(507);
-    expect(refusal!.code).toBe('COLD_STORE_BACKLOG');
-    expect(refusal!.message).toContain('cold store is behind');
-    expect((await coldStats(url)).uploadFailures).toBeGreaterThan(0);
-
-    await s3.restart();
     // Caught up: less than a segment (16 KiB) awaits upload, so the few appends below stay under the limit.
     await until(async () => (await coldStats(url)).uploadLagBytes < 16 * 1024, 'uploads caught up');
     expect((await coldStats(url)).uploads).toBeGreaterThan(0);
@@ -273,7 +276,7 @@ describe('cold tier on SQLite', () => {
     await appendAll(url, path, more);
     acked.push(...more);
     expect((await readFrom(url, path, '-1')).equals(Buffer.concat(acked))).toBe(true);
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('serves record reads, forks, snapshots, bootstrap, long-poll and SSE from cold history, and a retention policy trims across it', async () => {
     const { url } = await startCold('features', ['--cold-cache-bytes', '64KiB']);
@@ -335,7 +338,7 @@ describe('cold tier on SQLite', () => {
     const earliest = Number(head.headers['stream-earliest-offset']);
     await until(async () => keptObjects().every((end) => end > earliest) && (await coldStats(url)).sweptObjects > 0, 'the trimmed history\'s objects removed');
     expect(keptObjects().length).toBeGreaterThan(0);
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('removes the objects of a deleted stream', async () => {
     const { url } = await startCold('deleted');
@@ -347,7 +350,7 @@ describe('cold tier on SQLite', () => {
     expect(objects().length).toBeGreaterThan(0);
     expect((await call(url, 'DELETE', path)).status).toBe(204);
     await until(async () => objects().length === 0 && (await coldStats(url)).coldBytes === 0, 'the deleted stream\'s objects removed');
-  });
+  }, TEST_TIMEOUT_MS);
 
   it('goes on through a slow object store: appends acknowledged, history moved, every byte read back through it', async () => {
     const relay = await startSlowRelay(Number(new URL(s3.endpoint).port), 25);
@@ -364,5 +367,5 @@ describe('cold tier on SQLite', () => {
       server = undefined;
       await relay.close();
     }
-  });
+  }, TEST_TIMEOUT_MS);
 });

@@ -13,6 +13,8 @@ export interface ColdSettings {
   maxBacklogBytes: number;
   /** Between two passes of the uploader. */
   uploadIntervalMs: number;
+  /** The longest wait before retrying after failed passes (the wait doubles from UPLOAD_BACKOFF_BASE_MS up to it). */
+  uploadRetryMaxMs: number;
 }
 
 export const DEFAULT_COLD_SETTINGS: ColdSettings = {
@@ -22,7 +24,8 @@ export const DEFAULT_COLD_SETTINGS: ColdSettings = {
   cacheBytes: 64 * 1024 * 1024,
   maxBacklogBytes: 1024 * 1024 * 1024,
   uploadIntervalMs: 5_000,
+  uploadRetryMaxMs: 60_000,
 };
 
-/** A failed upload pass waits this long, doubling with each failure in a row up to the most. */
-export const UPLOAD_BACKOFF = { baseMs: 500, maxMs: 60_000 };
+/** A failed upload pass waits this long, doubling with each failure in a row up to uploadRetryMaxMs. */
+export const UPLOAD_BACKOFF_BASE_MS = 500;
