@@ -31,6 +31,7 @@ const USES_POSTGRES = [
   'test/postgres-smoke.test.ts',
   'test/core/producer-model.test.ts',
   'test/live/remote.test.ts',
+  'test/live/remote-readers.test.ts',
   'test/ops/metrics.test.ts',
   'test/storage/contract.test.ts',
   'test/storage/postgres-engine.test.ts',

@@ -8,7 +8,7 @@
  * says what HTTP on Node costs in the same units.
  *
  *   node .bench/build/instructions.js [--only rill,rill-auth,rill-memory,floor] [--appends N]
- *                                     [--warmup N] [--streams N] [--producers] [--rill path/to/dist/cli/main.js] [--out FILE]
+ *                                     [--warmup N] [--streams N] [--producers] [--rill path/to/dist/bin/rill.js] [--out FILE]
  *                                     [--by-function N]
  *
  * Each server runs under callgrind with instrumentation off, gets `--streams` streams

@@ -123,7 +123,8 @@ export function checkTargets(rows: Row[], mid: number, large: number): Check[] {
  * The targets of rill on PostgreSQL: one node at least half as fast as rill on SQLite and
  * five times the file-backed reference at 500 streams; live delivery from one node's
  * writer to another node's subscribers at most 20 ms (p50) later than to subscribers of
- * the writer's own node on one node.
+ * the writer's own node on one node; and issue 41's ratios to rill on SQLite in the same
+ * run (appends, catch-up, SSE with every subscriber on the node that does not write).
  */
 export function checkPostgresTargets(rows: Row[], mid: number): Check[] {
   const m = (key: string, t: TargetName) => medianOf(rows, key, t);
@@ -138,6 +139,11 @@ export function checkPostgresTargets(rows: Row[], mid: number): Check[] {
       '<',
       'ms above',
     ),
+    check('PostgreSQL, 1 node: appends/s at 500 streams >= 0.6x rill on SQLite (issue 41)', m(a, 'rill-pg') / m(a, 'rill'), 0.6, '>=', 'ratio'),
+    check('PostgreSQL, 1 node: catch-up 100 MiB of 1 MiB appends >= 0.7x rill on SQLite (issue 41)', m('catchup-large', 'rill-pg') / m('catchup-large', 'rill'), 0.7, '>=', 'ratio'),
+    check('PostgreSQL, 1 node: catch-up 10 MiB >= 0.7x rill on SQLite (issue 41)', m('catchup-bytes', 'rill-pg') / m('catchup-bytes', 'rill'), 0.7, '>=', 'ratio'),
+    check('PostgreSQL, 2 nodes: SSE p50, all subscribers away from the writer, <= 3x rill on SQLite (issue 41)', m('sse-away-p50', 'rill-pg-2') / m('sse-p50', 'rill'), 3, '<=', 'ratio'),
+    check('PostgreSQL, 2 nodes: SSE p99, all subscribers away from the writer, <= 5x rill on SQLite (issue 41)', m('sse-away-p99', 'rill-pg-2') / m('sse-p99', 'rill'), 5, '<=', 'ratio'),
   ];
 }
 

@@ -2,7 +2,8 @@
  * `npm run bench`: rill against the Durable Streams reference server (in memory and on
  * files) and a bare node:http floor, same client and load, in turn, on 127.0.0.1.
  * rill on PostgreSQL, one node and two (`rill-pg`, `rill-pg-2`), runs in the append
- * workload at the middle stream count (500), the producer workload and SSE fan-out.
+ * workload at the middle stream count (500), the producer workload and SSE fan-out, and
+ * one node in catch-up.
  * Prints progress on stderr, one Markdown table and the target checks on stdout, and
  * writes everything as JSON under .bench/. Four workloads (limits, drain, subscriptions,
  * crossnode: bench/bounds.ts) measure what the tests no longer bound; the last two (records,
@@ -11,7 +12,7 @@
  *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams,limits,drain,subscriptions,crossnode,records,transactions,stalls]
  *                            [--targets rill,rill-auth,rill-no-metrics,rill-no-log,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
- *                            [--rill path/to/dist/cli/main.js] [--cpu-prof]
+ *                            [--rill path/to/dist/bin/rill.js] [--cpu-prof]
  *
  * `--cpu-prof` writes rill's CPU profiles to .bench/profiles/; `node .bench/build/profile.js
  * FILE` prints where the time went.
@@ -282,9 +283,12 @@ async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const spread = `SSE fan-out ${s.sseSubscribers} subscribers over ${s.sseSpreadStreams} streams, ${s.sseSpreadMessagesPerS} msg/s`;
   const spreadP50: Row = { key: 'sse-spread-p50', label: `${spread} p50`, unit: 'ms', better: 'lower', rounds: {} };
   const spreadP99: Row = { key: 'sse-spread-p99', label: `${spread} p99`, unit: 'ms', better: 'lower', rounds: {} };
+  // Issue 41's shape on two nodes: the writer on the first, all the subscribers on the second.
+  const awayP50: Row = { key: 'sse-away-p50', label: `SSE fan-out, all ${s.sseSubscribers} subscribers on another node than the writer's p50`, unit: 'ms', better: 'lower', rounds: {} };
+  const awayP99: Row = { key: 'sse-away-p99', label: `SSE fan-out, all ${s.sseSubscribers} subscribers on another node than the writer's p99`, unit: 'ms', better: 'lower', rounds: {} };
   rows.push(p50, p99, spreadP50, spreadP99);
   const targets = selected(['rill', ...POSTGRES_TARGETS, 'ref-memory', 'floor']);
-  if (targets.includes('rill-pg-2')) rows.push(sameP50, sameP99, crossP50, crossP99);
+  if (targets.includes('rill-pg-2')) rows.push(sameP50, sameP99, crossP50, crossP99, awayP50, awayP99);
   await liveWorkload(s, 'sse', targets, async (t, round) => {
     const spec = { subscribers: s.sseSubscribers, messagesPerS: s.sseMessagesPerS, durationS: s.sseDurationS, warmupMessages: s.sseWarmupMessages, stream: `sse-${round}` };
     await prepareSse(t.url, spec);
@@ -306,6 +310,13 @@ async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
     progress(`SSE fan-out over ${s.sseSpreadStreams} streams: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${sr.p50Ms.toFixed(2)} ms p99 ${sr.p99Ms.toFixed(2)} ms, ${sr.delivered}/${sr.expected} delivered`);
     push(spreadP50, t.name, sr.p50Ms);
     push(spreadP99, t.name, sr.p99Ms);
+    if (t.urls.length < 2) return;
+    const awaySpec = { ...spec, stream: `sse-away-${round}`, awayFromWriter: true };
+    await prepareSse(t.url, awaySpec);
+    const ar = await runSse(t.urls, awaySpec);
+    progress(`SSE fan-out, all subscribers away from the writer: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${ar.p50Ms.toFixed(2)} ms p99 ${ar.p99Ms.toFixed(2)} ms, ${ar.delivered}/${ar.expected} delivered`);
+    push(awayP50, t.name, ar.p50Ms);
+    push(awayP99, t.name, ar.p99Ms);
   });
 }
 
@@ -335,7 +346,8 @@ async function catchUpWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const large: Row = { key: 'catchup-large', label: `catch-up ${largeMb} MiB stream of 1 MiB appends`, unit: 'MB/s', better: 'higher', rounds: {} };
   rows.push(bytes, json, large);
   const spec = { bytes: s.catchUpBytes, jsonMessages: s.catchUpJsonMessages, largeBytes: s.catchUpLargeBytes };
-  const running = await startAll(selected(STORES), 'catchup');
+  // rill on one PostgreSQL node too (issue 41 asks catch-up there at 0.7x SQLite).
+  const running = await startAll(selected([...STORES, 'rill-pg']), 'catchup');
   try {
     for (const t of running) {
       progress(`catch-up: writing ${mb} MiB, ${largeMb} MiB and ${spec.jsonMessages} JSON messages to ${TARGET_LABELS[t.name]}`);
@@ -426,12 +438,12 @@ function machine() {
 const USAGE = `npm run bench -- [options]
   --quick            small settings: the harness end to end in seconds
   --only LIST        workloads, comma-separated: ${WORKLOADS.join(', ')}
-                     (rill on PostgreSQL runs in appends at the middle stream count, producers and sse)
+                     (rill on PostgreSQL runs in appends at the middle stream count, producers and sse; one node in catchup)
   --targets LIST     servers, comma-separated (default all): ${Object.keys(TARGET_LABELS).join(', ')}
   --streams LIST     stream counts for the append workload (default 1,500,10000)
   --rounds N         rounds per figure (the median is reported)
   --duration S       seconds per append, SSE and long-poll run
-  --rill PATH        another rill build's dist/cli/main.js, measured in place of this one
+  --rill PATH        another rill build's dist/bin/rill.js (or dist/cli/main.js before the bundle), measured in place of this one
   --cpu-prof         write rill's CPU profiles to .bench/profiles/
   --data DIR         where the servers keep their data (default .bench/data)
   --out FILE         results JSON (default .bench/results-<time>.json and .bench/latest.json)

@@ -13,7 +13,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { SignJWT } from 'jose';
 import pg from 'pg';
@@ -40,7 +40,7 @@ export const TARGET_LABELS: Record<TargetName, string> = {
 /** The bench is compiled to .bench/build; the repository root is two levels up. */
 const ROOT = resolve(import.meta.dirname, '../..');
 /** The rill build under test; `--rill` points at another one (to compare two builds). */
-let rillCli = join(ROOT, 'dist/cli/main.js');
+let rillCli = join(ROOT, 'dist/bin/rill.js');
 
 export function useRillBuild(cli: string): void {
   rillCli = resolve(cli);
@@ -266,7 +266,9 @@ function secretFileIn(dataDir: string): string {
  */
 async function benchToken(dataDir: string): Promise<Record<string, string>> {
   const secret = randomBytes(32).toString('base64url');
-  writeFileSync(secretFileIn(dataDir), secret);
+  // Private, as rill refuses a secret file others may read (issue 37); a file left by an earlier run keeps its mode.
+  writeFileSync(secretFileIn(dataDir), secret, { mode: 0o600 });
+  chmodSync(secretFileIn(dataDir), 0o600);
   const token = await new SignJWT({ rill: { grants: [{ bucket: '*', can: ['admin'] }] } })
     .setProtectedHeader({ alg: 'HS256' })
     .setSubject('bench')

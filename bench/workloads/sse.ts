@@ -23,6 +23,11 @@ export interface SseSpec {
   stream: string;
   /** Spread over this many streams (`${stream}-${k}`); absent: one stream. */
   streams?: number;
+  /**
+   * Every subscriber on a node other than the writer's (the shape issue 41 measured on
+   * PostgreSQL: one node writing, another holding all the readers); absent: spread over all.
+   */
+  awayFromWriter?: boolean;
 }
 
 export interface SseLatencies {
@@ -126,13 +131,16 @@ function latencies(us: number[], sent: number, subscribers: number): SseLatencie
 export async function runSse(bases: string | string[], spec: SseSpec): Promise<SseResult> {
   const nodes = (typeof bases === 'string' ? [bases] : bases).map((b) => new URL(b));
   const writer = nodes[0]!.origin;
+  if (spec.awayFromWriter && nodes.length < 2) throw new Error('subscribers away from the writer need two nodes');
+  // Subscriber i's node: i mod nodes, or one of the others when away from the writer.
+  const nodeOf = (i: number) => (spec.awayFromWriter ? 1 + (i % (nodes.length - 1)) : i % nodes.length);
   // Per node: subscriber i is on node i mod nodes.
   const latenciesUs: number[][] = nodes.map(() => []);
   const pathOf = (i: number) => `/v1/stream/${streamOf(spec, i)}?offset=now&live=sse`;
   const subs: Subscriber[] = [];
   try {
     await pooled(spec.subscribers, CONNECTING_AT_ONCE, (i) => {
-      const sub = subscribe(nodes[i % nodes.length]!, pathOf(i), latenciesUs[i % nodes.length]!);
+      const sub = subscribe(nodes[nodeOf(i)]!, pathOf(i), latenciesUs[nodeOf(i)]!);
       subs.push(sub);
       return sub.ready;
     });
@@ -142,7 +150,7 @@ export async function runSse(bases: string | string[], spec: SseSpec): Promise<S
     for (const l of latenciesUs) l.length = 0;
     const sent = await publishAtRate(writer, spec, Math.max(1, Math.round(spec.messagesPerS * spec.durationS)));
     await sleep(500);
-    const on = (node: number) => Math.floor(spec.subscribers / nodes.length) + (node < spec.subscribers % nodes.length ? 1 : 0);
+    const on = (node: number) => Array.from({ length: spec.subscribers }, (_, i) => nodeOf(i)).filter((n) => n === node).length;
     const others = latenciesUs.slice(1).flat();
     const otherSubscribers = spec.subscribers - on(0);
     // Spread, each message reaches the subscribers of its one stream.

@@ -241,32 +241,43 @@ function resumePlan(options: SseOptions, state: PumpState, stream: StreamState |
   return planLiveResume(stream, state.position, 'sse', options.stream.incarnation, options.now());
 }
 
-/** What a commit brought the followers of one key: the stream they resume in and its next event. */
+/**
+ * What a commit brought the followers of one key: the stream they resume in and its next
+ * event, or no event when it brought them nothing (a commit they had read on their own
+ * already, another node's commit seen twice, the periodic check of remote.ts).
+ */
 interface TailChange {
   stream: StreamState;
-  shared: SharedEvent;
+  shared: SharedEvent | null;
 }
 
 /**
  * How a reader waiting at the tail takes a commit without waking (see Follower): only
- * the plain case of new bytes for a reader that keeps up; anything else (the stream
- * gone, recreated or ended, a full buffer, the lifetime over) wakes the reader's loop.
- * The key holds all a resume plan depends on besides the stream (incarnation, position)
- * and the event's rendering, so the plan `prepare` makes holds for every follower of it.
+ * the plain cases of new bytes for a reader that keeps up, or of nothing new for it;
+ * anything else (the stream gone, recreated or ended, a full buffer, the lifetime over)
+ * wakes the reader's loop. Waking a thousand readers of a stream for nothing new cost as
+ * many reads of it, on PostgreSQL as many queries (issue 41). The key holds all a resume
+ * plan depends on besides the stream (incarnation, position) and the event's rendering,
+ * so the plan `prepare` makes holds for every follower of it.
  */
 function tailFollower(res: ServerResponse, options: SseOptions, encoding: Encoding, state: PumpState, limits: { endAt: number; windowBytes: number }): Follower<TailChange | null> {
   return {
     key: () => `${options.stream.incarnation}:${state.position}:${limits.windowBytes}:${encoding}`,
     prepare: async (stream) => {
       const plan = resumePlan(options, state, stream);
-      if (!plan.ok || plan.stream.tail <= state.position) return null;
+      if (!plan.ok) return null;
+      // A waiting reader's stream is open (an ended one ends the response): a closure owes it a control event.
+      if (plan.stream.tail <= state.position) return plan.stream.closed ? null : { stream: plan.stream, shared: null };
       return { stream: plan.stream, shared: await nextEvent(options, encoding, { ...state, stream: plan.stream }, limits.windowBytes) };
     },
     take: (change) => {
       const nowMs = options.now();
-      if (change === null || change.shared.bytes === 0 || res.writableNeedDrain || res.destroyed || nowMs >= limits.endAt) return false;
-      state.stream = change.stream;
-      writeEvent(res, options, state, change.shared, nowMs);
+      if (change === null || change.shared?.bytes === 0 || res.writableNeedDrain || res.destroyed || nowMs >= limits.endAt) return false;
+      // Nothing new leaves the reader's state as it was: the change's may be older than it.
+      if (change.shared) {
+        state.stream = change.stream;
+        writeEvent(res, options, state, change.shared, nowMs);
+      }
       return state.position >= change.stream.tail && !endsStream(change.stream, state.position);
     },
   };

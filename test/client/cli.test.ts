@@ -1,5 +1,5 @@
 /**
- * The `rill` client commands, run as the real binary (dist/cli/main.js) against a real
+ * The `rill` client commands, run as the real binary (dist/bin/rill.js) against a real
  * server: plain output by default, --json on request, RILL_URL or --url.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

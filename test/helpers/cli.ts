@@ -1,4 +1,4 @@
-/** Runs the real `rill` binary (dist/cli/main.js) against a server, as a user would. */
+/** Runs the real `rill` binary (dist/bin/rill.js) against a server, as a user would. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { CLI, removeDir, startServer, type RunningServer, type StartOptions } from './server.js';

@@ -5,7 +5,7 @@
  *   flags and RILL_* variables into settings (src/cli/serve-options.ts), and the server is
  *   the one the command runs (openRillServer), on a real store. No process start per server,
  *   and the test may hand it a clock it controls (`clock`).
- * - With `process: true`, the real `rill` binary (dist/cli/main.js) as a child process,
+ * - With `process: true`, the real `rill` binary (dist/bin/rill.js) as a child process,
  *   waited for on /healthz and stopped by pid: for tests of the process itself (signals and
  *   SIGKILL, exit codes, its log, the data-directory lock, memory it holds), and for any test
  *   whose own process blocks (a synchronous child) while the server must answer.
@@ -17,10 +17,11 @@ import { join, resolve } from 'node:path';
 import { freePort } from '../../bench/ports.js';
 import type { TestClock } from './clock.js';
 import type { ServerSettings } from '../../src/http/settings.js';
+import type { Store } from '../../src/storage/store.js';
 
 export { freePort };
 
-export const CLI = resolve(import.meta.dirname, '../../dist/cli/main.js');
+export const CLI = resolve(import.meta.dirname, '../../dist/bin/rill.js');
 
 /** A server a test started, in its own process or as a child process. */
 export interface RunningServer {
@@ -31,6 +32,8 @@ export interface RunningServer {
   output(): string;
   /** Stops the server (a child: SIGTERM and wait for its exit) and resolves with its exit code (0 in-process). */
   stop(): Promise<number | null>;
+  /** In-process only: the server's store, for tests that count what it does (PostgresStore's stats). */
+  store?: Store;
 }
 
 /** A server started as the real `rill` binary in a child process (`process: true`). */
@@ -152,6 +155,7 @@ async function startInProcess(options: StartOptions): Promise<RunningServer> {
     port: Number(new URL(rill.url()).port),
     dataDir,
     output: () => output,
+    store: rill.store,
     async stop() {
       await rill.close();
       return 0;

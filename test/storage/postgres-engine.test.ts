@@ -12,7 +12,7 @@ import { v1StreamKey } from '../../src/protocol/ids.js';
 import { PostgresStore } from '../../src/storage/postgres/engine.js';
 import { SCHEMA_VERSION } from '../../src/storage/postgres/schema.js';
 import { sharedDatabase } from '../helpers/postgres.js';
-import { appendRequest, createRequest, emptyDatabase, expectAppended, expectCreated, mustGet, readAll, refusal, TestClock } from './fixtures.js';
+import { appendRequest, createRequest, emptyDatabase, expectAppended, expectCreated, mustGet, randomBytes, readAll, refusal, seededRandom, TestClock } from './fixtures.js';
 
 let url: string;
 const stores: PostgresStore[] = [];
@@ -277,6 +277,78 @@ describe('state loaded in the middle of a batch', () => {
     // A fork at 8 reads [0, 8) of its source, so nothing of it goes.
     expect(await trim(v1StreamKey('forked'), 8)).toEqual([0, 4, 8, 12, 16]);
     expect((await readAll(store, `${v1StreamKey('forked')}-fork`)).toString()).toBe('aaaabbbb');
+  });
+});
+
+describe('large reads', () => {
+  it('a window of 256 KiB or more is read as binary COPY, byte for byte what was appended, a fork\'s inherited bytes too', async () => {
+    const store = await node();
+    const random = seededRandom(41);
+    const name = v1StreamKey('large');
+    await store.run('createStream', createRequest(name));
+    // Values larger than a CopyData message's share of a socket read, and values of one byte.
+    const parts = [300_000, 5, 700_000, 1].map((n) => randomBytes(random, n));
+    for (const part of parts) expectAppended(await store.run('append', { name, request: appendRequest(part) }));
+    const fork = `${name}-fork`;
+    const own = randomBytes(random, 400_000);
+    expectCreated(await store.run('createStream', createRequest(fork, { contentType: null, fork: { sourceName: name, offset: 300_005, subOffset: 0 }, data: own })));
+    const all = Buffer.concat(parts);
+    const forkAll = Buffer.concat([all.subarray(0, 300_005), own]);
+    const [stream, forked] = [await mustGet(store, name), await mustGet(store, fork)];
+    for (const from of [0, 1, 299_999, 300_003, 450_000]) {
+      expect((await store.readRange(stream, from, 4 * 1024 * 1024)).equals(all.subarray(from))).toBe(true);
+      expect((await store.readRange(forked, from, 4 * 1024 * 1024)).equals(forkAll.subarray(from))).toBe(true);
+      const chunks = await store.readChunks(stream, from, 600_000);
+      expect(Buffer.concat(chunks.map((c) => c.data)).equals(all.subarray(from, from + 600_000))).toBe(true);
+      expect(chunks[0]!.start).toBeLessThanOrEqual(from);
+    }
+    expect(store.stats.bulkReads).toBeGreaterThan(0);
+  });
+
+  it("a catch-up's next window is read while the last one goes out, and gives what reading it then would, appends meanwhile or not", async () => {
+    const store = await node();
+    const random = seededRandom(42);
+    const name = v1StreamKey('ahead');
+    await store.run('createStream', createRequest(name));
+    const parts = Array.from({ length: 6 }, () => randomBytes(random, 300_000));
+    for (const part of parts) expectAppended(await store.run('append', { name, request: appendRequest(part) }));
+    const windowBytes = 512 * 1024;
+    const catchUp = async (from: number, appendAt: number | null): Promise<Buffer> => {
+      const read: Buffer[] = [];
+      for (let position = from, n = 0; ; n++) {
+        if (n === appendAt) {
+          const more = randomBytes(random, 300_000);
+          parts.push(more);
+          expectAppended(await store.run('append', { name, request: appendRequest(more) }));
+        }
+        const stream = await mustGet(store, name);
+        if (position >= stream.tail) return Buffer.concat(read);
+        const chunks = await store.readChunks(stream, position, windowBytes);
+        for (const chunk of chunks) read.push(chunk.data);
+        position += chunks.reduce((sum, chunk) => sum + chunk.data.length, 0);
+      }
+    };
+    expect((await catchUp(0, null)).equals(Buffer.concat(parts))).toBe(true);
+    expect(store.stats.readAheads).toBeGreaterThan(0);
+    expect(store.stats.readAheadsTaken).toBeGreaterThan(0);
+    // The tail moves after the first window: the window read ahead is not the one asked for next.
+    expect((await catchUp(0, 1)).equals(Buffer.concat(parts))).toBe(true);
+    // Recreated under the same name, the stream's windows are its own (a new id), whatever was read ahead.
+    await catchUp(0, null);
+    expect(await store.run('deleteStream', { name, incarnation: null })).toEqual({ kind: 'dropped' });
+    await store.run('createStream', createRequest(name));
+    const fresh = randomBytes(random, 1_200_000);
+    expectAppended(await store.run('append', { name, request: appendRequest(fresh) }));
+    expect((await catchUp(0, null)).equals(fresh)).toBe(true);
+  });
+
+  it('a small window is one prepared query, not a COPY', async () => {
+    const store = await node();
+    const name = v1StreamKey('small');
+    await store.run('createStream', createRequest(name));
+    for (const part of ['a', 'bb', 'ccc']) expectAppended(await store.run('append', { name, request: appendRequest(part) }));
+    expect((await readAll(store, name)).toString()).toBe('abbccc');
+    expect(store.stats.bulkReads).toBe(0);
   });
 });
 

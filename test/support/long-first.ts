@@ -8,17 +8,27 @@
 import { relative } from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
-/** Files of 30 s or more on this machine, longest first (docs/testing.md). */
+/**
+ * Files of 30 s or more on this machine, longest first (durations of a full run under load,
+ * 2026-12-06; docs/testing.md).
+ */
 const LONG_FIRST = [
-  'test/core/producer-model.test.ts',
-  'test/conformance-postgres.test.ts',
-  'test/storage/contract.test.ts',
   'test/client/processor-crash.test.ts',
+  'test/core/producer-model.test.ts',
+  'test/docs/readme.test.ts',
+  'test/cli/commands.test.ts',
+  'test/cli/records.test.ts',
+  'test/console/console.test.ts',
+  'test/docs/console-examples.test.ts',
   'test/reliability/soak.test.ts',
   'test/conformance.test.ts',
-  'test/client/cli.test.ts',
-  'test/crash/records-sigkill.test.ts',
+  'test/cli/subs.test.ts',
   'test/reliability/limits.test.ts',
+  'test/storage/contract.test.ts',
+  'test/subscriptions/scale.test.ts',
+  'test/conformance-postgres.test.ts',
+  'test/client/cli.test.ts',
+  'test/crash/transactions-sigkill.test.ts',
 ];
 
 export class LongFirst extends BaseSequencer {

@@ -41,13 +41,27 @@ interface Window {
   rows: StoredChunk[];
 }
 
-const WINDOW_SQL = `SELECT start, data FROM chunks WHERE stream_id = $1 AND start < $3
+export const WINDOW_SQL = `SELECT start, data FROM chunks WHERE stream_id = $1 AND start < $3
   AND start >= coalesce((SELECT max(start) FROM chunks WHERE stream_id = $1 AND start <= $2), $2) ORDER BY start`;
+
+/** Loads a window of at least BULK_MIN_BYTES by other means than a query (copy.ts). */
+export type BulkLoad = (streamId: number, from: number, hi: number) => Promise<StoredChunk[]>;
+
+/**
+ * Windows spanning this many bytes or more go to the bulk load when there is one: below,
+ * a prepared query on the pipelined pool costs less than a COPY (parsed and planned each
+ * time, on a connection of its own). Live readers at the tail read a few bytes; catch-up
+ * responses, megabytes.
+ */
+export const BULK_MIN_BYTES = 256 * 1024;
 
 export class ChunkWindows {
   private readonly windows = new Map<number, Window[]>();
 
-  constructor(private readonly db: Queryable) {}
+  constructor(
+    private readonly db: Queryable,
+    private readonly bulk?: BulkLoad,
+  ) {}
 
   /** The chunk with the greatest start at or before `position`; loads up to `hi` when missing. */
   containing(streamId: number, position: number, hi: number): StoredChunk | null {
@@ -73,7 +87,7 @@ export class ChunkWindows {
   }
 
   private async load(streamId: number, from: number, hi: number): Promise<void> {
-    const { rows } = await this.db.query<StoredChunk>(WINDOW_SQL, [streamId, from, hi]);
+    const rows = this.bulk && hi - from >= BULK_MIN_BYTES ? await this.bulk(streamId, from, hi) : (await this.db.query<StoredChunk>(WINDOW_SQL, [streamId, from, hi])).rows;
     let list = this.windows.get(streamId);
     if (!list) this.windows.set(streamId, (list = []));
     list.push({ from, hi, rows });
@@ -100,8 +114,9 @@ export class ReadSource implements ChunkSource {
   constructor(
     private readonly db: Queryable,
     private readonly hi: number,
+    bulk?: BulkLoad,
   ) {
-    this.windows = new ChunkWindows(db);
+    this.windows = new ChunkWindows(db, bulk);
   }
 
   streamById(id: number): StreamState | undefined {

@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
+import { ownStart } from '../../core/stream.js';
 import type { StreamState } from '../../core/types.js';
 import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
 import { BatchedStore } from '../batched.js';
@@ -20,7 +21,9 @@ import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../pr
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { linkFromRow, subscriptionFromRecord, type LinkRow } from '../subscription-columns.js';
 import { PgBatch } from './batch.js';
-import { preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
+import { BULK_MIN_BYTES, preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
+import { ReadAhead } from './read-ahead.js';
+import { copyWindowSql, CopyWindow } from './copy.js';
 import { hintPayloads, HintListener } from './notify.js';
 import { migrate } from './schema.js';
 import { POSTGRES_DEFAULTS, redactedUrl } from './settings.js';
@@ -28,7 +31,7 @@ import { POSTGRES_DEFAULTS, redactedUrl } from './settings.js';
 
 export interface PostgresStoreOptions extends StoreOptions {
   url: string;
-  /** Connections this node opens for batches and reads (the hint listener has one more). */
+  /** Connections this node opens for batches and reads (the hint listener has one more, large reads a quarter as many: BULK_SHARE). */
   poolSize?: number;
   /** Longest a statement may run before PostgreSQL cancels it. */
   statementTimeoutMs?: number;
@@ -70,8 +73,16 @@ const types = {
     oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
+/** Bytes of windows a node holds read ahead at once, and how long one waits for its request. */
+const READ_AHEAD_BYTES = 32 * 1024 * 1024;
+const READ_AHEAD_KEEP_MS = 5_000;
+/** Of the pool's size, the share this node opens besides for large reads (copy.ts), at least one. */
+const BULK_SHARE = 4;
+
 export class PostgresStore extends BatchedStore {
   private readonly pool: pg.Pool;
+  /** Connections for large reads as binary COPY, which cannot share a pipelined connection. */
+  private readonly bulkPool: pg.Pool;
   /** The pool, its statements prepared (chunks.ts). */
   private readonly reads: Queryable;
   private readonly hints: HintListener;
@@ -79,8 +90,13 @@ export class PostgresStore extends BatchedStore {
   readonly nodeId = randomBytes(6).toString('hex');
   /** A batch is in its transaction; commands arriving meanwhile wait and form the next. */
   private inFlight = false;
-  /** Batches committed and round trips they made, for the bench. */
-  readonly stats = { batches: 0, commands: 0, roundTrips: 0 };
+  /**
+   * Batches committed and round trips they made; queries outside batches (reads), windows
+   * of them read as binary COPY, and read ahead (read-ahead.ts): for the bench, and for
+   * tests that count reads.
+   */
+  readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, readAheads: 0, readAheadsTaken: 0 };
+  private readonly readAhead: ReadAhead;
   readonly remote: RemoteCommits;
 
   /** Connects, migrates the schema and starts listening for other nodes' commits. */
@@ -116,15 +132,25 @@ export class PostgresStore extends BatchedStore {
       keepAlive: true,
       types,
     };
+    this.bulkPool = new pg.Pool({ ...config, max: Math.ceil(settings.poolSize / BULK_SHARE) });
     // Statements sent together go out together instead of one per round trip.
     Object.assign(config, { pipeline: true });
     this.pool = new pg.Pool(config);
-    this.reads = preparing(this.pool);
+    const prepared = preparing(this.pool);
+    this.reads = {
+      query: (text, values) => {
+        this.stats.reads++;
+        return prepared.query(text, values);
+      },
+    };
     // A connection that drops while idle in the pool is replaced on its next use; without
     // a listener the error would end the process.
-    this.pool.on('error', () => {});
-    this.pool.on('connect', (client) => client.on('error', () => {}));
+    for (const pool of [this.pool, this.bulkPool]) {
+      pool.on('error', () => {});
+      pool.on('connect', (client) => client.on('error', () => {}));
+    }
     this.hints = new HintListener({ ...config, types }, this.nodeId);
+    this.readAhead = new ReadAhead(this.copyWindow, READ_AHEAD_BYTES, READ_AHEAD_KEEP_MS, this.stats);
     this.remote = {
       onHint: (listener) => this.hints.onHint(listener),
       versions: (names) => this.versions(names),
@@ -219,14 +245,48 @@ export class PostgresStore extends BatchedStore {
   }
 
   async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
-    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes));
+    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes), this.readAhead.take);
     return this.read(() => withLoads(() => readFromChain(source, stream, from, maxBytes)));
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
-    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes));
+    this.readNext(stream, from, maxBytes);
+    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes), this.readAhead.take);
     return this.read(() => withLoads(() => chunksFromChain(source, stream, from, maxBytes)));
   }
+
+  /**
+   * A read of a large window that stops short of the tail is likely followed by one of the
+   * next (a catch-up): that one is read meanwhile (read-ahead.ts). Only for readChunks,
+   * whose reader goes on exactly where the window ends (readRange's, JSON and text, go on
+   * from a message or character boundary before it); only from the stream's own chunks,
+   * where the next read's load is the same window; and only a window large enough to be
+   * loaded in bulk, which is what the read ahead is taken for.
+   */
+  private readNext(stream: StreamState, from: number, maxBytes: number): void {
+    const hi = from + maxBytes;
+    if (hi >= stream.tail || from < ownStart(stream) || maxBytes < BULK_MIN_BYTES) return;
+    const next = Math.min(stream.tail, hi + maxBytes);
+    if (next - hi >= BULK_MIN_BYTES) this.readAhead.readNext(stream.id, hi, next);
+  }
+
+  /** A large window of chunks as binary COPY (copy.ts), on a connection of the bulk pool. */
+  private readonly copyWindow = async (streamId: number, from: number, hi: number): Promise<StoredChunk[]> => {
+    const client = await this.bulkPool.connect();
+    const copy = new CopyWindow(copyWindowSql(streamId, from, hi));
+    let failed = true;
+    try {
+      void client.query(copy as never);
+      const chunks = await copy.done;
+      failed = false;
+      this.stats.reads++;
+      this.stats.bulkReads++;
+      return chunks;
+    } finally {
+      // After a failure the connection may still be inside the COPY: it is closed, not reused.
+      client.release(failed);
+    }
+  };
 
   async chunkAt(stream: StreamState, position: number): Promise<StoredChunk | null> {
     const source = new ReadSource(this.reads, position + 1);
@@ -396,7 +456,8 @@ export class PostgresStore extends BatchedStore {
   }
 
   private async shutDown(): Promise<void> {
+    this.readAhead?.clear();
     await this.hints.close();
-    await this.pool.end().catch(() => {});
+    await Promise.all([this.pool.end().catch(() => {}), this.bulkPool.end().catch(() => {})]);
   }
 }
