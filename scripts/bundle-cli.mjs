@@ -29,8 +29,9 @@ const ENTRIES = {
 };
 // Not bundled: a native module (better-sqlite3), pg's optional native driver, and the
 // modules loaded only on demand with createRequire (pino-pretty for a terminal,
-// cli-progress for a progress bar), which resolve from node_modules as before.
-const EXTERNAL = ['better-sqlite3', 'pg-native', 'pino-pretty', 'cli-progress'];
+// cli-progress for a progress bar) or import() (the S3 client, only with --cold-store:
+// bundled, it doubled the file every start parses), which resolve from node_modules as before.
+const EXTERNAL = ['better-sqlite3', 'pg-native', 'pino-pretty', 'cli-progress', '@aws-sdk/client-s3'];
 // The CommonJS dependencies inside an ES module bundle still call require() (for Node's own
 // modules) and read __dirname; this gives them both, as Node gives a CommonJS module.
 const BANNER = [

@@ -153,7 +153,7 @@ async function restore(file: string, flags: { data: string; force?: boolean }, c
   await out(`restored ${file} into ${flags.data}; start rill serve --data ${flags.data}\n`);
 }
 
-async function check(file: string | undefined, flags: { data: string }, command: Command): Promise<void> {
+async function check(file: string | undefined, flags: { data: string; coldStore?: string }, command: Command): Promise<void> {
   const { json } = globals(command);
   const { checkDataFile, DATA_FILE } = await sqliteAdmin();
   const target = file ?? resolve(flags.data, DATA_FILE);
@@ -164,11 +164,25 @@ async function check(file: string | undefined, flags: { data: string }, command:
   } finally {
     bar.stop();
   }
+  if (flags.coldStore !== undefined && report.problems.length === 0) report = { ...report, problems: await checkCold(target, flags.coldStore) };
   if (json) await outJson({ file: target, ...report });
   else if (report.problems.length === 0) await out(`ok: ${target}: ${report.streams} streams, ${report.appends} appends, ${report.producers} producer records\n`);
   if (report.problems.length === 0) return;
   if (!json) process.stderr.write(`rill check: ${target} has ${report.problems.length} problem(s):\n  ${report.problems.join('\n  ')}\n`);
   process.exitCode = 1;
+}
+
+/** The cold tier's objects (storage/cold/check.ts); loaded, with the S3 client, only for --cold-store. */
+async function checkCold(file: string, url: string): Promise<string[]> {
+  const [{ checkColdTier }, { openS3ObjectStore }] = await Promise.all([import('../storage/cold/check.js'), import('../storage/cold/object-store.js')]);
+  const objects = await openS3ObjectStore(url);
+  const bar = progressBar('check', 'cold objects');
+  try {
+    return (await checkColdTier(file, objects, (done, total) => bar.update(done, total))).problems;
+  } finally {
+    bar.stop();
+    objects.close();
+  }
 }
 
 /** `--until`: an RFC 3339 time, or a duration from now (2h, 7d). */
@@ -238,5 +252,6 @@ export function addAdminCommands(program: Command): void {
     .command('check [file]')
     .description("verify a data directory's (or a backup file's) invariants; exits 1 on a problem")
     .option('--data <dir>', 'data directory', DEFAULT_DATA)
+    .option('--cold-store <url>', "also verify the cold tier's objects in this store (s3://bucket/prefix, as rill serve --cold-store)")
     .action(action(check));
 }

@@ -7,6 +7,7 @@
  */
 import { DataDirInUseError } from '../storage/errors.js';
 import { remoteKeysUrlProblem } from '../auth/key-urls.js';
+import { parseColdStoreUrl } from '../storage/cold/object-store.js';
 import { ConfigMistake } from './errors.js';
 import type { ServeFlags } from './serve-options.js';
 
@@ -16,6 +17,20 @@ export function checkServeFlags(flags: ServeFlags): void {
     throw new ConfigMistake('--store postgres needs --postgres-url (or RILL_POSTGRES_URL): the database to use, such as postgres://user:password@host:5432/db');
   }
   checkPublicKeyFlags(flags);
+  checkColdStoreFlags(flags);
+}
+
+/** The cold tier (storage/cold/): a URL it can use, on the engine it works with so far. */
+function checkColdStoreFlags(flags: ServeFlags): void {
+  if (flags.coldStore === undefined) return;
+  try {
+    parseColdStoreUrl(flags.coldStore);
+  } catch (error) {
+    throw new ConfigMistake((error as Error).message);
+  }
+  if (flags.store !== 'sqlite' || flags.sqliteThread === 'on') {
+    throw new ConfigMistake(`--cold-store works with --store sqlite and --sqlite-thread off for now (this server has --store ${flags.store}${flags.store === 'sqlite' ? ' --sqlite-thread on' : ''})`);
+  }
 }
 
 /** The sources of public keys: one at most (which would win is not obvious), each URL https. */

@@ -114,6 +114,14 @@ export interface ServeFlags {
   maxSubscriptionStreams: number;
   subscriptionSweep: number;
   publicUrl?: string;
+  coldStore?: string;
+  coldHotBytes: number;
+  coldHotAge: number;
+  coldSegmentBytes: number;
+  coldCacheBytes: number;
+  coldMaxBacklog: number;
+  coldUploadInterval: number;
+  coldRetryMax: number;
 }
 
 function parsePublicUrl(value: string): string {
@@ -138,6 +146,16 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     postgresStatementTimeoutMs: flags.postgresStatementTimeout,
     postgresConnectTimeoutMs: flags.postgresConnectTimeout,
     streamCacheEntries: flags.streamCache,
+    coldStore: flags.coldStore ?? null,
+    cold: {
+      hotBytes: flags.coldHotBytes,
+      hotAgeMs: flags.coldHotAge,
+      segmentBytes: flags.coldSegmentBytes,
+      cacheBytes: flags.coldCacheBytes,
+      maxBacklogBytes: flags.coldMaxBacklog,
+      uploadIntervalMs: flags.coldUploadInterval,
+      uploadRetryMaxMs: flags.coldRetryMax,
+    },
     sqliteThread: flags.sqliteThread === 'on',
     longPollTimeoutMs: flags.longPollTimeout,
     maxLongPollTimeoutMs: flags.maxLongPollTimeout,
@@ -203,6 +221,7 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
  */
 export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Command {
   const d = DEFAULT_SETTINGS;
+  const dc = DEFAULT_SETTINGS.cold;
   return command
     .option('--host <host>', 'address to listen on', d.host)
     .option('--port <port>', 'port to listen on', parsePort, d.port)
@@ -213,6 +232,14 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .addOption(durationOption('--postgres-statement-timeout <duration>', 'longest a PostgreSQL statement may run (the request then answers 503)', d.postgresStatementTimeoutMs))
     .addOption(durationOption('--postgres-connect-timeout <duration>', 'longest a request waits for a PostgreSQL connection before 503', d.postgresConnectTimeoutMs))
     .option('--stream-cache <n>', 'stream states the sqlite store keeps in memory (about 1.2 KB each)', parsePositiveInteger, d.streamCacheEntries)
+    .option('--cold-store <url>', 'move sealed history to S3-compatible object storage (s3://bucket/prefix; endpoint, region and credentials as AWS tools take them: AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_ACCESS_KEY_ID, ...)')
+    .addOption(bytesOption('--cold-hot-bytes <size>', "with --cold-store: a stream's last this many bytes stay in the hot store", dc.hotBytes, 0))
+    .addOption(durationOption('--cold-hot-age <duration>', 'with --cold-store: bytes younger than this stay in the hot store (0: by bytes only)', dc.hotAgeMs))
+    .addOption(bytesOption('--cold-segment-bytes <size>', 'with --cold-store: size of each object of sealed history', dc.segmentBytes))
+    .addOption(bytesOption('--cold-cache-bytes <size>', 'with --cold-store: history read from object storage kept in memory', dc.cacheBytes, 0))
+    .addOption(bytesOption('--cold-max-backlog <size>', 'with --cold-store: sealed bytes awaiting upload past which writes are refused with 507 (0: never)', dc.maxBacklogBytes, 0))
+    .addOption(durationOption('--cold-upload-interval <duration>', 'with --cold-store: time between two passes of the uploader', dc.uploadIntervalMs))
+    .addOption(durationOption('--cold-retry-max <duration>', 'with --cold-store: longest wait before retrying failed uploads (the wait doubles from 500ms up to it)', dc.uploadRetryMaxMs))
     .addOption(new Option('--sqlite-thread <on|off>', 'run the sqlite store on a thread of its own: large reads and writes never hold requests, small appends cost more CPU').choices(['on', 'off']).default(d.sqliteThread ? 'on' : 'off'))
     .addOption(durationOption('--long-poll-timeout <duration>', 'how long a long-poll waits for data', d.longPollTimeoutMs))
     .addOption(durationOption('--max-long-poll-timeout <duration>', 'longest long-poll wait a client may ask for (timeout_ms)', d.maxLongPollTimeoutMs))

@@ -61,6 +61,7 @@ export async function handleAdmin(req: IncomingMessage, res: ServerResponse, ctx
         messages: held.messages,
         liveReaders: { sse: ctx.live.held.sse, longPoll: ctx.live.held.long_poll },
         store: ctx.settings.store,
+        ...(ctx.store.coldStats ? { cold: ctx.store.coldStats() } : {}),
         startedAt: startedAtMs === null ? null : new Date(startedAtMs).toISOString(),
       });
     }

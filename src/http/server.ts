@@ -81,7 +81,13 @@ function diskSpaceLog(settings: ServerSettings, log: Logger): (full: boolean, fr
 export async function openRillServer(options: CreateServerOptions = {}): Promise<RillServer> {
   const settings: ServerSettings = { ...DEFAULT_SETTINGS, ...options.settings };
   const log = options.logger ?? createLogger({ level: 'info' });
-  const store = options.store ?? (await openStore(settings, { nowMs: options.now ?? Date.now, onDiskSpace: diskSpaceLog(settings, log) }));
+  const store =
+    options.store ??
+    (await openStore(settings, {
+      nowMs: options.now ?? Date.now,
+      onDiskSpace: diskSpaceLog(settings, log),
+      onColdError: (error) => log.warn({ err: error, coldStore: settings.coldStore }, 'cold tier: an upload pass failed; it is retried with backoff, and the hot store keeps the bytes meanwhile'),
+    }));
   return createRillServer({ ...options, logger: log, store });
 }
 

@@ -14,6 +14,8 @@ import type { SubscriptionSettings } from '../subscriptions/service.js';
 
 export type { SubscriptionSettings };
 
+import { DEFAULT_COLD_SETTINGS, type ColdSettings } from '../storage/cold/settings.js';
+
 export interface ServerSettings {
   host: string;
   port: number;
@@ -32,6 +34,10 @@ export interface ServerSettings {
    * checked for commits whose notification this node missed.
    */
   remoteCheckMs: number;
+  /** The cold tier's object store (`s3://bucket/prefix`); null: no cold tier (storage/cold/, docs/decisions.md). */
+  coldStore: string | null;
+  /** How the cold tier moves and reads history; read only with `coldStore`. */
+  cold: ColdSettings;
   /**
    * Stream states the SQLite engine keeps in memory (about 1.2 KB each); a write to a
    * stream outside them first reads its row.
@@ -201,6 +207,8 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   postgresStatementTimeoutMs: POSTGRES_DEFAULTS.statementTimeoutMs,
   postgresConnectTimeoutMs: POSTGRES_DEFAULTS.connectTimeoutMs,
   remoteCheckMs: DEFAULT_REMOTE_CHECK_MS,
+  coldStore: null,
+  cold: DEFAULT_COLD_SETTINGS,
   streamCacheEntries: DEFAULT_STREAM_CACHE_ENTRIES,
   sqliteThread: false,
   longPollTimeoutMs: 20_000,

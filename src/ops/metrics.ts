@@ -8,6 +8,7 @@
  * bucket name only in the usage counters, bounded by the usage record's cap: routes are
  * templates (`/{bucket}/{stream}`), so the series stay few whatever the load.
  */
+import { registerColdMetrics } from './cold-metrics.js';
 import { buildInfo } from './build-info.js';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import type { StorageObserver, Store } from '../storage/store.js';
@@ -145,6 +146,7 @@ export class RillMetrics implements StorageObserver {
     this.batchCommands = histogram('rill_storage_batch_commands', 'Commands per committed batch', BATCH_BUCKETS);
     this.registerCounters();
     this.registerGauges();
+    if (sources.store.coldStats) registerColdMetrics(this.registry, sources.store);
     const usage = (name: string, help: string, field: keyof UsageCounts) => new UsageCounter(name, help, sources.usage, field, this.registry);
     usage('rill_usage_appends_total', 'Messages appended on this node since it started, by bucket (the usage record; (other): buckets folded past --usage-max-keys)', 'appends');
     usage('rill_usage_bytes_in_total', 'Bytes stored by writes on this node since it started, by bucket (the usage record)', 'bytesIn');

@@ -126,6 +126,12 @@ export const ERROR_STATUS = {
   INSUFFICIENT_STORAGE: 507,
   // 507: a write that would take a bucket past its --bucket-max-bytes.
   BUCKET_BYTES_LIMIT: 507,
+  // 507: the cold tier's uploads are behind by more than --cold-max-backlog (core/cold-tier.ts).
+  COLD_STORE_BACKLOG: 507,
+  // 502: an object of the cold tier is missing, corrupt or not the range it should hold.
+  COLD_OBJECT_INVALID: 502,
+  // 503: the cold tier's object store could not be reached for a read.
+  COLD_STORE_UNAVAILABLE: 503,
 } as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

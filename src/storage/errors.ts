@@ -100,6 +100,33 @@ export class InsufficientStorageError extends StorageRefusal {
   }
 }
 
+/** The cold tier's uploads are behind by more than their limit (core/cold-tier.ts, coldBacklogRefusal). */
+export class ColdBacklogError extends StorageRefusal {
+  constructor(readonly protocol: ProtocolError) {
+    super(protocol.message);
+  }
+}
+
+/** A range of history the cold tier holds is in an object that is missing, corrupt or another range's. */
+export class ColdObjectInvalidError extends StorageRefusal {
+  readonly protocol: ProtocolError;
+  constructor(stream: string, start: number, end: number, key: string, why: string) {
+    super(`cold object ${key} of stream ${stream} (bytes ${start} to ${end}) is unusable: ${why}`);
+    this.protocol = protocolError('COLD_OBJECT_INVALID', `the history of stream ${stream} from byte ${start} to ${end} is in object ${key}, which ${why}; nothing of that range was served`);
+  }
+}
+
+/** A read needed the cold tier's object store, which could not be reached or answered an error. */
+export class ColdStoreUnavailableError extends StorageRefusal {
+  readonly protocol: ProtocolError;
+  constructor(stream: string, start: number, end: number, override readonly cause: unknown) {
+    super(`cold store unavailable reading stream ${stream} (bytes ${start} to ${end}): ${cause instanceof Error ? cause.message : String(cause)}`);
+    this.protocol = protocolError('COLD_STORE_UNAVAILABLE', `the history of stream ${stream} from byte ${start} to ${end} is in object storage, which could not be read; retry later`, {
+      retryAfterSeconds: 1,
+    });
+  }
+}
+
 /** Another process (or another store of this one) has the data directory open. */
 export class DataDirInUseError extends StorageError {
   readonly code = 'DATA_DIR_IN_USE';

@@ -3,6 +3,7 @@
  * an engine in their settings and get a `Store`, without knowing the engines' classes.
  */
 import type { ProducerSettings } from '../core/types.js';
+import type { ColdSettings } from './cold/settings.js';
 import { MemoryStore } from './memory/engine.js';
 import { SqliteStore } from './sqlite/engine.js';
 import type { Store } from './store.js';
@@ -23,6 +24,9 @@ export interface StoreSettings {
   postgresPoolSize: number;
   postgresStatementTimeoutMs: number;
   postgresConnectTimeoutMs: number;
+  /** The cold tier's object store (`s3://bucket/prefix`), or null for none. */
+  coldStore: string | null;
+  cold: ColdSettings;
 }
 
 export interface OpenHooks {
@@ -30,12 +34,15 @@ export interface OpenHooks {
   nowMs: () => number;
   /** SQLite: writes started being refused for want of disk space (full), or are accepted again. */
   onDiskSpace?: (full: boolean, freeBytes: number) => void;
+  /** The cold tier's uploader failed a pass (it retries with backoff). */
+  onColdError?: (error: unknown) => void;
 }
 
 /** Opens an engine whose opening takes no I/O wait (SQLite, memory); PostgreSQL needs openStore. */
 export function openStoreNow(settings: StoreSettings, hooks: OpenHooks, checkpoints: 'inline' | 'thread' = 'inline'): Store {
   const options = { producers: settings.producers, nowMs: hooks.nowMs };
   if (settings.store === 'postgres') throw new Error('the postgres store opens asynchronously: use openStore');
+  if (settings.coldStore !== null) throw new Error('a store with a cold tier opens asynchronously: use openStore');
   if (settings.store === 'memory') return new MemoryStore(options);
   return new SqliteStore({
     ...options,
@@ -54,6 +61,7 @@ export function openStoreNow(settings: StoreSettings, hooks: OpenHooks, checkpoi
  * listens for other nodes' commits.
  */
 export async function openStore(settings: StoreSettings, hooks: OpenHooks): Promise<Store> {
+  if (settings.coldStore !== null) return openTiered(settings, hooks);
   if (settings.store === 'sqlite' && !settings.sqliteThread) return openStoreNow(settings, hooks, 'thread');
   if (settings.store === 'sqlite') {
     return ThreadStore.open({
@@ -77,4 +85,43 @@ export async function openStore(settings: StoreSettings, hooks: OpenHooks): Prom
     statementTimeoutMs: settings.postgresStatementTimeoutMs,
     connectTimeoutMs: settings.postgresConnectTimeoutMs,
   });
+}
+
+/**
+ * SQLite with a cold tier (storage/cold/). Loaded only here, with the object store's SDK,
+ * so that a server without --cold-store loads neither.
+ */
+async function openTiered(settings: StoreSettings, hooks: OpenHooks): Promise<Store> {
+  if (settings.store !== 'sqlite' || settings.sqliteThread) throw new Error('--cold-store works with --store sqlite (and --sqlite-thread off) for now');
+  const [{ openS3ObjectStore }, { ColdTier, withColdTier }, { UPLOAD_BACKOFF_BASE_MS }] = await Promise.all([
+    import('./cold/object-store.js'),
+    import('./cold/tiered-store.js'),
+    import('./cold/settings.js'),
+  ]);
+  const objects = await openS3ObjectStore(settings.coldStore!);
+  const store = openStoreNow({ ...settings, coldStore: null }, hooks, 'thread') as SqliteStore;
+  const c = settings.cold;
+  const tier = new ColdTier(
+    store.coldRows(),
+    objects,
+    {
+      window: { bytes: c.hotBytes, ageMs: c.hotAgeMs },
+      segmentBytes: c.segmentBytes,
+      intervalMs: c.uploadIntervalMs,
+      backoffBaseMs: Math.min(UPLOAD_BACKOFF_BASE_MS, c.uploadRetryMaxMs),
+      backoffMaxMs: c.uploadRetryMaxMs,
+      // A command may need two segments at once in memory (cold-reads.ts, ColdSegmentNeeded).
+      cacheBytes: Math.max(c.cacheBytes, 2 * c.segmentBytes),
+      maxBacklogBytes: c.maxBacklogBytes,
+    },
+    hooks.nowMs,
+    hooks.onColdError ?? (() => undefined),
+  );
+  store.setColdChunks({
+    end: (streamId) => tier.host.coldEnd(streamId),
+    containing: (streamId, position) => tier.reads.containingNow(streamId, position),
+    from: (streamId, from, before) => tier.reads.fromNow(streamId, from, before),
+  });
+  tier.uploader.start();
+  return withColdTier(store, tier);
 }

@@ -16,6 +16,25 @@ import type { SubscriptionCommands } from './subscription-steps.js';
 import type { TransactionOutcome } from '../core/transaction.js';
 import type { AppendOutcome, AppendRequest, ProducerRecord, ProducerSettings, StreamState } from '../core/types.js';
 
+/** What /metrics and /stats show of a cold tier (storage/cold/). */
+export interface ColdTierStats {
+  /** Stream bytes held in object storage (a dropped stream's until the sweep removes its objects). */
+  coldBytes: number;
+  /** Bytes of streams held in the hot store, as the uploader's last pass counted them. */
+  hotBytes: number;
+  uploads: number;
+  uploadedBytes: number;
+  uploadFailures: number;
+  /** Sealed bytes still hot, awaiting upload (the 507 limit reads it). */
+  uploadLagBytes: number;
+  sweptObjects: number;
+  /** Objects fetched for reads, and the seconds they took in all. */
+  coldFetches: number;
+  coldFetchSeconds: number;
+  cacheHits: number;
+  cacheMisses: number;
+}
+
 export type DeleteOutcome = Exclude<DeleteDecision, { kind: 'dropped' }> | { kind: 'dropped' };
 
 export interface StoreCommands extends SubscriptionCommands {
@@ -193,6 +212,8 @@ export interface Store extends SubscriptionReads {
   countProducers(stream: StreamState): Promise<number>;
   /** The stream's producer records with ids after `after` (every one when null), at most `limit`. */
   listProducers(stream: StreamState, after: string | null, limit: number): Promise<ProducerListing>;
+  /** The cold tier's figures (storage/cold/tiered-store.ts), for a store that has one. */
+  coldStats?(): ColdTierStats;
   /** Stream-cache hits and misses since the store opened, for engines that keep one. */
   cacheCounters?(): { hits: number; misses: number };
   /** Tells `observer` (beside any others) of every batch from now on. */

@@ -35,7 +35,7 @@ function asSchema3WithCrashLeftovers(dataDir: string, streamId: number, tail: nu
       ALTER TABLE producers DROP COLUMN receipt_record_start;
       ALTER TABLE producers DROP COLUMN receipt_record_next;
       CREATE TABLE recent_chunks (id INTEGER PRIMARY KEY AUTOINCREMENT, stream_id INTEGER NOT NULL, start INTEGER NOT NULL, data BLOB NOT NULL);
-      ALTER TABLE buckets DROP COLUMN settings; DROP INDEX streams_age_due; ALTER TABLE streams DROP COLUMN retention_policy; ALTER TABLE streams DROP COLUMN time_marks; ALTER TABLE streams DROP COLUMN age_due_ms;
+      ALTER TABLE buckets DROP COLUMN settings; DROP TABLE cold_segments; DROP INDEX streams_age_due; ALTER TABLE streams DROP COLUMN retention_policy; ALTER TABLE streams DROP COLUMN time_marks; ALTER TABLE streams DROP COLUMN age_due_ms;
     `);
     // Schema 3 wrote the tail with every append, so the row says where its last one ended.
     db.prepare('UPDATE streams SET tail = ? WHERE id = ?').run(tail, streamId);
@@ -92,7 +92,7 @@ it('upgrades a schema 8 directory: retained records are numbered from the earlie
   const db = new Database(join(dataDir, 'rill.db'));
   db.exec(`ALTER TABLE streams DROP COLUMN record_first; ALTER TABLE streams DROP COLUMN record_next;
     ALTER TABLE producers DROP COLUMN receipt_record_start; ALTER TABLE producers DROP COLUMN receipt_record_next;
-    ALTER TABLE buckets DROP COLUMN settings; DROP INDEX streams_age_due; ALTER TABLE streams DROP COLUMN retention_policy; ALTER TABLE streams DROP COLUMN time_marks; ALTER TABLE streams DROP COLUMN age_due_ms;`);
+    ALTER TABLE buckets DROP COLUMN settings; DROP TABLE cold_segments; DROP INDEX streams_age_due; ALTER TABLE streams DROP COLUMN retention_policy; ALTER TABLE streams DROP COLUMN time_marks; ALTER TABLE streams DROP COLUMN age_due_ms;`);
   db.pragma('user_version = 8');
   db.close();
 
@@ -126,7 +126,7 @@ it('upgrades a schema 9 directory: streams without records get their retained ap
   await store.close();
   const db = new Database(join(dataDir, 'rill.db'));
   // Schema 9 kept 0 and 0 on streams without records, and wrote their rows on no plain append.
-  db.exec(`UPDATE streams SET record_first = 0, record_next = 0 WHERE content_type <> 'application/json'; ALTER TABLE buckets DROP COLUMN settings; DROP INDEX streams_age_due; ALTER TABLE streams DROP COLUMN retention_policy; ALTER TABLE streams DROP COLUMN time_marks; ALTER TABLE streams DROP COLUMN age_due_ms;`);
+  db.exec(`UPDATE streams SET record_first = 0, record_next = 0 WHERE content_type <> 'application/json'; ALTER TABLE buckets DROP COLUMN settings; DROP TABLE cold_segments; DROP INDEX streams_age_due; ALTER TABLE streams DROP COLUMN retention_policy; ALTER TABLE streams DROP COLUMN time_marks; ALTER TABLE streams DROP COLUMN age_due_ms;`);
   db.prepare('UPDATE streams SET tail = 2 WHERE name = ?').run(bin);
   db.pragma('user_version = 9');
   db.close();

@@ -25,6 +25,7 @@ import { countMessagesIn, messagesHeld } from '../../core/records.js';
 import { legacyRecords, withoutRecords } from '../records-backfill.js';
 import type { StreamRow } from '../stream-columns.js';
 import { StreamCache } from './cache.js';
+import { SqliteColdRows } from './cold-rows.js';
 import { appendAt, appendsOfRow } from './chunk-rows.js';
 import { lockDataDir } from './dir-lock.js';
 import { DEFAULT_STREAM_CACHE_ENTRIES } from './defaults.js';
@@ -42,6 +43,16 @@ import { SqliteSubscriptions } from './subscriptions.js';
 import { SqliteTxn } from './txn.js';
 
 export type { RecentIndexing } from './held-writes.js';
+
+/** The cold tier's history as the engine's synchronous reads see it (SqliteStore.setColdChunks). */
+export interface SyncColdChunks {
+  /** Where the stream's cold history ends (0: none). */
+  end(streamId: number): number;
+  /** The cold append with the greatest start at or before `position`, or null. */
+  containing(streamId: number, position: number): StoredChunk | null;
+  /** The cold appends with `from <= start < before`, in order. */
+  from(streamId: number, from: number, before: number): StoredChunk[];
+}
 
 
 /**
@@ -299,15 +310,40 @@ export class SqliteStore extends BatchedStore {
 
   // ---- reads -------------------------------------------------------------------------
 
-  /** A stream's appends: the indexed ones from `chunks`, then the recent ones from memory. */
+  /**
+   * A stream's appends: the ones a cold tier holds (below its boundary), then the indexed
+   * ones from `chunks`, then the recent ones from memory.
+   */
   private readonly chunkSource: ChunkSource = {
     streamById: (id) => this.streams.byId(id),
-    chunkContaining: (streamId, position) => this.heldWrites.recent.containing(streamId, position) ?? this.indexedAppendAt(streamId, position),
+    chunkContaining: (streamId, position) =>
+      this.heldWrites.recent.containing(streamId, position) ?? this.indexedAppendAt(streamId, position) ?? this.coldChunks?.containing(streamId, position) ?? null,
     chunksFrom: (streamId, from, before) => this.chunksFrom(streamId, from, before),
   };
 
-  /** Indexed chunks first, then recent ones: every recent append of a stream follows its indexed ones. */
+  /**
+   * History a cold tier moved out of `chunks` (storage/cold/), read synchronously from the
+   * segments it holds in memory: the transactions' reads (a fork's anchor, a record
+   * ordinal, a retention walk) go through here. A segment not in memory throws, the
+   * command fails, and the tier fetches the segment and runs the command again.
+   */
+  private coldChunks: SyncColdChunks | null = null;
+
+  setColdChunks(source: SyncColdChunks): void {
+    this.coldChunks = source;
+  }
+
   private *chunksFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
+    const coldEnd = this.coldChunks === null ? 0 : this.coldChunks.end(streamId);
+    if (from < coldEnd) {
+      yield* this.coldChunks!.from(streamId, from, Math.min(before, coldEnd));
+      from = coldEnd;
+    }
+    if (from < before) yield* this.hotChunksFrom(streamId, from, before);
+  }
+
+  /** Indexed chunks first, then recent ones: every recent append of a stream follows its indexed ones. */
+  private *hotChunksFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
     const firstRecent = this.heldWrites.recent.firstStart(streamId);
     // A tail read that starts among the recent appends needs no query.
     if (firstRecent === undefined || from < firstRecent) yield* this.indexedAppendsFrom(streamId, from, Math.min(before, firstRecent ?? before));
@@ -325,6 +361,23 @@ export class SqliteStore extends BatchedStore {
     for (const row of this.sql.chunkRowsFrom.iterate({ stream: streamId, from, before })) {
       for (const append of appendsOfRow(row)) if (append.start >= from && append.start < before) yield append;
     }
+  }
+
+  private coldRowsOnce: SqliteColdRows | null = null;
+
+  /** The cold tier's view of this store's rows (storage/cold/host.ts), made when a cold tier asks. */
+  coldRows(): SqliteColdRows {
+    this.coldRowsOnce ??= new SqliteColdRows(this.db, {
+      streamById: (id) => this.streams.byId(id),
+      // No fork link followed: the cold tier walks the chain itself, level by level.
+      ownChunks: (stream, from, maxBytes) => chunksFromChain(this.chunkSource, { ...stream, fork: null }, from, maxBytes),
+      ownChunkAt: (stream, position) => chunkFromChain(this.chunkSource, { ...stream, fork: null }, position),
+      // Only indexed rows move: a pass of the uploader indexes what is held first, as a trim does.
+      indexHeld: () => {
+        if (!this.heldWrites.isEmpty) this.inOwnTransaction(() => this.heldWrites.indexAll());
+      },
+    });
+    return this.coldRowsOnce;
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<Array<{ start: number; data: Buffer }>> {

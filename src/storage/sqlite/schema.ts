@@ -5,7 +5,7 @@
 import type Database from 'better-sqlite3';
 import { WITHOUT_RECORDS_SQL } from '../records-backfill.js';
 
-export const SCHEMA_VERSION = 12;
+export const SCHEMA_VERSION = 13;
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -162,6 +162,20 @@ const MIGRATIONS: Record<number, string> = {
     ALTER TABLE streams ADD COLUMN time_marks TEXT;
     ALTER TABLE streams ADD COLUMN age_due_ms INTEGER;
     CREATE INDEX streams_age_due ON streams (age_due_ms) WHERE age_due_ms IS NOT NULL AND deleted = 0;
+  `,
+  // The cold tier (storage/cold/, docs/decisions.md): each row is a range of a stream's
+  // history held by an object in object storage, its rows of `chunks` deleted in the same
+  // transaction. A rill of schema 12 would read those ranges as missing, so it must refuse this.
+  13: `
+    CREATE TABLE cold_segments (
+      stream_id INTEGER NOT NULL,
+      start INTEGER NOT NULL,
+      end_offset INTEGER NOT NULL,
+      object_key TEXT NOT NULL,
+      sha256 TEXT NOT NULL,
+      object_bytes INTEGER NOT NULL,
+      PRIMARY KEY (stream_id, start)
+    ) WITHOUT ROWID;
   `,
 };
 
