@@ -2,7 +2,8 @@
  * The cold tier's metrics (storage/cold/), registered only for a store that has one: its
  * figures are plain numbers the tier keeps, read at each scrape.
  */
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
+import { mirrorCounter } from './mirror-counter.js';
 import type { ColdTierStats, Store } from '../storage/store.js';
 
 export function registerColdMetrics(registry: Registry, store: Store): void {
@@ -17,20 +18,7 @@ export function registerColdMetrics(registry: Registry, store: Store): void {
         this.set(value(stats()));
       },
     });
-  // Each counter mirrors a plain number: collect() moves it by what it grew since the last scrape.
-  const counter = (name: string, help: string, value: (s: ColdTierStats) => number) => {
-    let reported = 0;
-    new Counter({
-      name,
-      help,
-      registers,
-      collect() {
-        const now = value(stats());
-        this.inc(now - reported);
-        reported = now;
-      },
-    });
-  };
+  const counter = (name: string, help: string, value: (s: ColdTierStats) => number) => mirrorCounter(registers, name, help, () => value(stats()));
   gauge('rill_cold_bytes', 'Stream bytes held in object storage (the cold tier)', (s) => s.coldBytes);
   gauge('rill_hot_bytes', "Stream bytes held in the hot store, as the cold tier's last upload pass counted them", (s) => s.hotBytes);
   gauge('rill_cold_upload_lag_bytes', 'Sealed bytes still in the hot store, awaiting upload (past --cold-max-backlog writes are refused with 507)', (s) => s.uploadLagBytes);

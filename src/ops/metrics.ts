@@ -11,6 +11,7 @@
 import { registerColdMetrics } from './cold-metrics.js';
 import { buildInfo } from './build-info.js';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { mirrorCounter } from './mirror-counter.js';
 import type { StorageObserver, Store } from '../storage/store.js';
 import type { LiveReaders } from './live-readers.js';
 
@@ -226,20 +227,7 @@ export class RillMetrics implements StorageObserver {
         }
       },
     });
-    // Each of these mirrors a plain number: collect() moves it by what it grew since the last scrape.
-    const mirror = (name: string, help: string, value: () => number) => {
-      let reported = 0;
-      new Counter({
-        name,
-        help,
-        registers,
-        collect() {
-          const now = value();
-          this.inc(now - reported);
-          reported = now;
-        },
-      });
-    };
+    const mirror = (name: string, help: string, value: () => number) => mirrorCounter(registers, name, help, value);
     mirror('rill_appended_bytes_total', 'Bytes appended and durable', () => this.appended.bytes);
     mirror('rill_appended_messages_total', 'Messages appended and durable (a JSON array counts its elements)', () => this.appended.messages);
     mirror('rill_read_bytes_total', 'Stream bytes answered to catch-up and long-poll reads (SSE not counted)', () => this.read.bytes);

@@ -333,13 +333,16 @@ export class SqliteStore extends BatchedStore {
     this.coldChunks = source;
   }
 
-  private *chunksFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
+  /** Without a cold tier, or above its boundary, the hot appends alone: no generator wraps them. */
+  private chunksFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
     const coldEnd = this.coldChunks === null ? 0 : this.coldChunks.end(streamId);
-    if (from < coldEnd) {
-      yield* this.coldChunks!.from(streamId, from, Math.min(before, coldEnd));
-      from = coldEnd;
-    }
-    if (from < before) yield* this.hotChunksFrom(streamId, from, before);
+    if (from < coldEnd) return this.coldThenHot(this.coldChunks!, streamId, from, before, coldEnd);
+    return from < before ? this.hotChunksFrom(streamId, from, before) : [];
+  }
+
+  private *coldThenHot(cold: SyncColdChunks, streamId: number, from: number, before: number, coldEnd: number): Iterable<StoredChunk> {
+    yield* cold.from(streamId, from, Math.min(before, coldEnd));
+    if (coldEnd < before) yield* this.hotChunksFrom(streamId, coldEnd, before);
   }
 
   /** Indexed chunks first, then recent ones: every recent append of a stream follows its indexed ones. */
