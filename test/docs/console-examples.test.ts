@@ -27,6 +27,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CLI, freePort, removeDir, tempDataDir } from '../helpers/server.js';
 import { until } from '../helpers/waits.js';
 import { sharedDatabase } from '../helpers/postgres.js';
+import { startTestS3, TEST_BUCKET, type TestS3 } from '../helpers/s3.js';
 import { consoleBlocks, guides, type ConsoleBlock, type ConsoleCommand } from './markdown.js';
 import { expectStated, Shell, splitStatuses } from './shell.js';
 
@@ -62,7 +63,7 @@ interface StandIn {
   prepare?: string;
   /** A server the text presumes runs already: its `rill serve` command. */
   server?: string;
-  /** Texts replaced in the block's commands and shown lines; `{free}` is a free port, `{postgres}` a fresh database. */
+  /** Texts replaced in the block's commands and shown lines; `{free}` is a free port, `{postgres}` a fresh database, `{s3}` the port of an S3 server (s3rver, bucket TEST_BUCKET). */
   replace?: Array<[string, string]>;
   /** Stop the block's server before the command whose text matches (the text says to). */
   stopServerBefore?: RegExp;
@@ -124,6 +125,29 @@ const STAND_INS: StandIn[] = [
     why: 'the file the block shows; its data directory inside the block\'s own, its metrics on a free port',
     prepare: "printf 'port = 8080\\ndata = \"./var-lib-rill\"\\nlong-poll-timeout = \"30s\"\\naccess-log = \"0.1\"\\nmetrics-port = {free}\\n' > rill.toml",
     replace: [['/var/lib/rill', './var-lib-rill'], ['9464', '{free}']],
+  },
+  {
+    doc: 'docs/operating.md',
+    first: 'export AWS_REGION=',
+    why: 'an S3 server (s3rver, as the cold tier\'s tests use) and its bucket in place of the text\'s endpoint, keys and bucket; a hot window of 64 KiB and no age (bytes younger than the age stay hot), segments of 64 KiB, so that most of 1 MiB written before the check moves, and the check then verifies real objects',
+    replace: [
+      ['AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=...', 'AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER'],
+      ['http://127.0.0.1:9000', 'http://127.0.0.1:{s3}'],
+      ['s3://my-bucket/rill', `s3://${TEST_BUCKET}/rill`],
+      ['--cold-hot-bytes 64MiB --cold-hot-age 10m', '--cold-hot-bytes 64KiB --cold-hot-age 0s --cold-segment-bytes 64KiB --cold-upload-interval 100ms'],
+    ],
+    before: [
+      {
+        match: /^rill check /,
+        // 1 MiB in 64 KiB appends, then wait until the server reports uploads done.
+        run: async () =>
+          [
+            'curl -sf -X PUT -H "Content-Type: text/plain" $B/v1/stream/history -o /dev/null',
+            'for i in $(seq 16); do head -c 65536 /dev/zero | tr "\\0" a | curl -sf -X POST -H "Content-Type: text/plain" --data-binary @- $B/v1/stream/history -o /dev/null; done',
+            'until curl -s $B/stats | grep -q \'"uploads":[1-9]\'; do sleep 0.1; done',
+          ].join(' && '),
+      },
+    ],
   },
   {
     doc: 'docs/operating.md',
@@ -277,7 +301,7 @@ class Placeholders {
 
   async fill(text: string): Promise<string> {
     let out = text;
-    for (const name of ['free', 'postgres', 'receiver']) {
+    for (const name of ['free', 'postgres', 'receiver', 's3']) {
       if (out.includes(`{${name}}`)) out = out.replaceAll(`{${name}}`, await this.value(name));
     }
     return out;
@@ -286,10 +310,26 @@ class Placeholders {
   private async value(name: string): Promise<string> {
     if (!this.values.has(name)) {
       if (name === 'receiver' && this.receiverPort === undefined) throw new Error('{receiver} in a stand-in without a receiver');
-      const made = name === 'free' ? String(await freePort()) : name === 'postgres' ? await sharedDatabase() : String(this.receiverPort);
-      this.values.set(name, made);
+      this.values.set(name, await this.make(name));
     }
     return this.values.get(name)!;
+  }
+
+  private async make(name: string): Promise<string> {
+    if (name === 'free') return String(await freePort());
+    if (name === 'postgres') return sharedDatabase();
+    if (name === 's3') {
+      this.s3 = await startTestS3();
+      return new URL(this.s3.endpoint).port;
+    }
+    return String(this.receiverPort);
+  }
+
+  /** An S3 server `{s3}` started (its port), stopped with the block. */
+  private s3: TestS3 | undefined;
+
+  async close(): Promise<void> {
+    await this.s3?.close();
   }
 }
 
@@ -462,6 +502,7 @@ async function runBlock(doc: string, block: ConsoleBlock, standIn: StandIn | und
   } finally {
     runner.close();
     receiver?.server.close();
+    await values.close();
   }
 }
 
