@@ -52,6 +52,25 @@ describe('a stream cache smaller than the streams written', () => {
     }
   });
 
+  it('reads back, from outside the cache, a stream whose name and attributes JSON must escape', async () => {
+    // A row read on a miss comes from SQLite as JSON text (stream-rows.ts): quotes, a
+    // backslash, a control character and characters beyond ASCII must come back as written.
+    const bucket = `${server.url}/esc-bucket`;
+    expect((await fetch(bucket, { method: 'PUT' })).status).toBe(201);
+    const name = encodeURIComponent('naïve "quoted" \\ ünï 🌊');
+    const stream = `${bucket}/${name}`;
+    expect((await fetch(stream, { method: 'PUT', headers: { 'content-type': 'text/plain' } })).status).toBe(201);
+    const attrs = { title: 'a "title" with \\ and \t and 🌊', metadata: { n: 2 ** 52, 'ключ': ['ü', null] } };
+    expect((await fetch(`${stream}/attrs`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(attrs) })).status).toBeLessThan(300);
+    expect((await fetch(stream, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'one' })).status).toBe(204);
+    // Two other streams written push it out of a cache of two.
+    for (const i of [0, 1]) expect((await post(i, '<y>')).status).toBe(204);
+    expect((await fetch(stream, { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'two' })).status).toBe(204);
+    for (const i of [0, 1]) expect((await post(i, '<z>')).status).toBe(204);
+    expect(await (await fetch(`${stream}/attrs`)).json()).toEqual(attrs);
+    expect(await (await fetch(`${stream}?offset=-1`)).text()).toBe('onetwo');
+  });
+
   it('refuses a cache of no streams at start', async () => {
     const dataDir = tempDataDir();
     try {

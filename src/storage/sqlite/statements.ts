@@ -43,9 +43,9 @@ export interface BucketHeldRow {
 }
 
 export interface Statements {
-  /** Raw rows (values in STREAM_ROW_COLUMNS order): see streamRowOfValues. */
-  streamByName: Database.Statement<[string], unknown[]>;
-  streamById: Database.Statement<[number], unknown[]>;
+  /** A row's values in STREAM_ROW_COLUMNS order, as one JSON array: see StreamRows.byName. */
+  streamByName: Database.Statement<[string], string>;
+  streamById: Database.Statement<[number], string>;
   insertStream: Database.Statement;
   deleteStream: Database.Statement<[number]>;
   deleteChunks: Database.Statement<[number]>;
@@ -94,8 +94,8 @@ const STREAM_COLUMNS = ['id', ...STREAM_VALUE_COLUMNS].join(', ');
 export function prepareStatements(db: Database.Database): Statements {
   const named = STREAM_COLUMNS.split(', ').map((c) => `@${c}`).join(', ');
   return preparedOnFirstUse({
-    streamByName: () => db.prepare<[string], unknown[]>(`SELECT ${STREAM_COLUMNS} FROM streams WHERE name = ?`).raw(true),
-    streamById: () => db.prepare<[number], unknown[]>(`SELECT ${STREAM_COLUMNS} FROM streams WHERE id = ?`).raw(true),
+    streamByName: () => db.prepare<[string], string>(`SELECT json_array(${STREAM_COLUMNS}) FROM streams WHERE name = ?`).pluck(true),
+    streamById: () => db.prepare<[number], string>(`SELECT json_array(${STREAM_COLUMNS}) FROM streams WHERE id = ?`).pluck(true),
     insertStream: () => db.prepare(`INSERT INTO streams (${STREAM_COLUMNS}) VALUES (${named})`),
     deleteStream: () => db.prepare<[number]>(`DELETE FROM streams WHERE id = ?`),
     deleteChunks: () => db.prepare<[number]>(`DELETE FROM chunks WHERE stream_id = ?`),

@@ -125,6 +125,12 @@ export class StreamRows {
   }
 }
 
-function rowOf(values: unknown[] | undefined): StreamRow | undefined {
-  return values === undefined ? undefined : streamRowOfValues(values);
+/**
+ * A stream's row, read as one JSON array of its values (json_array in the statement). The
+ * stream cache misses on every write spread over more streams than it holds; better-sqlite3
+ * makes a row object, or a raw row's array, with a V8 API call per value, which cost such a
+ * write more than the rest of its miss; one string parsed by JSON.parse costs little.
+ */
+function rowOf(json: string | undefined): StreamRow | undefined {
+  return json === undefined ? undefined : streamRowOfValues(JSON.parse(json) as unknown[]);
 }
