@@ -60,7 +60,7 @@ test('npm run bench runs end to end on --quick', () => {
   // The bench stopped its PostgreSQL server and removed its data.
   expect(existsSync(join(outDir, 'data', 'postgres'))).toBe(false);
   // The cold tier (issue 38): every figure on rill with a cold tier, those it shares with rill on rill too, and its checks met.
-  const cold = ['cold-hot-bytes', 'cold-cold-bytes', 'cold-disk-bytes', 'cold-catchup', 'cold-catchup-fetches', 'cold-appends', 'cold-appends-p99', 'cold-appends-uploads'];
+  const cold = ['cold-hot-bytes', 'cold-cold-bytes', 'cold-db-bytes', 'cold-catchup', 'cold-catchup-fetches', 'cold-appends', 'cold-appends-p99', 'cold-appends-uploads'];
   expect(keys).toEqual(expect.arrayContaining(cold));
   // Uploads during a quick round of half a second depend on the machine's speed: they are only counted (finite, above).
   for (const key of cold.filter((k) => k !== 'cold-appends-uploads')) expect(results.rows.find((r) => r.key === key)!.rounds['rill-cold']?.every((v) => v > 0), key).toBe(true);

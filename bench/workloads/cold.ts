@@ -59,14 +59,15 @@ export async function settleUploads(base: string, segmentBytes: number, interval
   return last;
 }
 
-/** Bytes of every file under `dir` (the SQLite database, its WAL and shared memory). */
-export function directoryBytes(dir: string): number {
-  let bytes = 0;
+/** Every file under `dir` (the SQLite database, its WAL and shared memory) and its bytes, by path from `dir`. */
+export function fileBytes(dir: string, base = ''): Map<string, number> {
+  const files = new Map<string, number>();
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
-    bytes += entry.isDirectory() ? directoryBytes(path) : statSync(path).size;
+    if (entry.isDirectory()) for (const [name, bytes] of fileBytes(path, `${base}${entry.name}/`)) files.set(name, bytes);
+    else files.set(base + entry.name, statSync(path).size);
   }
-  return bytes;
+  return files;
 }
 
 /**
