@@ -9,6 +9,8 @@
  * one database), each target on a fresh database of one PostgreSQL server that the bench
  * starts once, durable (fsync=on, synchronous_commit=on: bench/postgres.ts), in the data
  * directory's `postgres` folder, on the first PostgreSQL target, and stops at its end.
+ * `rill-cold` is rill on SQLite with a cold tier (bench/s3.ts) on an s3rver of its own,
+ * started before it and stopped after it.
  * Each is started fresh for a workload and stopped by its pid.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
