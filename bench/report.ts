@@ -3,6 +3,7 @@
  * table shows the medians and rill's ratio to each other server, and the targets of
  * issue 7 and those of rill on PostgreSQL are checked against those ratios.
  */
+import { COLD_HOT_BYTES, COLD_SEGMENT_BYTES } from './s3.js';
 import { TARGET_LABELS, type TargetName } from './targets.js';
 
 export interface Row {
@@ -19,7 +20,7 @@ export interface Check {
   detail: string;
 }
 
-const ORDER: TargetName[] = ['rill', 'rill-auth', 'rill-no-metrics', 'rill-no-log', 'rill-pg', 'rill-pg-2', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
+const ORDER: TargetName[] = ['rill', 'rill-auth', 'rill-no-metrics', 'rill-no-log', 'rill-cold', 'rill-pg', 'rill-pg-2', 'rill-memory', 'ref-memory', 'ref-file', 'floor', 'durable-floor', 'sqlite-floor'];
 
 export function median(values: number[] | undefined): number {
   if (!values || values.length === 0) return NaN;
@@ -61,6 +62,7 @@ export function renderTable(rows: Row[]): string {
     'rill-pg / ref file',
     'rill-pg-2 / rill-pg',
     'auth on / off',
+    'cold tier / rill',
   ];
   const lines = [header, header.map(() => '---')];
   for (const row of rows) {
@@ -80,6 +82,7 @@ export function renderTable(rows: Row[]): string {
       ratio(m['rill-pg'], m['ref-file']),
       ratio(m['rill-pg-2'], m['rill-pg']),
       ratio(m['rill-auth'], m.rill),
+      ratio(m['rill-cold'], m.rill),
     ]);
   }
   return lines.map((cells) => `| ${cells.join(' | ')} |`).join('\n');
@@ -144,6 +147,20 @@ export function checkPostgresTargets(rows: Row[], mid: number): Check[] {
     check('PostgreSQL, 1 node: catch-up 10 MiB >= 0.7x rill on SQLite (issue 41)', m('catchup-bytes', 'rill-pg') / m('catchup-bytes', 'rill'), 0.7, '>=', 'ratio'),
     check('PostgreSQL, 2 nodes: SSE p50, all subscribers away from the writer, <= 3x rill on SQLite (issue 41)', m('sse-away-p50', 'rill-pg-2') / m('sse-p50', 'rill'), 3, '<=', 'ratio'),
     check('PostgreSQL, 2 nodes: SSE p99, all subscribers away from the writer, <= 5x rill on SQLite (issue 41)', m('sse-away-p99', 'rill-pg-2') / m('sse-p99', 'rill'), 5, '<=', 'ratio'),
+  ];
+}
+
+/**
+ * Issue 38's cold tier: a stream grown to ten windows keeps the hot store within the
+ * window plus one segment once uploads caught up, and uploads did run during the append
+ * rounds that compare the two servers (else those rounds would not measure them).
+ */
+export function checkColdTargets(rows: Row[]): Check[] {
+  const m = (key: string) => medianOf(rows, key, 'rill-cold');
+  const boundMiB = (COLD_HOT_BYTES + COLD_SEGMENT_BYTES) / 1024 / 1024;
+  return [
+    check('cold tier: hot store of a stream grown to 10x its window <= window + one segment (issue 38)', m('cold-hot-bytes'), boundMiB, '<=', 'MiB'),
+    check('cold tier: segments uploaded per append round >= 1 (issue 38)', m('cold-appends-uploads'), 1, '>=', 'segments'),
   ];
 }
 

@@ -7,10 +7,11 @@
  * Prints progress on stderr, one Markdown table and the target checks on stdout, and
  * writes everything as JSON under .bench/. Four workloads (limits, drain, subscriptions,
  * crossnode: bench/bounds.ts) measure what the tests no longer bound; the last two (records,
- * transactions: bench/extensions.ts) compare two forms of a request on rill alone.
+ * transactions: bench/extensions.ts) compare two forms of a request on rill alone. The
+ * cold workload (bench/cold.ts) sets rill with a cold tier on an s3rver beside plain rill.
  *
- *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams,limits,drain,subscriptions,crossnode,records,transactions,stalls]
- *                            [--targets rill,rill-auth,rill-no-metrics,rill-no-log,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
+ *   node .bench/build/run.js [--quick] [--rounds N] [--only appends,producers,rate,sse,longpoll,catchup,streams,limits,drain,subscriptions,crossnode,records,transactions,stalls,cold]
+ *                            [--targets rill,rill-auth,rill-no-metrics,rill-no-log,rill-cold,rill-pg,rill-pg-2,rill-memory,ref-memory,ref-file,floor,durable-floor,sqlite-floor]
  *                            [--out FILE] [--data DIR] [--streams 1,500,10000] [--duration S]
  *                            [--rill path/to/dist/bin/rill.js] [--cpu-prof]
  *
@@ -23,7 +24,8 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { crossNodeWorkload, drainWorkload, limitsWorkload, stallsWorkload, subscriptionsWorkload, type BoundsContext } from './bounds.js';
 import { recordsWorkload, transactionsWorkload } from './extensions.js';
-import { checkPostgresTargets, checkTargets, median, renderChecks, renderTable, type Row } from './report.js';
+import { coldWorkload } from './cold.js';
+import { checkColdTargets, checkPostgresTargets, checkTargets, median, renderChecks, renderTable, type Row } from './report.js';
 import { FULL, QUICK, WORKLOADS, type BenchSettings, type WorkloadName } from './settings.js';
 import {
   freshDataDir,
@@ -501,6 +503,7 @@ async function main(): Promise<void> {
     ['records', () => recordsWorkload(s, rows, boundsContext())],
     ['transactions', () => transactionsWorkload(s, rows, boundsContext())],
     ['stalls', () => stallsWorkload(s, rows, boundsContext())],
+    ['cold', () => coldWorkload(s, rows, boundsContext())],
   ];
   // A workload that fails is reported and the others still run, so that one server's
   // failure late in a long run does not lose what was measured before it.
@@ -526,16 +529,18 @@ async function main(): Promise<void> {
   const loadAfter = loadavg();
   const checks = checkTargets(rows, mid, s.streamCounts[2] ?? NaN);
   const postgresChecks = checkPostgresTargets(rows, mid);
+  const coldChecks = rows.some((r) => r.rounds['rill-cold']) ? checkColdTargets(rows) : [];
   const table = renderTable(rows);
   process.stdout.write(`\n${table}\n\nTargets (issue 7):\n${renderChecks(checks)}\n`);
   if (postgres !== null || rows.some((r) => Object.keys(r.rounds).some((t) => isPostgresTarget(t as TargetName)))) {
     process.stdout.write(`\nTargets (rill on PostgreSQL):\n${renderChecks(postgresChecks)}\n\n${postgresNotes(rows, mid, s, postgres)}\n`);
   }
+  if (coldChecks.length > 0) process.stdout.write(`\nTargets (cold tier):\n${renderChecks(coldChecks)}\n`);
   process.stdout.write(`\nload average before ${loadBefore.map((l) => l.toFixed(2)).join(' ')}, after ${loadAfter.map((l) => l.toFixed(2)).join(' ')}\n`);
   if (failures.length > 0) process.stdout.write(`\nFailed, not measured:\n${failures.map((f) => `- ${f}`).join('\n')}\n`);
   const out = values.out ?? join(ROOT, '.bench', `results-${startedAt.replace(/[:.]/g, '-')}.json`);
   mkdirSync(join(ROOT, '.bench'), { recursive: true });
-  const json = JSON.stringify({ startedAt, finishedAt: new Date().toISOString(), machine: machine(), loadBefore, loadAfter, settings: s, postgres, rows, checks: [...checks, ...postgresChecks], table, failures }, null, 2);
+  const json = JSON.stringify({ startedAt, finishedAt: new Date().toISOString(), machine: machine(), loadBefore, loadAfter, settings: s, postgres, rows, checks: [...checks, ...postgresChecks, ...coldChecks], table, failures }, null, 2);
   writeFileSync(out, json);
   if (!values.out) writeFileSync(join(ROOT, '.bench', 'latest.json'), json);
   progress(`results written to ${out}`);

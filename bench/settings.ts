@@ -1,4 +1,5 @@
 /** What one bench run does; `--quick` shrinks everything for the smoke test. */
+import type { ColdSpec } from './cold.js';
 import type { FloodSpec } from './workloads/floods.js';
 import type { RecordsSpec } from './workloads/records.js';
 import type { SubscriptionSpec } from './workloads/subscriptions.js';
@@ -57,6 +58,8 @@ export interface BenchSettings {
   transactions: TransactionsSpec;
   /** The longest unrelated wait during large appends and a large read (bench/workloads/stalls.ts). */
   stalls: StallSpec;
+  /** The cold tier's workload (bench/cold.ts): its appends run at the middle stream count. */
+  cold: ColdSpec;
 }
 
 export const FULL: BenchSettings = {
@@ -88,6 +91,7 @@ export const FULL: BenchSettings = {
   records: { streams: 500, messagesPerStream: 400, concurrency: 50, randomReads: 5000 },
   transactions: { clients: 50, sizes: [2, 8], batchesPerClient: 60 },
   stalls: { bytes: 32 * 1024 * 1024, appends: 3 },
+  cold: { windows: 10, readsPerRound: 5, uploadBytesPerS: 2 * 1024 * 1024 },
 };
 
 export const QUICK: BenchSettings = {
@@ -119,7 +123,8 @@ export const QUICK: BenchSettings = {
   records: { streams: 20, messagesPerStream: 120, concurrency: 5, randomReads: 100 },
   transactions: { clients: 4, sizes: [2, 8], batchesPerClient: 5 },
   stalls: { bytes: 1024 * 1024, appends: 1 },
+  cold: { windows: 10, readsPerRound: 2, uploadBytesPerS: 2 * 1024 * 1024 },
 };
 
-export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams', 'limits', 'drain', 'subscriptions', 'crossnode', 'records', 'transactions', 'stalls'] as const;
+export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams', 'limits', 'drain', 'subscriptions', 'crossnode', 'records', 'transactions', 'stalls', 'cold'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];

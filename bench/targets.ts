@@ -9,24 +9,29 @@
  * one database), each target on a fresh database of one PostgreSQL server that the bench
  * starts once, durable (fsync=on, synchronous_commit=on: bench/postgres.ts), in the data
  * directory's `postgres` folder, on the first PostgreSQL target, and stops at its end.
+ * `rill-cold` is rill on SQLite with a cold tier (bench/s3.ts) on an s3rver of its own,
+ * started before it and stopped after it.
  * Each is started fresh for a workload and stopped by its pid.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { SignJWT } from 'jose';
 import pg from 'pg';
 import { createDatabase, startPostgres, type PostgresServer } from './postgres.js';
 import { freePort } from './ports.js';
+import { COLD_BUCKET, coldArgs, s3Env } from './s3.js';
 
-export type TargetName = 'rill' | 'rill-auth' | 'rill-no-metrics' | 'rill-no-log' | 'rill-pg' | 'rill-pg-2' | 'rill-memory' | 'ref-memory' | 'ref-file' | 'floor' | 'durable-floor' | 'sqlite-floor';
+export type TargetName = 'rill' | 'rill-auth' | 'rill-no-metrics' | 'rill-no-log' | 'rill-cold' | 'rill-pg' | 'rill-pg-2' | 'rill-memory' | 'ref-memory' | 'ref-file' | 'floor' | 'durable-floor' | 'sqlite-floor';
 
 export const TARGET_LABELS: Record<TargetName, string> = {
   rill: 'rill (sqlite, durable)',
   'rill-auth': 'rill (sqlite, durable), auth on',
   'rill-no-metrics': 'rill --metrics off (sqlite, durable)',
   'rill-no-log': 'rill --access-log off (sqlite, durable)',
+  'rill-cold': 'rill --cold-store (sqlite, durable, s3rver)',
   'rill-pg': 'rill on PostgreSQL, 1 node',
   'rill-pg-2': 'rill on PostgreSQL, 2 nodes',
   'rill-memory': 'rill --store memory (not durable)',
@@ -128,6 +133,8 @@ function commandFor(name: TargetName, port: number, dataDir: string | null): str
       return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!, '--metrics', 'off'];
     case 'rill-no-log':
       return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!, '--access-log', 'off'];
+    case 'rill-cold':
+      return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'sqlite', '--data', dataDir!, ...coldArgs()];
     case 'rill-memory':
       return [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'memory'];
     case 'rill-pg':
@@ -147,7 +154,7 @@ function commandFor(name: TargetName, port: number, dataDir: string | null): str
 }
 
 export function needsDataDir(name: TargetName): boolean {
-  return name === 'rill' || name === 'rill-auth' || name === 'rill-no-metrics' || name === 'rill-no-log' || name === 'ref-file' || name === 'durable-floor' || name === 'sqlite-floor';
+  return name === 'rill' || name === 'rill-auth' || name === 'rill-no-metrics' || name === 'rill-no-log' || name === 'rill-cold' || name === 'ref-file' || name === 'durable-floor' || name === 'sqlite-floor';
 }
 
 /** A fresh, empty data directory on the same disk as the repository (not tmpfs). */
@@ -192,10 +199,10 @@ function logLevelOf(name: TargetName): string {
   return name.startsWith('rill') ? 'info' : 'warn';
 }
 
-async function spawnListening(command: string[], port: number, logLevel: string, startTimeoutMs: number): Promise<Process> {
+async function spawnListening(command: string[], port: number, logLevel: string, startTimeoutMs: number, env: Record<string, string> = {}): Promise<Process> {
   const [program, ...args] = command;
   const child = spawn(program!, args, {
-    env: { ...process.env, RILL_LOG_LEVEL: logLevel },
+    env: { ...process.env, RILL_LOG_LEVEL: logLevel, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   live.add(child);
@@ -237,9 +244,16 @@ export async function startTarget(
 ): Promise<Running> {
   if (isPostgresTarget(name)) return startPostgresTarget(name, extraArgs, startTimeoutMs, launcher);
   const port = await freePort();
-  const flags = [...allNodeFlags, ...(name === 'rill' || name === 'rill-auth' ? rillNodeFlags : [])];
+  const flags = [...allNodeFlags, ...(name === 'rill' || name === 'rill-auth' || name === 'rill-cold' ? rillNodeFlags : [])];
   const headers = name === 'rill-auth' ? await benchToken(dataDir!) : {};
-  const server = await spawnListening([...launcher, process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs], port, logLevelOf(name), startTimeoutMs);
+  const s3 = name === 'rill-cold' ? await startBenchS3(startTimeoutMs) : null;
+  let server: Process;
+  try {
+    server = await spawnListening([...launcher, process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs], port, logLevelOf(name), startTimeoutMs, s3 ? s3Env(s3.url) : {});
+  } catch (error) {
+    await s3?.stop(10_000);
+    throw error;
+  }
   const pid = server.child.pid!;
   return {
     name,
@@ -251,8 +265,34 @@ export async function startTarget(
     rssBytes: () => rssOf(pid),
     cpuSeconds: () => cpuSecondsOf(pid),
     writtenBytes: () => writtenBytesOf(pid),
-    stop: (graceMs = 10_000) => server.stop(graceMs),
+    // The object store stops after rill, whose last upload pass may still be talking to it.
+    stop: async (graceMs = 10_000) => {
+      await server.stop(graceMs);
+      await s3?.stop(graceMs);
+    },
   };
+}
+
+/**
+ * The `rill-cold` target's object store: s3rver in a process of its own on a free port,
+ * its objects in a temporary directory that its stop removes.
+ */
+async function startBenchS3(startTimeoutMs: number): Promise<Process> {
+  const directory = mkdtempSync(join(tmpdir(), 'rill-bench-s3-'));
+  const port = await freePort();
+  try {
+    const s3 = await spawnListening([process.execPath, join(SERVERS, 's3.js'), String(port), directory, COLD_BUCKET], port, 'warn', startTimeoutMs);
+    return {
+      ...s3,
+      async stop(graceMs) {
+        await s3.stop(graceMs);
+        rmSync(directory, { recursive: true, force: true });
+      },
+    };
+  } catch (error) {
+    rmSync(directory, { recursive: true, force: true });
+    throw error;
+  }
 }
 
 /** The auth-on target's HS256 secret, beside its data directory (written by benchToken before it starts). */

@@ -34,8 +34,10 @@ test('npm run bench runs end to end on --quick', () => {
   // Figures of rill on PostgreSQL alone: its WAL, round trips and commits per append, and delivery across two nodes
   // (SSE spread over both and all on the node that does not write, long-poll).
   const onPostgresOnly = (key: string) => /-(wal|roundtrips|batch)$/.test(key) || /^sse-(same|cross|away)-/.test(key) || /^longpoll-cross-/.test(key);
+  // The cold tier's own figures (its two tiers, its fetches and uploads) are of rill with a cold tier alone.
+  const onColdOnly = ['cold-hot-bytes', 'cold-cold-bytes', 'cold-catchup-fetches', 'cold-appends-uploads'];
   for (const row of results.rows) {
-    const server = onPostgresOnly(row.key) ? 'rill-pg-2' : 'rill';
+    const server = onPostgresOnly(row.key) ? 'rill-pg-2' : onColdOnly.includes(row.key) ? 'rill-cold' : 'rill';
     expect(row.rounds[server]?.length, row.key).toBeGreaterThan(0);
     expect(row.rounds[server]!.every(Number.isFinite), row.key).toBe(true);
   }
@@ -57,6 +59,12 @@ test('npm run bench runs end to end on --quick', () => {
   expect(stdout).toMatch(/fsync=on, synchronous_commit=on/);
   // The bench stopped its PostgreSQL server and removed its data.
   expect(existsSync(join(outDir, 'data', 'postgres'))).toBe(false);
+  // The cold tier (issue 38): every figure on rill with a cold tier, those it shares with rill on rill too, and its checks met.
+  const cold = ['cold-hot-bytes', 'cold-cold-bytes', 'cold-db-bytes', 'cold-catchup', 'cold-catchup-fetches', 'cold-appends', 'cold-appends-p99', 'cold-appends-uploads'];
+  expect(keys).toEqual(expect.arrayContaining(cold));
+  // Uploads during a quick round of half a second depend on the machine's speed: they are only counted (finite, above).
+  for (const key of cold.filter((k) => k !== 'cold-appends-uploads')) expect(results.rows.find((r) => r.key === key)!.rounds['rill-cold']?.every((v) => v > 0), key).toBe(true);
+  expect(stdout).toMatch(/- \[x\] cold tier: hot store of a stream grown to 10x its window/);
   // Long-poll readers got their messages from every server, the floor's included.
   const longPoll = results.rows.find((r) => r.key === 'longpoll-p50')!;
   for (const server of ['rill', 'ref-memory', 'floor']) expect(longPoll.rounds[server]?.every((v) => v > 0), server).toBe(true);
