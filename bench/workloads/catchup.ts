@@ -49,9 +49,10 @@ export async function prepareCatchUp(base: string, spec: CatchUpSpec): Promise<v
 /** Reads per round; the round reports the median, so one hiccup does not make the figure. */
 const READS_PER_ROUND = 5;
 
-async function timedMs(read: () => Promise<unknown>): Promise<number> {
+/** The median time of `reads` calls of `read`, one after another. */
+export async function medianReadMs(read: () => Promise<unknown>, reads = READS_PER_ROUND): Promise<number> {
   const times: number[] = [];
-  for (let i = 0; i < READS_PER_ROUND; i++) {
+  for (let i = 0; i < reads; i++) {
     const t = performance.now();
     await read();
     times.push(performance.now() - t);
@@ -65,9 +66,9 @@ export async function runCatchUp(base: string, spec: CatchUpSpec): Promise<Catch
   const json = await catchUp(base, JSON_STREAM);
   const large = await catchUp(base, LARGE_STREAM);
   if (large.bytes !== spec.largeBytes) throw new Error(`catch-up read ${large.bytes} bytes, expected ${spec.largeBytes}`);
-  const bytesMs = await timedMs(() => catchUp(base, BYTES_STREAM));
-  const jsonMs = await timedMs(() => catchUp(base, JSON_STREAM));
-  const largeMs = await timedMs(() => catchUp(base, LARGE_STREAM));
+  const bytesMs = await medianReadMs(() => catchUp(base, BYTES_STREAM));
+  const jsonMs = await medianReadMs(() => catchUp(base, JSON_STREAM));
+  const largeMs = await medianReadMs(() => catchUp(base, LARGE_STREAM));
   return {
     bytesMBPerS: bytes.bytes / 1e3 / bytesMs,
     largeMBPerS: large.bytes / 1e3 / largeMs,

@@ -7,6 +7,7 @@
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { append, catchUp, createStream, sleep } from '../http.js';
+import { medianReadMs } from './catchup.js';
 
 const OCTETS = 'application/octet-stream';
 
@@ -80,13 +81,7 @@ export async function timedCatchUpMs(base: string, name: string, expectedBytes: 
     if (got.bytes !== expectedBytes) throw new Error(`catch-up of ${name} read ${got.bytes} bytes, expected ${expectedBytes}`);
   };
   await read();
-  const times: number[] = [];
-  for (let i = 0; i < reads; i++) {
-    const t = performance.now();
-    await read();
-    times.push(performance.now() - t);
-  }
-  return times.sort((a, b) => a - b)[times.length >> 1]!;
+  return medianReadMs(read, reads);
 }
 
 export interface PacedWriter {
