@@ -9,6 +9,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { v1StreamKey } from '../../src/protocol/ids.js';
+import { DEFAULT_SUBSCRIPTION_SETTINGS } from '../../src/http/settings.js';
 import type { PostgresStore } from '../../src/storage/postgres/engine.js';
 import { HINT_CHANNEL } from '../../src/storage/postgres/notify.js';
 import { post, put } from '../helpers/http.js';
@@ -19,14 +20,21 @@ import { until } from '../helpers/waits.js';
 
 const READERS = 20;
 const HINTS = 5;
-/** Longer than the test: only the hints the test sends wake the readers. */
+/**
+ * Longer than the test: only the hints the test sends wake the readers, and no timer of the
+ * server reads the database meanwhile (the subscription sweep's query counted as a read, one
+ * run in three of the whole suite).
+ */
 const NEVER_CHECKED_MS = 3_600_000;
 let url: string;
 let server: RunningServer;
 
 beforeAll(async () => {
   url = await sharedDatabase();
-  server = await startServer({ postgresUrl: url, settings: { remoteCheckMs: NEVER_CHECKED_MS } });
+  server = await startServer({
+    postgresUrl: url,
+    settings: { remoteCheckMs: NEVER_CHECKED_MS, sweepIntervalMs: NEVER_CHECKED_MS, subscriptions: { ...DEFAULT_SUBSCRIPTION_SETTINGS, sweepIntervalMs: NEVER_CHECKED_MS } },
+  });
 });
 
 afterAll(async () => {
