@@ -13,11 +13,10 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import S3rver from 's3rver';
+// s3rver's default keys and its endpoint, as the server under test reads them (AWS tools' variables).
+import { s3Env } from '../../bench/s3.js';
 
 export const TEST_BUCKET = 'rill-cold';
-/** s3rver accepts these (its own defaults); the server under test reads them as AWS tools do. */
-const ACCESS_KEY_ID = 'S3RVER';
-const SECRET_ACCESS_KEY = 'S3RVER';
 
 export interface TestS3 {
   /** Where clients connect: the relay when slowed, else s3rver itself. */
@@ -77,12 +76,7 @@ export async function startTestS3(): Promise<TestS3> {
   return {
     endpoint,
     directory,
-    env: {
-      AWS_ACCESS_KEY_ID: ACCESS_KEY_ID,
-      AWS_SECRET_ACCESS_KEY: SECRET_ACCESS_KEY,
-      AWS_REGION: 'us-east-1',
-      AWS_ENDPOINT_URL_S3: endpoint,
-    },
+    env: s3Env(endpoint),
     objectFiles,
     corrupt(key) {
       const path = objectFiles().get(key);
