@@ -9,6 +9,7 @@
  * queued before the process exits, a fatal exit included; a SIGKILL loses the lines of
  * its last moments, as it loses everything else in flight.
  */
+import { writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
 import { pino, type DestinationStream, type Logger } from 'pino';
@@ -46,9 +47,9 @@ export function createLogger(options: LoggerOptions): Logger {
   const config = { level: options.level, redact: { paths: REDACT_PATHS, censor: REDACTED } };
   const readable = options.destination === undefined && (options.pretty ?? process.stdout.isTTY === true);
   if (readable) return pino(config, loadPretty()({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l' }));
-  const destination = options.destination ?? stdoutLines();
-  const log = pino(config, destination);
-  lineDestinations.set(log, destination);
+  const lines = options.destination ? { destination: options.destination, writeLine: (line: string) => void options.destination!.write(line) } : stdoutLines();
+  const log = pino(config, lines.destination);
+  lineDestinations.set(log, lines);
   return log;
 }
 
@@ -57,36 +58,139 @@ export function createLogger(options: LoggerOptions): Logger {
  * queues text by appending each line to a string and measuring that whole string again
  * (`Buffer.byteLength`) at every line, a cost that grows with the lines waiting; in its
  * buffer mode a line is encoded once and queued as it is, and the queue is joined when
- * written. pino writes text, so each line is encoded here on its way in.
+ * written. pino writes text, so each line is encoded here on its way in. Access lines are
+ * held and handed over in batches (HeldLines); pino's own lines go at once, after them.
  */
-function stdoutLines(): DestinationStream {
+function stdoutLines(): LineDestination {
   const destination = pino.destination({ dest: 1, sync: false, contentMode: 'buffer' });
   // In buffer mode SonicBoom.write takes buffers, though its type says text.
-  const writeBuffer = destination.write.bind(destination) as unknown as (data: Buffer) => boolean;
-  destination.write = (line: string) => writeBuffer(Buffer.from(line));
-  return destination;
+  const writeQueued = destination.write.bind(destination) as unknown as (data: Buffer) => boolean;
+  // Bytes handed to the destination and not yet written, for flush below.
+  let unwrittenBytes = 0;
+  destination.on('write', (bytes: number) => (unwrittenBytes -= bytes));
+  const writeBuffer = (data: Buffer) => {
+    unwrittenBytes += data.length;
+    return writeQueued(data);
+  };
+  const held = new HeldLines(writeBuffer, (text) => {
+    destination.flushSync();
+    writeSync(1, text);
+  });
+  destination.write = (line: string) => {
+    held.release();
+    return writeBuffer(Buffer.from(line));
+  };
+  // Answers once every line is written. SonicBoom's own flush answers at once when it
+  // batches nothing itself, with a write still in flight; a process.exit then (after the
+  // server's last line, cli/main.ts) left that write to land after the lines exit wrote.
+  destination.flush = (cb?: (error?: Error) => unknown) => {
+    held.release();
+    if (unwrittenBytes === 0) return void cb?.();
+    if (!cb) return;
+    // A write that failed (standard output closed) never drains: answer then too.
+    const done = () => {
+      destination.off('drain', done);
+      destination.off('error', done);
+      cb();
+    };
+    destination.once('drain', done);
+    destination.once('error', done);
+  };
+  heldAtExit.add(held);
+  if (heldAtExit.size === 1) process.once('exit', () => heldAtExit.forEach((h) => h.releaseSync()));
+  return { destination, writeLine: (line) => held.hold(line) };
+}
+
+/** Every logger's held lines, written at exit. */
+const heldAtExit = new Set<HeldLines>();
+
+/** Held access lines are written once this many characters gather... */
+const HELD_MAX_CHARS = 16 * 1024;
+/** ...or this long after the first of them, whichever comes first. */
+const HELD_MAX_DELAY_MS = 100;
+
+/**
+ * Access lines waiting to be written together. A line each handed to the destination cost
+ * its own encoding and, on a server answering one request at a time, its own write(2) on
+ * the thread pool; a batch costs one of each. Held lines are released before any other
+ * line is written, so the log keeps its order, and at exit, synchronously.
+ */
+class HeldLines {
+  private text = '';
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly write: (data: Buffer) => unknown,
+    private readonly writeAtExit: (text: string) => void,
+  ) {}
+
+  hold(line: string): void {
+    this.text += line;
+    if (this.text.length >= HELD_MAX_CHARS) this.release();
+    else if (this.timer === null) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.release();
+      }, HELD_MAX_DELAY_MS);
+      this.timer.unref();
+    }
+  }
+
+  release(): void {
+    if (this.text === '') return;
+    const text = this.text;
+    this.text = '';
+    this.write(Buffer.from(text));
+  }
+
+  /** At exit nothing asynchronous runs any more: what is held is written now, after what the destination holds. */
+  releaseSync(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    const text = this.text;
+    this.text = '';
+    if (text === '') return;
+    try {
+      this.writeAtExit(text);
+    } catch {
+      // Standard output closed: there is nowhere left to write.
+    }
+  }
+}
+
+/** A logger's JSON destination, and how a line made without pino reaches it. */
+interface LineDestination {
+  destination: DestinationStream;
+  writeLine: (line: string) => void;
 }
 
 /** The JSON destination of each logger createLogger made (not its children, nor a readable one). */
-const lineDestinations = new WeakMap<Logger, DestinationStream>();
+const lineDestinations = new WeakMap<Logger, LineDestination>();
 
 /** What pino writes after `time` for a logger without bindings of its own: its base fields. */
 const BASE_MEMBERS = `,"pid":${process.pid},"hostname":${JSON.stringify(hostname())}`;
 
 /**
- * A writer of `info` lines whose members the caller has already made as JSON text, for a
- * logger createLogger made with JSON output; null for any other (then log through pino).
- * The line is the one pino would write (`level`, `time`, its base fields, the members,
- * `msg`) to the same destination, queued with pino's own lines, without pino's per-field
- * serialization and redaction: for lines made of fields the caller made itself and
- * escaped, such as the access log's (7 of the 17 thousand instructions a logged request
- * cost, docs/performance.md).
+ * A writer of `info` lines with message `msg` whose members the caller has already made as
+ * JSON text, for a logger createLogger made with JSON output; null for any other (then log
+ * through pino). The line is the one pino would write (`level`, `time`, its base fields,
+ * the members, `msg`) to the same destination, in order with pino's own lines, without
+ * pino's per-field serialization and redaction: for lines made of fields the caller made
+ * itself and escaped, such as the access log's (docs/performance.md).
  */
-export function infoLineWriter(log: Logger): ((members: string, msg: string) => void) | null {
-  const destination = lineDestinations.get(log);
-  if (destination === undefined || !log.isLevelEnabled('info')) return null;
-  return (members, msg) => {
-    destination.write(`{"level":30,"time":${Date.now()}${BASE_MEMBERS},${members},"msg":${JSON.stringify(msg)}}\n`);
+export function infoLineWriter(log: Logger, msg: string): ((members: string) => void) | null {
+  const lines = lineDestinations.get(log);
+  if (lines === undefined || !log.isLevelEnabled('info')) return null;
+  const end = `,"msg":${JSON.stringify(msg)}}\n`;
+  // A busy server writes several lines a millisecond: the time's text is made once for them.
+  let timeMs = 0;
+  let timeText = '0';
+  return (members) => {
+    const now = Date.now();
+    if (now !== timeMs) {
+      timeMs = now;
+      timeText = String(now);
+    }
+    lines.writeLine(`{"level":30,"time":${timeText}${BASE_MEMBERS},${members}${end}`);
   };
 }
 

@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, infoLineWriter, redactUrl } from '../../src/ops/logger.js';
-import { RequestLog } from '../../src/ops/request-log.js';
+import { millisText, RequestLog } from '../../src/ops/request-log.js';
 import { CLI } from '../helpers/server.js';
 import { memoryLogger, startInProcess, type Running } from './ops-helpers.js';
 
@@ -75,17 +75,24 @@ describe('access lines made without pino', () => {
   it('are, byte for byte, the lines pino writes for the same fields (the time apart), and none when info is off', async () => {
     const made = memoryLogger();
     const byPino = memoryLogger();
-    const write = infoLineWriter(made.log)!;
+    const write = infoLineWriter(made.log, 'request')!;
     expect(write).not.toBeNull();
     const fields = { reqId: 'a-1', method: 'POST', route: '/{bucket}/{stream}', status: 204, durationMs: 1.25, bytes: 356, completed: true };
-    write('"reqId":"a-1","method":"POST","route":"/{bucket}/{stream}","status":204,"durationMs":1.25,"bytes":356,"completed":true', 'request');
+    write('"reqId":"a-1","method":"POST","route":"/{bucket}/{stream}","status":204,"durationMs":1.25,"bytes":356,"completed":true');
     byPino.log.info(fields, 'request');
     await expect.poll(() => made.text() !== '' && byPino.text() !== '', POLL).toBe(true);
     const untimed = (text: string) => text.replace(/"time":\d+/, '"time":0');
     expect(untimed(made.text())).toBe(untimed(byPino.text()));
-    expect(infoLineWriter(memoryLogger('warn').log)).toBeNull();
+    expect(infoLineWriter(memoryLogger('warn').log, 'request')).toBeNull();
     // A child has bindings of its own that such a line would leave out: it logs through pino.
-    expect(infoLineWriter(made.log.child({ part: 'x' }))).toBeNull();
+    expect(infoLineWriter(made.log.child({ part: 'x' }), 'request')).toBeNull();
+  });
+
+  it('print a duration as JavaScript prints the number of milliseconds', () => {
+    const wrong: number[] = [];
+    for (let micros = 0; micros < 200_000; micros++) if (millisText(micros) !== String(micros / 1000)) wrong.push(micros);
+    for (const micros of [999_999_999, 1_000_000_000, 2 ** 31 * 1000 + 7, 86_400_000_000_001]) if (millisText(micros) !== String(micros / 1000)) wrong.push(micros);
+    expect(wrong).toEqual([]);
   });
 });
 
@@ -136,6 +143,48 @@ describe('redaction and sampling', () => {
     } finally {
       http.close();
     }
+  });
+});
+
+describe('from a rill process', () => {
+  /** Runs `node args`, answers its standard output as lines once it exits; `ready` sees it while it runs. */
+  function run(args: string[], ready: (child: ReturnType<typeof spawn>, output: () => string) => void): Promise<string[]> {
+    const child = spawn(process.execPath, args, { env: { ...process.env, RILL_LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'inherit'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => {
+      output += d.toString();
+      ready(child, () => output);
+    });
+    return new Promise((resolve) => child.once('exit', () => resolve(output.split('\n').filter((l) => l !== ''))));
+  }
+
+  it("writes every request's line, in order, before the lines logged after it, the last ones at SIGTERM", async () => {
+    let asked = false;
+    const lines = await run([CLI, 'serve', '--store', 'memory', '--port', '0'], (child, output) => {
+      const url = /rill listening on (http:\/\/[\d.:]+)/.exec(output())?.[1];
+      if (url === undefined || asked) return;
+      asked = true;
+      void (async () => {
+        for (let i = 1; i <= 5; i++) await (await fetch(`${url}/healthz`, { headers: { 'x-request-id': `held-${i}` } })).arrayBuffer();
+        // At once: the lines of these requests are still held when the signal comes.
+        child.kill('SIGTERM');
+      })();
+    });
+    const parsed = lines.map((l) => JSON.parse(l) as { msg: string; reqId?: string });
+    const order = parsed.filter((l) => l.reqId?.startsWith('held-') || l.msg === 'draining' || l.msg === 'stopped').map((l) => l.reqId ?? l.msg);
+    expect(order).toEqual(['held-1', 'held-2', 'held-3', 'held-4', 'held-5', 'draining', 'stopped']);
+  });
+
+  it('writes the lines still held when the process exits', async () => {
+    const logger = new URL('../../dist/ops/logger.js', import.meta.url).href;
+    const script = `import { createLogger, infoLineWriter } from ${JSON.stringify(logger)};
+      const log = createLogger({ level: 'info', pretty: false });
+      log.info('first');
+      const write = infoLineWriter(log, 'request');
+      for (let i = 0; i < 3; i++) write(\`"reqId":"exit-\${i}"\`);
+      process.exit(0);`;
+    const lines = await run(['--input-type=module', '-e', script], () => {});
+    expect(lines.map((l) => (JSON.parse(l) as { reqId?: string; msg: string }).reqId ?? (JSON.parse(l) as { msg: string }).msg)).toEqual(['first', 'exit-0', 'exit-1', 'exit-2']);
   });
 });
 
