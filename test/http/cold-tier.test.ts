@@ -24,7 +24,7 @@ import { seededRandom } from '../helpers/seed.js';
 import { startSlowRelay, startTestS3, TEST_BUCKET, type TestS3 } from '../helpers/s3.js';
 import { removeDir, startServer, tempDataDir, type ServerProcess } from '../helpers/server.js';
 import { sseBlocks } from '../helpers/sse.js';
-import { until } from '../helpers/waits.js';
+import { until, untilLiveReaders } from '../helpers/waits.js';
 import { runCli } from '../helpers/cli.js';
 import { openS3ObjectStore } from '../../src/storage/cold/object-store.js';
 import { sharedDatabase } from '../helpers/postgres.js';
@@ -392,6 +392,60 @@ describe.each(ENGINES)('cold tier on %s', (engine) => {
       await server?.kill();
       server = undefined;
       await relay.close();
+    }
+  }, TEST_TIMEOUT_MS);
+});
+
+describe('cold tier on PostgreSQL: two nodes on one database and one bucket', () => {
+  it('a node reads the history another moved, from offset 0 and at a tail it follows live, and each segment is uploaded by one node', async () => {
+    const postgresUrl = await sharedDatabase();
+    const prefix = 'two-nodes-http';
+    const start = (dataDir: string) =>
+      startServer({ process: true, store: 'postgres', postgresUrl, dataDir, args: ['--cold-store', `s3://${TEST_BUCKET}/${prefix}`, ...COLD_ARGS], env: s3.env });
+    const dirA = tempDataDir();
+    const dirB = tempDataDir();
+    dataDirs.push(dirA, dirB);
+    server = await start(dirA);
+    const a = server;
+    const b = await start(dirB);
+    try {
+      const path = '/v1/stream/cold-two-nodes';
+      await createStream(a.url, path);
+      // B waits at the tail while A writes: its long-poll is answered with A's first append.
+      const first = randomAppends(1)[0]!;
+      const poll = call(b.url, 'GET', `${path}?offset=${offsetAt(0)}&live=long-poll`);
+      await untilLiveReaders(b.url, 'long_poll', 1);
+      await appendAll(a.url, path, [first]);
+      const polled = await poll;
+      expect(polled.status).toBe(200);
+      expect(polled.body.equals(first)).toBe(true);
+      // Both nodes write; whichever holds the upload lock moves the history.
+      const appends = [first];
+      for (let i = 0; i < 4; i++) {
+        const some = randomAppends(60);
+        await appendAll(i % 2 === 0 ? a.url : b.url, path, some);
+        appends.push(...some);
+      }
+      const all = Buffer.concat(appends);
+      await until(async () => (await coldStats(a.url)).coldBytes >= all.length - HOT_BOUND_BYTES && (await coldStats(b.url)).coldBytes >= all.length - HOT_BOUND_BYTES, 'history moved, as both nodes count it');
+      for (const url of [a.url, b.url]) {
+        expect((await readFrom(url, path, '-1')).equals(all)).toBe(true);
+        const middle = Math.floor(all.length / 2);
+        expect((await readFrom(url, path, offsetAt(middle))).equals(all.subarray(middle))).toBe(true);
+      }
+      // The tail B follows goes on past the boundary: a long-poll at the end answers the next append.
+      const next = randomAppends(1)[0]!;
+      const tailPoll = call(b.url, 'GET', `${path}?offset=${offsetAt(all.length)}&live=long-poll`);
+      await untilLiveReaders(b.url, 'long_poll', 1);
+      await appendAll(a.url, path, [next]);
+      expect((await tailPoll).body.equals(next)).toBe(true);
+      // Every object was committed by the one node that uploaded it: uploads add up to the objects, none deleted as a loser's.
+      const objects = [...s3.objectFiles().keys()].filter((k) => k.startsWith(`${prefix}/`));
+      const uploads = (await coldStats(a.url)).uploads + (await coldStats(b.url)).uploads;
+      expect(objects.length).toBeGreaterThan(0);
+      expect(uploads).toBe(objects.length);
+    } finally {
+      await b.kill();
     }
   }, TEST_TIMEOUT_MS);
 });

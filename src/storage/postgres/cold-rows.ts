@@ -128,9 +128,22 @@ export class PgColdRows implements ColdHost {
       });
       this.lockClient = client;
     }
-    const { rows } = await this.lockClient.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [COLD_UPLOAD_LOCK]);
-    this.locked = rows[0]!.locked;
+    try {
+      const { rows } = await this.lockClient.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [COLD_UPLOAD_LOCK]);
+      this.locked = rows[0]!.locked;
+    } catch (error) {
+      await this.dropLockClient();
+      throw error;
+    }
     return this.locked;
+  }
+
+  /** Ends the lock's connection (PostgreSQL releases the lock with it); the next pass opens another. */
+  private async dropLockClient(): Promise<void> {
+    const client = this.lockClient;
+    this.lockClient = null;
+    this.locked = false;
+    await client?.end().catch(() => undefined);
   }
 
   async endUploads(): Promise<void> {
@@ -150,7 +163,10 @@ export class PgColdRows implements ColdHost {
       if (committed) this.heldColdBytes += segment.end - segment.start;
       return committed;
     } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      // Whatever went wrong, the transaction did not commit (a COMMIT that failed to answer is
+      // seen again at the next pass: its rows are gone or still hot); a new connection is
+      // taken, and with it the lock again, at the next pass.
+      await this.dropLockClient();
       throw error;
     }
   }
@@ -243,11 +259,8 @@ export class PgColdRows implements ColdHost {
     return (await this.query<SegmentColumns>('SELECT * FROM cold_segments ORDER BY stream_id, start')).map(segmentOf);
   }
 
-  async close(): Promise<void> {
-    const client = this.lockClient;
-    this.lockClient = null;
-    this.locked = false;
-    await client?.end().catch(() => undefined);
+  close(): Promise<void> {
+    return this.dropLockClient();
   }
 }
 
