@@ -172,7 +172,8 @@ function pathOf(url: string): string {
 }
 
 describe.each(ENGINES)('cold tier on %s', (engine) => {
-  it('moves history past the hot window to objects, keeps the hot store bounded, and reads every byte back across the boundary', async () => {
+  // On PostgreSQL the two nodes' test below moves and reads back the same way, and the SIGKILL test restarts (test/crash/cold-sigkill.test.ts).
+  it.skipIf(engine === 'postgres')('moves history past the hot window to objects, keeps the hot store bounded, and reads every byte back across the boundary', async () => {
     const { url } = await startCold(engine, 'bounded');
     const path = '/v1/stream/cold-bounded';
     await createStream(url, path);
@@ -432,6 +433,15 @@ describe('cold tier on PostgreSQL: two nodes on one database and one bucket', ()
         expect((await readFrom(url, path, '-1')).equals(all)).toBe(true);
         const middle = Math.floor(all.length / 2);
         expect((await readFrom(url, path, offsetAt(middle))).equals(all.subarray(middle))).toBe(true);
+        // Each node's figures: the database's hot and cold bytes as its last pass counted them, its own fetches.
+        const stats = await coldStats(url);
+        expect(stats.hotBytes).toBeLessThanOrEqual(HOT_BOUND_BYTES);
+        expect(stats.coldFetches).toBeGreaterThan(0);
+        const metrics = (await call(url, 'GET', '/metrics')).text();
+        expect(Number(/^rill_cold_bytes (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(all.length - HOT_BOUND_BYTES);
+        for (const name of ['rill_hot_bytes', 'rill_cold_upload_lag_bytes', 'rill_cold_uploads_total', 'rill_cold_fetch_seconds_total', 'rill_cold_cache_hits_total', 'rill_cold_cache_misses_total']) {
+          expect(metrics).toMatch(new RegExp(`^${name} \\d`, 'm'));
+        }
       }
       // The tail B follows goes on past the boundary: a long-poll at the end answers the next append.
       const next = randomAppends(1)[0]!;

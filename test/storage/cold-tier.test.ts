@@ -173,7 +173,7 @@ describe.each<Engine>(['sqlite', 'postgres'])('cold tier on %s', (engine) => {
     const objects = await openS3ObjectStore(`s3://${TEST_BUCKET}/paged-${engine}`, s3.env);
     const { store, tier, errors } = await openNode(engine, place, objects);
     // More than a page (500) of empty streams first, so that the one to move comes after them.
-    for (let i = 0; i < 520; i++) await store.run('createStream', createRequest(v1StreamKey(`empty-${i}`)));
+    await Promise.all(Array.from({ length: 520 }, (_, i) => store.run('createStream', createRequest(v1StreamKey(`empty-${i}`)))));
     const name = v1StreamKey('long');
     await store.run('createStream', createRequest(name));
     const appends = someAppends();
@@ -250,13 +250,17 @@ describe('cold tier on PostgreSQL: two nodes on one database and one bucket', ()
     // Every node counts the same bytes as cold after its pass.
     expect(a.tier.stats().coldBytes).toBe(b.tier.stats().coldBytes);
 
-    // A fork on B at an offset deep in the cold range: its batch reads the anchor from a segment.
-    const source = (await b.store.getStream(names[1]!))!;
+    // A fork on a third node, whose cache holds nothing, at an offset deep in the cold range:
+    // its batch needs the anchor's segment (ColdSegmentNeeded), which is fetched, and the command run again.
+    const c = await openNode('postgres', url, objects);
+    const source = (await c.store.getStream(names[1]!))!;
     const forkAt = segments.find((s) => s.streamId === source.id)!.end - 100;
     const fork = v1StreamKey('two-fork');
-    const created = await b.store.run('createStream', createRequest(fork, { fork: { sourceName: names[1]!, offset: forkAt, subOffset: 0 } }));
+    const created = await c.store.run('createStream', createRequest(fork, { fork: { sourceName: names[1]!, offset: forkAt, subOffset: 0 } }));
     expect(created.kind, JSON.stringify(created)).toBe('created');
+    expect(c.tier.stats().coldFetches).toBeGreaterThan(0);
     expect((await readAll(a.store, fork)).equals(Buffer.concat(written.get(names[1]!)!).subarray(0, forkAt))).toBe(true);
+    await c.store.close();
 
     await a.store.close();
     await b.store.close();
