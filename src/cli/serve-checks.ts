@@ -20,7 +20,7 @@ export function checkServeFlags(flags: ServeFlags): void {
   checkColdStoreFlags(flags);
 }
 
-/** The cold tier (storage/cold/): a URL it can use, on the engine it works with so far. */
+/** The cold tier (storage/cold/): a URL it can use, on an engine it works with. */
 function checkColdStoreFlags(flags: ServeFlags): void {
   if (flags.coldStore === undefined) return;
   try {
@@ -28,8 +28,11 @@ function checkColdStoreFlags(flags: ServeFlags): void {
   } catch (error) {
     throw new ConfigMistake((error as Error).message);
   }
-  if (flags.store !== 'sqlite' || flags.sqliteThread === 'on') {
-    throw new ConfigMistake(`--cold-store works with --store sqlite and --sqlite-thread off for now (this server has --store ${flags.store}${flags.store === 'sqlite' ? ' --sqlite-thread on' : ''})`);
+  if (flags.store === 'memory') {
+    throw new ConfigMistake('--cold-store works with --store sqlite or --store postgres, not --store memory: a memory store keeps nothing to move');
+  }
+  if (flags.store === 'sqlite' && flags.sqliteThread === 'on') {
+    throw new ConfigMistake('--cold-store works with --store sqlite only with --sqlite-thread off for now (this server has --sqlite-thread on), or with --store postgres');
   }
 }
 

@@ -88,35 +88,43 @@ export async function openStore(settings: StoreSettings, hooks: OpenHooks): Prom
 }
 
 /**
- * SQLite with a cold tier (storage/cold/). Loaded only here, with the object store's SDK,
- * so that a server without --cold-store loads neither.
+ * SQLite (on the event loop) or PostgreSQL with a cold tier (storage/cold/). Loaded only
+ * here, with the object store's SDK, so that a server without --cold-store loads neither.
  */
 async function openTiered(settings: StoreSettings, hooks: OpenHooks): Promise<Store> {
-  if (settings.store !== 'sqlite' || settings.sqliteThread) throw new Error('--cold-store works with --store sqlite (and --sqlite-thread off) for now');
+  if (settings.store === 'memory' || (settings.store === 'sqlite' && settings.sqliteThread)) {
+    throw new Error('--cold-store works with --store postgres, and with --store sqlite with --sqlite-thread off');
+  }
   const [{ openS3ObjectStore }, { ColdTier, withColdTier }, { UPLOAD_BACKOFF_BASE_MS }] = await Promise.all([
     import('./cold/object-store.js'),
     import('./cold/tiered-store.js'),
     import('./cold/settings.js'),
   ]);
   const objects = await openS3ObjectStore(settings.coldStore!);
-  const store = openStoreNow({ ...settings, coldStore: null }, hooks, 'thread') as SqliteStore;
   const c = settings.cold;
-  const tier = new ColdTier(
-    store.coldRows(),
-    objects,
-    {
-      window: { bytes: c.hotBytes, ageMs: c.hotAgeMs },
-      segmentBytes: c.segmentBytes,
-      intervalMs: c.uploadIntervalMs,
-      backoffBaseMs: Math.min(UPLOAD_BACKOFF_BASE_MS, c.uploadRetryMaxMs),
-      backoffMaxMs: c.uploadRetryMaxMs,
-      // A command may need two segments at once in memory (cold-reads.ts, ColdSegmentNeeded).
-      cacheBytes: Math.max(c.cacheBytes, 2 * c.segmentBytes),
-      maxBacklogBytes: c.maxBacklogBytes,
-    },
-    hooks.nowMs,
-    hooks.onColdError ?? (() => undefined),
-  );
+  const tierSettings = {
+    window: { bytes: c.hotBytes, ageMs: c.hotAgeMs },
+    segmentBytes: c.segmentBytes,
+    intervalMs: c.uploadIntervalMs,
+    backoffBaseMs: Math.min(UPLOAD_BACKOFF_BASE_MS, c.uploadRetryMaxMs),
+    backoffMaxMs: c.uploadRetryMaxMs,
+    // A command may need two segments at once in memory (cold-reads.ts, ColdSegmentNeeded).
+    cacheBytes: Math.max(c.cacheBytes, 2 * c.segmentBytes),
+    maxBacklogBytes: c.maxBacklogBytes,
+  };
+  const onError = hooks.onColdError ?? (() => undefined);
+  if (settings.store === 'postgres') {
+    const store = (await openStore({ ...settings, coldStore: null }, hooks)) as import('./postgres/engine.js').PostgresStore;
+    const tier = new ColdTier(store.coldRows(), objects, tierSettings, hooks.nowMs, onError);
+    store.setColdChunks({
+      containing: (streamId, segments, position) => tier.reads.containingIn(streamId, segments, position),
+      from: (streamId, segments, from, before) => tier.reads.fromIn(streamId, segments, from, before),
+    });
+    tier.uploader.start();
+    return withColdTier(store, tier);
+  }
+  const store = openStoreNow({ ...settings, coldStore: null }, hooks, 'thread') as SqliteStore;
+  const tier = new ColdTier(store.coldRows(), objects, tierSettings, hooks.nowMs, onError);
   store.setColdChunks({
     end: (streamId) => tier.host.coldEnd(streamId),
     containing: (streamId, position) => tier.reads.containingNow(streamId, position),

@@ -54,10 +54,29 @@ function portOf(server: S3rver): number {
 /** s3rver stores an object's body as `<dir>/<bucket>/<key>._S3rver_object`. */
 const OBJECT_SUFFIX = '._S3rver_object';
 
+/** s3rver removes an object's files, and a directory left empty, while a walk may be under way: what went is not there. */
+function gone(error: unknown): boolean {
+  return (error as NodeJS.ErrnoException).code === 'ENOENT';
+}
+
 function walk(dir: string, base: string, found: Map<string, string>): void {
-  for (const name of readdirSync(dir)) {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch (error) {
+    if (gone(error)) return;
+    throw error;
+  }
+  for (const name of names) {
     const path = join(dir, name);
-    if (statSync(path).isDirectory()) walk(path, `${base}${name}/`, found);
+    let directory: boolean;
+    try {
+      directory = statSync(path).isDirectory();
+    } catch (error) {
+      if (gone(error)) continue;
+      throw error;
+    }
+    if (directory) walk(path, `${base}${name}/`, found);
     else if (name.endsWith(OBJECT_SUFFIX)) found.set(base + name.slice(0, -OBJECT_SUFFIX.length), path);
   }
 }

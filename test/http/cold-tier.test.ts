@@ -1,7 +1,9 @@
 /**
- * The cold tier end to end (issue 38 part 1, docs/decisions.md): the real `rill` binary
- * with `--cold-store` pointing at a real S3-compatible server the test starts (s3rver,
- * test/helpers/s3.ts), over HTTP only, on SQLite.
+ * The cold tier end to end (issue 38, docs/decisions.md): the real `rill` binary with
+ * `--cold-store` pointing at a real S3-compatible server the test starts (s3rver,
+ * test/helpers/s3.ts), over HTTP only, on SQLite and on PostgreSQL (a database of its own
+ * per server on the run's PostgreSQL server, test/helpers/postgres.ts). `rill check` reads
+ * SQLite data files only: its cases run on SQLite.
  *
  * - history past the hot window moves to objects, the hot store stays bounded, and every
  *   byte reads back, from offset 0 and from the middle, across the boundary;
@@ -22,10 +24,14 @@ import { seededRandom } from '../helpers/seed.js';
 import { startSlowRelay, startTestS3, TEST_BUCKET, type TestS3 } from '../helpers/s3.js';
 import { removeDir, startServer, tempDataDir, type ServerProcess } from '../helpers/server.js';
 import { sseBlocks } from '../helpers/sse.js';
-import { until } from '../helpers/waits.js';
+import { until, untilLiveReaders } from '../helpers/waits.js';
 import { runCli } from '../helpers/cli.js';
 import { openS3ObjectStore } from '../../src/storage/cold/object-store.js';
+import { sharedDatabase } from '../helpers/postgres.js';
 import { call } from './client.js';
+
+type Engine = 'sqlite' | 'postgres';
+const ENGINES: Engine[] = ['sqlite', 'postgres'];
 
 const rng = seededRandom();
 const OCTETS = { 'content-type': 'application/octet-stream' };
@@ -61,9 +67,20 @@ afterAll(async () => {
   dataDirs.forEach(removeDir);
 });
 
-async function startCold(prefix: string, extraArgs: string[] = [], dataDir = tempDataDir(), env = s3.env): Promise<ServerProcess> {
+/** The database of each PostgreSQL server's data directory: a restart on the directory finds it again. */
+const databases = new Map<string, string>();
+
+async function startCold(engine: Engine, prefix: string, extraArgs: string[] = [], dataDir = tempDataDir(), env = s3.env): Promise<ServerProcess> {
   if (!dataDirs.includes(dataDir)) dataDirs.push(dataDir);
-  server = await startServer({ process: true, store: 'sqlite', dataDir, args: ['--cold-store', `s3://${TEST_BUCKET}/${prefix}`, ...COLD_ARGS, ...extraArgs], env });
+  const bucketPrefix = `${prefix}-${engine}`;
+  const args = ['--cold-store', `s3://${TEST_BUCKET}/${bucketPrefix}`, ...COLD_ARGS, ...extraArgs];
+  if (engine === 'sqlite') {
+    server = await startServer({ process: true, store: 'sqlite', dataDir, args, env });
+    return server;
+  }
+  let postgresUrl = databases.get(dataDir);
+  if (postgresUrl === undefined) databases.set(dataDir, (postgresUrl = await sharedDatabase()));
+  server = await startServer({ process: true, store: 'postgres', postgresUrl, dataDir, args, env });
   return server;
 }
 
@@ -154,9 +171,10 @@ function pathOf(url: string): string {
   return new URL(url).pathname + new URL(url).search;
 }
 
-describe('cold tier on SQLite', () => {
-  it('moves history past the hot window to objects, keeps the hot store bounded, and reads every byte back across the boundary', async () => {
-    const { url } = await startCold('bounded');
+describe.each(ENGINES)('cold tier on %s', (engine) => {
+  // On PostgreSQL the two nodes' test below moves and reads back the same way, and the SIGKILL test restarts (test/crash/cold-sigkill.test.ts).
+  it.skipIf(engine === 'postgres')('moves history past the hot window to objects, keeps the hot store bounded, and reads every byte back across the boundary', async () => {
+    const { url } = await startCold(engine, 'bounded');
     const path = '/v1/stream/cold-bounded';
     await createStream(url, path);
     const appends = randomAppends(600);
@@ -167,7 +185,7 @@ describe('cold tier on SQLite', () => {
     const stats = await coldStats(url);
     expect(stats.uploads).toBeGreaterThan(0);
     expect(stats.hotBytes).toBeLessThanOrEqual(HOT_BOUND_BYTES);
-    expect([...s3.objectFiles().keys()].some((k) => k.startsWith('bounded/'))).toBe(true);
+    expect([...s3.objectFiles().keys()].some((k) => k.startsWith('bounded-' + engine + '/'))).toBe(true);
 
     expect((await readFrom(url, path, '-1')).equals(all)).toBe(true);
     const middle = Math.floor(all.length / 3);
@@ -185,27 +203,33 @@ describe('cold tier on SQLite', () => {
 
     // A restart finds the boundary where the last upload left it: the same bytes, none twice.
     await server!.kill();
-    const again = await startCold('bounded', [], server!.dataDir);
+    const again = await startCold(engine, 'bounded', [], server!.dataDir);
     expect((await readFrom(again.url, path, '-1')).equals(all)).toBe(true);
   }, TEST_TIMEOUT_MS);
 
   it('answers a corrupt or missing object with 502 COLD_OBJECT_INVALID naming the stream, the range and the key, an unreachable store with 503; the hot part still reads; rill check reports both', async () => {
-    const { url, dataDir } = await startCold('corrupt');
+    const { url, dataDir } = await startCold(engine, 'corrupt');
     const path = '/v1/stream/cold-corrupt';
     await createStream(url, path);
     const appends = randomAppends(150);
     const all = Buffer.concat(appends);
     await appendAll(url, path, appends);
-    await until(async () => (await coldStats(url)).uploads > 0, 'a segment uploaded');
-    const [key] = [...s3.objectFiles().keys()].filter((k) => k.startsWith('corrupt/')).sort();
-    const checkArgs = ['check', '--data', dataDir, '--cold-store', `s3://${TEST_BUCKET}/corrupt`];
-    const clean = await runCli(url, checkArgs, { env: s3.env });
-    expect(clean.code, clean.stderr).toBe(0);
+    await until(async () => (await coldStats(url)).uploads > 1, 'two segments uploaded');
+    const [key] = [...s3.objectFiles().keys()].filter((k) => k.startsWith('corrupt-' + engine + '/')).sort();
+    const checkArgs = ['check', '--data', dataDir, '--cold-store', `s3://${TEST_BUCKET}/corrupt-${engine}`];
+    // rill check reads a SQLite data file: on PostgreSQL there is none to check.
+    const checks = engine === 'sqlite';
+    if (checks) {
+      const clean = await runCli(url, checkArgs, { env: s3.env });
+      expect(clean.code, clean.stderr).toBe(0);
+    }
     s3.corrupt(key!);
-    const checked = await runCli(url, checkArgs, { env: s3.env });
-    expect(checked.code).toBe(1);
-    expect(checked.stderr).toContain(`cold object ${key} (bytes 0 to`);
-    expect(checked.stderr).toContain('is corrupt');
+    if (checks) {
+      const checked = await runCli(url, checkArgs, { env: s3.env });
+      expect(checked.code).toBe(1);
+      expect(checked.stderr).toContain(`cold object ${key} (bytes 0 to`);
+      expect(checked.stderr).toContain('is corrupt');
+    }
 
     const refused = await call(url, 'GET', `${path}?offset=-1`);
     expect(refused.status).toBe(502);
@@ -232,22 +256,24 @@ describe('cold tier on SQLite', () => {
     }
 
     // An object deleted behind rill's back: 502 naming it as missing, and rill check lists it.
-    const [, second] = [...s3.objectFiles().keys()].filter((k) => k.startsWith('corrupt/')).sort();
-    const objects = await openS3ObjectStore(`s3://${TEST_BUCKET}/corrupt`, s3.env);
+    const [, second] = [...s3.objectFiles().keys()].filter((k) => k.startsWith('corrupt-' + engine + '/')).sort();
+    const objects = await openS3ObjectStore(`s3://${TEST_BUCKET}/corrupt-${engine}`, s3.env);
     await objects.delete([second!]);
     objects.close();
     const secondStart = Number(/\/(\d+)-\d+\.rseg$/.exec(second!)![1]);
     const missing = await call(url, 'GET', `${path}?offset=${offsetAt(secondStart)}`);
     expect(missing.status).toBe(502);
     expect((missing.json() as { message: string }).message).toContain(`${second}, which is missing from the object store`);
-    const checkedAgain = await runCli(url, checkArgs, { env: s3.env });
-    expect(checkedAgain.stderr).toContain(`cold object ${second} (bytes ${secondStart} to`);
-    expect(checkedAgain.stderr).toContain('is missing');
+    if (checks) {
+      const checkedAgain = await runCli(url, checkArgs, { env: s3.env });
+      expect(checkedAgain.stderr).toContain(`cold object ${second} (bytes ${secondStart} to`);
+      expect(checkedAgain.stderr).toContain('is missing');
+    }
   }, TEST_TIMEOUT_MS);
 
   it('keeps acknowledging appends while the object store is down, refuses them with 507 past --cold-max-backlog, and catches up when it returns', async () => {
     // Retries at most 200 ms apart, so that the store's return is seen soon after it.
-    const { url } = await startCold('outage', ['--cold-max-backlog', '64KiB', '--cold-retry-max', '200ms']);
+    const { url } = await startCold(engine, 'outage', ['--cold-max-backlog', '64KiB', '--cold-retry-max', '200ms']);
     const path = '/v1/stream/cold-outage';
     await createStream(url, path);
     await s3.stop();
@@ -279,7 +305,7 @@ describe('cold tier on SQLite', () => {
   }, TEST_TIMEOUT_MS);
 
   it('serves record reads, forks, snapshots, bootstrap, long-poll and SSE from cold history, and a retention policy trims across it', async () => {
-    const { url } = await startCold('features', ['--cold-cache-bytes', '64KiB']);
+    const { url } = await startCold(engine, 'features', ['--cold-cache-bytes', '64KiB']);
     const path = '/v1/stream/cold-features';
     expect((await call(url, 'PUT', path, { headers: JSON_TYPE })).status).toBe(201);
     const { messages, ends } = await appendMessages(url, path, 250);
@@ -341,21 +367,22 @@ describe('cold tier on SQLite', () => {
   }, TEST_TIMEOUT_MS);
 
   it('removes the objects of a deleted stream', async () => {
-    const { url } = await startCold('deleted');
+    const { url } = await startCold(engine, 'deleted');
     const path = '/v1/stream/cold-deleted';
     await createStream(url, path);
     await appendAll(url, path, randomAppends(150));
     await until(async () => (await coldStats(url)).uploads > 0, 'a segment uploaded');
-    const objects = () => [...s3.objectFiles().keys()].filter((k) => k.startsWith('deleted/'));
+    const objects = () => [...s3.objectFiles().keys()].filter((k) => k.startsWith('deleted-' + engine + '/'));
     expect(objects().length).toBeGreaterThan(0);
     expect((await call(url, 'DELETE', path)).status).toBe(204);
     await until(async () => objects().length === 0 && (await coldStats(url)).coldBytes === 0, 'the deleted stream\'s objects removed');
   }, TEST_TIMEOUT_MS);
 
-  it('goes on through a slow object store: appends acknowledged, history moved, every byte read back through it', async () => {
+  // Nothing of the engine's is in the way of a slow store: on SQLite only.
+  it.skipIf(engine === 'postgres')('goes on through a slow object store: appends acknowledged, history moved, every byte read back through it', async () => {
     const relay = await startSlowRelay(Number(new URL(s3.endpoint).port), 25);
     try {
-      const { url } = await startCold('slow', [], tempDataDir(), { ...s3.env, AWS_ENDPOINT_URL_S3: relay.endpoint });
+      const { url } = await startCold(engine, 'slow', [], tempDataDir(), { ...s3.env, AWS_ENDPOINT_URL_S3: relay.endpoint });
       const path = '/v1/stream/cold-slow';
       await createStream(url, path);
       const appends = randomAppends(200);
@@ -366,6 +393,69 @@ describe('cold tier on SQLite', () => {
       await server?.kill();
       server = undefined;
       await relay.close();
+    }
+  }, TEST_TIMEOUT_MS);
+});
+
+describe('cold tier on PostgreSQL: two nodes on one database and one bucket', () => {
+  it('a node reads the history another moved, from offset 0 and at a tail it follows live, and each segment is uploaded by one node', async () => {
+    const postgresUrl = await sharedDatabase();
+    const prefix = 'two-nodes-http';
+    const start = (dataDir: string) =>
+      startServer({ process: true, store: 'postgres', postgresUrl, dataDir, args: ['--cold-store', `s3://${TEST_BUCKET}/${prefix}`, ...COLD_ARGS], env: s3.env });
+    const dirA = tempDataDir();
+    const dirB = tempDataDir();
+    dataDirs.push(dirA, dirB);
+    server = await start(dirA);
+    const a = server;
+    const b = await start(dirB);
+    try {
+      const path = '/v1/stream/cold-two-nodes';
+      await createStream(a.url, path);
+      // B waits at the tail while A writes: its long-poll is answered with A's first append.
+      const first = randomAppends(1)[0]!;
+      const poll = call(b.url, 'GET', `${path}?offset=${offsetAt(0)}&live=long-poll`);
+      await untilLiveReaders(b.url, 'long_poll', 1);
+      await appendAll(a.url, path, [first]);
+      const polled = await poll;
+      expect(polled.status).toBe(200);
+      expect(polled.body.equals(first)).toBe(true);
+      // Both nodes write; whichever holds the upload lock moves the history.
+      const appends = [first];
+      for (let i = 0; i < 4; i++) {
+        const some = randomAppends(60);
+        await appendAll(i % 2 === 0 ? a.url : b.url, path, some);
+        appends.push(...some);
+      }
+      const all = Buffer.concat(appends);
+      await until(async () => (await coldStats(a.url)).coldBytes >= all.length - HOT_BOUND_BYTES && (await coldStats(b.url)).coldBytes >= all.length - HOT_BOUND_BYTES, 'history moved, as both nodes count it');
+      for (const url of [a.url, b.url]) {
+        expect((await readFrom(url, path, '-1')).equals(all)).toBe(true);
+        const middle = Math.floor(all.length / 2);
+        expect((await readFrom(url, path, offsetAt(middle))).equals(all.subarray(middle))).toBe(true);
+        // Each node's figures: the database's hot and cold bytes as its last pass counted them, its own fetches.
+        const stats = await coldStats(url);
+        expect(stats.hotBytes).toBeLessThanOrEqual(HOT_BOUND_BYTES);
+        expect(stats.coldFetches).toBeGreaterThan(0);
+        const metrics = (await call(url, 'GET', '/metrics')).text();
+        expect(Number(/^rill_cold_bytes (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(all.length - HOT_BOUND_BYTES);
+        for (const name of ['rill_hot_bytes', 'rill_cold_upload_lag_bytes', 'rill_cold_uploads_total', 'rill_cold_fetch_seconds_total', 'rill_cold_cache_hits_total', 'rill_cold_cache_misses_total']) {
+          expect(metrics).toMatch(new RegExp(`^${name} \\d`, 'm'));
+        }
+      }
+      // The tail B follows goes on past the boundary: a long-poll at the end answers the next append.
+      const next = randomAppends(1)[0]!;
+      const tailPoll = call(b.url, 'GET', `${path}?offset=${offsetAt(all.length)}&live=long-poll`);
+      await untilLiveReaders(b.url, 'long_poll', 1);
+      await appendAll(a.url, path, [next]);
+      expect((await tailPoll).body.equals(next)).toBe(true);
+      // Every object was committed by the one node that uploaded it: uploads add up to the objects, none deleted as a loser's.
+      const objects = [...s3.objectFiles().keys()].filter((k) => k.startsWith(`${prefix}/`));
+      const uploads = (await coldStats(a.url)).uploads + (await coldStats(b.url)).uploads;
+      expect(objects.length).toBeGreaterThan(0);
+      expect(uploads).toBe(objects.length);
+    } finally {
+      await b.kill();
     }
   }, TEST_TIMEOUT_MS);
 });

@@ -78,7 +78,7 @@ describe('schema 3: record coordinates', () => {
     await client.connect();
     await client.query(`ALTER TABLE streams DROP COLUMN record_first, DROP COLUMN record_next;
       ALTER TABLE producers DROP COLUMN receipt_record_start, DROP COLUMN receipt_record_next;
-      ALTER TABLE buckets DROP COLUMN settings; ALTER TABLE streams DROP COLUMN retention_policy, DROP COLUMN time_marks, DROP COLUMN age_due_ms;
+      ALTER TABLE buckets DROP COLUMN settings; ALTER TABLE streams DROP COLUMN retention_policy, DROP COLUMN time_marks, DROP COLUMN age_due_ms; DROP TABLE cold_segments;
       UPDATE rill_meta SET value = '2' WHERE key = 'schema_version'`);
     await client.end();
 
@@ -111,7 +111,7 @@ describe('schema 4: appends counted on streams without records', () => {
     await client.connect();
     // Schema 3 kept 0 and 0 on streams without records.
     await client.query('UPDATE streams SET record_first = 0, record_next = 0 WHERE name = ANY($1)', [[bin, fork]]);
-    await client.query(`ALTER TABLE buckets DROP COLUMN settings; ALTER TABLE streams DROP COLUMN retention_policy, DROP COLUMN time_marks, DROP COLUMN age_due_ms; UPDATE rill_meta SET value = '3' WHERE key = 'schema_version'`);
+    await client.query(`ALTER TABLE buckets DROP COLUMN settings; ALTER TABLE streams DROP COLUMN retention_policy, DROP COLUMN time_marks, DROP COLUMN age_due_ms; DROP TABLE cold_segments; UPDATE rill_meta SET value = '3' WHERE key = 'schema_version'`);
     await client.end();
 
     const upgraded = await PostgresStore.open({ url: older, producers: DEFAULT_PRODUCER_SETTINGS });

@@ -7,7 +7,7 @@
 import type { StreamState } from '../../core/types.js';
 import type { StoredChunk } from '../chain.js';
 import { ColdObjectInvalidError, ColdStoreUnavailableError } from '../errors.js';
-import type { ColdHost, ColdSegmentRow } from './host.js';
+import { andThen, type Answer, type ColdHost, type ColdSegmentRow } from './host.js';
 import type { ObjectStore } from './object-store.js';
 import { decodeSegment, SegmentInvalid } from './segment.js';
 
@@ -34,6 +34,11 @@ export class ColdSegmentNeeded extends Error {
   }
 }
 
+function syncAnswer<T>(answer: Answer<T>): T {
+  if (answer instanceof Promise) throw new Error('invariant: a synchronous cold read on an asynchronous host');
+  return answer;
+}
+
 interface Cached {
   appends: StoredChunk[];
   bytes: number;
@@ -55,7 +60,8 @@ export class ColdReads {
 
   /** The stream's own appends `[from, before)` held in its segments, cut to that range. */
   async read(stream: StreamState, from: number, before: number): Promise<StoredChunk[]> {
-    const segments = this.host.segments(stream.id, from, before);
+    const found = this.host.segments(stream.id, from, before);
+    const segments = found instanceof Promise ? await found : found;
     const parts: StoredChunk[] = [];
     let at = from;
     for (const segment of segments) {
@@ -75,29 +81,40 @@ export class ColdReads {
 
   /** The appends of the segment holding `position`, or null when none does. */
   async appendsAt(stream: StreamState, position: number): Promise<StoredChunk[] | null> {
-    const segment = this.host.segments(stream.id, position, position + 1)[0];
+    const segment = (await this.host.segments(stream.id, position, position + 1))[0];
     return segment === undefined ? null : this.segment(stream, segment);
   }
 
   /** Fetches a segment into the cache, for a command that needs it (ColdSegmentNeeded). */
   async prefetch(needed: ColdSegmentNeeded): Promise<void> {
-    const stream = this.host.streamById(needed.streamId);
+    const stream = await this.host.streamById(needed.streamId);
     if (stream !== undefined) await this.segment(stream, needed.segment);
   }
 
-  /** Synchronous, from memory: the cold append with the greatest start at or before `position`. */
+  /** Synchronous, from memory: the cold append with the greatest start at or before `position` (a synchronous host's segments). */
   containingNow(streamId: number, position: number): StoredChunk | null {
-    const segment = this.host.segments(streamId, position, position + 1)[0];
+    return this.containingIn(streamId, syncAnswer(this.host.segments(streamId, position, position + 1)), position);
+  }
+
+  /** Synchronous, from memory: the cold appends with `from <= start < before` (a synchronous host's segments). */
+  fromNow(streamId: number, from: number, before: number): StoredChunk[] {
+    return this.fromIn(streamId, syncAnswer(this.host.segments(streamId, from, before)), from, before);
+  }
+
+  /** As containingNow, in the segments given (those overlapping `position`, as the caller read them). */
+  containingIn(streamId: number, segments: readonly ColdSegmentRow[], position: number): StoredChunk | null {
+    const segment = segments.find((s) => s.start <= position && position < s.end);
     if (segment === undefined) return null;
     let found: StoredChunk | null = null;
     for (const a of this.cachedOrThrow(streamId, segment)) if (a.start <= position) found = a;
     return found;
   }
 
-  /** Synchronous, from memory: the cold appends with `from <= start < before`. */
-  fromNow(streamId: number, from: number, before: number): StoredChunk[] {
+  /** As fromNow, in the segments given (those overlapping `[from, before)`, in order). */
+  fromIn(streamId: number, segments: readonly ColdSegmentRow[], from: number, before: number): StoredChunk[] {
     const appends: StoredChunk[] = [];
-    for (const segment of this.host.segments(streamId, from, before)) {
+    for (const segment of segments) {
+      if (segment.end <= from || segment.start >= before) continue;
       for (const a of this.cachedOrThrow(streamId, segment)) if (a.start >= from && a.start < before) appends.push(a);
     }
     return appends;
@@ -112,8 +129,12 @@ export class ColdReads {
 
   private readAhead(stream: StreamState, last: ColdSegmentRow | undefined): void {
     if (last === undefined) return;
-    const next = this.host.segments(stream.id, last.end, last.end + 1)[0];
-    if (next !== undefined && !this.cache.has(next.key)) this.segment(stream, next).catch(() => undefined);
+    const fetchNext = (found: ColdSegmentRow[]) => {
+      const next = found[0];
+      if (next !== undefined && !this.cache.has(next.key)) this.segment(stream, next).catch(() => undefined);
+    };
+    const found = andThen(this.host.segments(stream.id, last.end, last.end + 1), fetchNext);
+    if (found instanceof Promise) found.catch(() => undefined);
   }
 
   private async segment(stream: StreamState, segment: ColdSegmentRow): Promise<StoredChunk[]> {

@@ -5,8 +5,9 @@
  * behind. Everything else is the engine's, unchanged.
  *
  * Reads walk a fork chain level by level as chain.ts does; at each level the boundary
- * and the hot appends after it are taken in one synchronous step, then the cold part is
- * fetched, so an upload that commits while the fetch waits cannot hide bytes from it.
+ * and the hot appends after it are taken in one step (host.ts, hotLevel: synchronous on
+ * SQLite, one statement on PostgreSQL), then the cold part is fetched, so an upload that
+ * commits meanwhile, on this node or another, cannot hide bytes from it.
  */
 import { coldBacklogRefusal } from '../../core/cold-tier.js';
 import type { StreamState } from '../../core/types.js';
@@ -15,7 +16,7 @@ import { bytesAdded } from '../disk-space.js';
 import { ColdBacklogError, CommandFailedError } from '../errors.js';
 import type { ColdTierStats, CommandName, Store, StoreCommands } from '../store.js';
 import { ColdReads, ColdSegmentNeeded } from './cold-reads.js';
-import type { ColdHost } from './host.js';
+import { andThen, type Answer, type ColdHost } from './host.js';
 import type { ObjectStore } from './object-store.js';
 import { ColdUploader, type UploaderSettings } from './uploader.js';
 
@@ -43,12 +44,12 @@ export interface TieredStore extends Store {
 }
 
 /** The cold tier's parts, shared by the wrapped store's methods. */
-export class ColdTier {
+export class ColdTier<H extends ColdHost = ColdHost> {
   readonly reads: ColdReads;
   readonly uploader: ColdUploader;
 
   constructor(
-    readonly host: ColdHost,
+    readonly host: H,
     readonly objects: ObjectStore,
     readonly settings: ColdTierSettings,
     nowMs: () => number,
@@ -105,7 +106,10 @@ export class ColdTier {
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
     const end = Math.min(stream.tail, from + maxBytes);
     const plan: Part[] = [];
-    if (from < end) this.plan(stream, from, end, plan);
+    if (from < end) {
+      const planned = this.plan(stream, from, end, plan);
+      if (planned instanceof Promise) await planned;
+    }
     const parts: StoredChunk[] = [];
     for (const part of plan) {
       if ('hot' in part) parts.push(...part.hot);
@@ -114,21 +118,19 @@ export class ColdTier {
     return parts;
   }
 
-  /** Synchronous: every level's boundary and hot appends as they stand now. */
-  private plan(stream: StreamState, from: number, end: number, out: Part[]): void {
+  /** Every level's boundary and hot appends, each level's in one step (synchronous on a synchronous host). */
+  private plan(stream: StreamState, from: number, end: number, out: Part[]): Answer<void> {
     const base = ownStart(stream);
-    if (from < base) {
-      this.plan(this.sourceOf(stream), from, Math.min(end, base), out);
-      from = base;
-    }
+    if (from >= base) return this.planOwn(stream, from, end, out);
+    return andThen(this.sourceOf(stream), (source) => andThen(this.plan(source, from, Math.min(end, base), out), () => this.planOwn(stream, base, end, out)));
+  }
+
+  private planOwn(stream: StreamState, from: number, end: number, out: Part[]): Answer<void> {
     if (from >= end) return;
-    const coldEnd = this.host.coldEnd(stream.id);
-    if (from < coldEnd) {
-      const before = Math.min(end, coldEnd);
-      out.push({ cold: { stream, from, before } });
-      from = before;
-    }
-    if (from < end) out.push({ hot: this.host.hotChunksNow(stream, from, end - from) });
+    return andThen(this.host.hotLevel(stream, from, end), (level) => {
+      if (from < level.coldEnd) out.push({ cold: { stream, from, before: Math.min(end, level.coldEnd) } });
+      if (Math.max(from, level.coldEnd) < end) out.push({ hot: level.hot });
+    });
   }
 
   /** The append that starts at or contains `position`, clipped to what the stream sees (chain.ts, chunkFromChain). */
@@ -136,23 +138,26 @@ export class ColdTier {
     if (position >= stream.tail) return null;
     const base = ownStart(stream);
     if (position < base) {
-      const inherited = await this.chunkAt(this.sourceOf(stream), position);
+      const inherited = await this.chunkAt(await this.sourceOf(stream), position);
       if (inherited === null) return null;
       const visible = base - inherited.start;
       return inherited.data.length > visible ? { start: inherited.start, data: inherited.data.subarray(0, visible) } : inherited;
     }
-    if (position >= this.host.coldEnd(stream.id)) return this.host.hotChunkAt(stream, position);
+    const level = await this.host.hotChunkAtLevel(stream, position);
+    if (position >= level.coldEnd) return level.chunk;
+    // Below the boundary; no segment holds it only below the earliest offset, which reads refuse first.
     const appends = await this.reads.appendsAt(stream, position);
-    if (appends === null) return this.host.hotChunkAt(stream, position);
+    if (appends === null) return null;
     let found: StoredChunk | null = null;
     for (const a of appends) if (a.start <= position) found = a;
     return found;
   }
 
-  private sourceOf(stream: StreamState): StreamState {
-    const source = this.host.streamById(stream.fork!.sourceId);
-    if (!source) throw new Error(`invariant: fork ${stream.id} lost its source ${stream.fork!.sourceId}`);
-    return source;
+  private sourceOf(stream: StreamState): Answer<StreamState> {
+    return andThen(this.host.streamById(stream.fork!.sourceId), (source) => {
+      if (!source) throw new Error(`invariant: fork ${stream.id} lost its source ${stream.fork!.sourceId}`);
+      return source;
+    });
   }
 }
 
@@ -173,6 +178,7 @@ export function withColdTier(inner: Store, cold: ColdTier): TieredStore {
     coldStats: () => cold.stats(),
     close: async () => {
       await cold.uploader.close();
+      await cold.host.close?.();
       await inner.close();
       cold.objects.close();
     },

@@ -4,7 +4,9 @@
  * segments due, and sweeps the objects no read can reach any more. An upload is: encode,
  * PUT, and only once the store acknowledged it, the engine's transaction that records the
  * segment and deletes its hot rows (host.ts). A failed PUT ends the pass; the next one
- * waits a backoff that doubles with each failure in a row.
+ * waits a backoff that doubles with each failure in a row. On PostgreSQL every node counts
+ * the lag, and only the node holding the upload lock (host.ts, beginUploads) uploads and
+ * sweeps in a pass.
  */
 import { nextMarks, nextSegment, sealCeiling, sealLimit, segmentKey, uploadBackoffMs, uploadLag, type HotWindow, type TailMark } from '../../core/cold-tier.js';
 import type { StreamState } from '../../core/types.js';
@@ -85,11 +87,17 @@ export class ColdUploader {
   private async runPass(): Promise<void> {
     try {
       const due = await this.scan();
-      for (const candidate of due) {
-        if (this.closed) return;
-        await this.uploadDue(candidate);
+      if (this.host.beginUploads === undefined || (await this.host.beginUploads())) {
+        try {
+          for (const candidate of due) {
+            if (this.closed) return;
+            await this.uploadDue(candidate);
+          }
+          await this.sweep();
+        } finally {
+          await this.host.endUploads?.();
+        }
       }
-      await this.sweep();
       this.failuresInRow = 0;
     } catch (error) {
       this.failuresInRow++;
@@ -103,10 +111,10 @@ export class ColdUploader {
     const due: ColdCandidate[] = [];
     const seen = new Set<number>();
     for (let afterId: number | null = 0; afterId !== null; ) {
-      const page = this.host.coldCandidates(afterId, PAGE, this.settings.segmentBytes, this.settings.window.bytes);
+      const page = await this.host.coldCandidates(afterId, PAGE, this.settings.segmentBytes, this.settings.window.bytes);
       for (const candidate of page.candidates) {
         seen.add(candidate.stream.id);
-        if (this.note(candidate, this.limitOf(candidate.stream)) !== null) due.push(candidate);
+        if ((await this.note(candidate, this.limitOf(candidate.stream))) !== null) due.push(candidate);
       }
       afterId = page.nextAfterId;
       if (afterId !== null) await new Promise((resolve) => setImmediate(resolve));
@@ -118,8 +126,8 @@ export class ColdUploader {
   }
 
   /** Notes a stream's lag and hot bytes; answers its next segment, if one is due. */
-  private note(candidate: ColdCandidate, limit: number): { start: number; end: number } | null {
-    const movable = this.host.wholeRowsEnd(candidate.stream.id, sealCeiling(candidate.view, limit));
+  private async note(candidate: ColdCandidate, limit: number): Promise<{ start: number; end: number } | null> {
+    const movable = await this.host.wholeRowsEnd(candidate.stream.id, sealCeiling(candidate.view, limit));
     this.seenBytes.set(candidate.stream.id, { lag: uploadLag(candidate.view, movable), hot: candidate.view.tail - candidate.view.hotStart });
     return nextSegment(candidate.view, limit, this.settings.segmentBytes);
   }
@@ -146,12 +154,14 @@ export class ColdUploader {
   /** Uploads the stream's due segments one after another, each seen afresh after the one before commits. */
   private async uploadDue(candidate: ColdCandidate): Promise<void> {
     const id = candidate.stream.id;
-    let current: ColdCandidate | undefined = candidate;
-    let segment = this.note(candidate, this.limitOf(candidate.stream));
+    // With several nodes on one database, another may have moved the rows since the scan: seen afresh under the lock.
+    let current: ColdCandidate | undefined = this.host.beginUploads === undefined ? candidate : await this.host.coldCandidate(id, this.settings.segmentBytes);
+    if (current === undefined) return;
+    let segment = await this.note(current, this.limitOf(current.stream));
     while (current !== undefined && segment !== null && !this.closed) {
       if ((await this.upload(current.stream, segment)) === 0) return;
-      current = this.host.coldCandidate(id, this.settings.segmentBytes);
-      segment = current === undefined ? null : this.note(current, this.limitOf(current.stream));
+      current = await this.host.coldCandidate(id, this.settings.segmentBytes);
+      segment = current === undefined ? null : await this.note(current, this.limitOf(current.stream));
       if (current === undefined) this.seenBytes.delete(id);
       this.sumSeen();
     }
@@ -159,11 +169,14 @@ export class ColdUploader {
 
   /** One segment: PUT, then the engine's transaction; answers the bytes moved (0: the rows changed meanwhile). */
   private async upload(stream: StreamState, range: { start: number; end: number }): Promise<number> {
-    const appends = this.host.hotAppends(stream.id, range.start, range.end);
+    const appends = await this.host.hotAppends(stream.id, range.start, range.end);
+    // The rows changed since they were seen (a trim, or another node's upload): nothing to put.
+    const last = appends.at(-1);
+    if (appends[0]?.start !== range.start || last === undefined || last.start + last.data.length !== range.end) return 0;
     const { body, sha256 } = encodeSegment(stream.id, stream.incarnation, appends);
     const key = segmentKey(this.objects.prefix, stream.id, stream.incarnation, range.start, range.end);
     await this.objects.put(key, body, sha256);
-    const committed = this.host.commitSegment({ streamId: stream.id, start: range.start, end: range.end, key, sha256, bytes: body.length });
+    const committed = await this.host.commitSegment({ streamId: stream.id, start: range.start, end: range.end, key, sha256, bytes: body.length });
     if (!committed) {
       // A trim or a drop came first: nothing names the object.
       await this.objects.delete([key]).catch(() => undefined);
@@ -176,10 +189,10 @@ export class ColdUploader {
 
   /** Objects of dropped streams and of history below a stream's earliest offset: deleted, then their rows. */
   private async sweep(): Promise<void> {
-    const unreachable = this.host.unreachableSegments(SWEEP_BATCH);
+    const unreachable = await this.host.unreachableSegments(SWEEP_BATCH);
     if (unreachable.length === 0) return;
     await this.objects.delete(unreachable.map((s) => s.key));
-    this.host.forgetSegments(unreachable);
+    await this.host.forgetSegments(unreachable);
     this.counters.sweptObjects += unreachable.length;
   }
 }

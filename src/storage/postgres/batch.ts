@@ -20,6 +20,7 @@ import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../pr
 import { summarizeProducers } from '../../core/producer.js';
 import type { Command } from '../store.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
+import type { ColdSegmentRow } from '../cold/host.js';
 import { ChunkWindows, type Queryable } from './chunks.js';
 import { PgSubscriptions } from './subscriptions.js';
 import { PendingWrites, sendAll, UndoLog, writeStatements } from './writes.js';
@@ -36,6 +37,27 @@ const PRODUCER_SELECT = `SELECT p.stream_id, ${PRODUCER_COLUMNS.map((c) => `p.${
 
 function producerOf(row: Record<string, unknown>): ProducerRecord {
   return producerFromValues(PRODUCER_COLUMNS.map((column) => row[column]) as ProducerValues);
+}
+
+/**
+ * The cold tier's history as a batch reads it (storage/cold/cold-reads.ts): from segments
+ * in memory, or ColdSegmentNeeded, which fails the command until the tier fetched the
+ * segment and runs it again (tiered-store.ts).
+ */
+export interface PgColdChunks {
+  /** The cold append with the greatest start at or before `position`, in the segments given, or null. */
+  containing(streamId: number, segments: readonly ColdSegmentRow[], position: number): StoredChunk | null;
+  /** The cold appends with `from <= start < before`, in the segments given, in order. */
+  from(streamId: number, segments: readonly ColdSegmentRow[], from: number, before: number): StoredChunk[];
+}
+
+interface SegmentColumns {
+  stream_id: number;
+  start: number;
+  end_offset: number;
+  object_key: string;
+  sha256: string;
+  object_bytes: number;
 }
 
 // Declares the subscription methods forwarded at the end of this file.
@@ -71,8 +93,15 @@ export class PgBatch implements Txn {
   /** Times the batch's writes were sent. */
   private flushes = 0;
   readonly subscriptions: PgSubscriptions;
+  /** Where each stream's cold history ends, as loaded in this transaction (under the stream's row lock, so it stays). */
+  private readonly coldEnds = new Map<number, number>();
+  /** Segment rows loaded, by stream: each load the segments overlapping `[from, before)`. */
+  private readonly coldLoads = new Map<number, Array<{ from: number; before: number; segments: ColdSegmentRow[] }>>();
 
-  constructor(private readonly db: Queryable) {
+  constructor(
+    private readonly db: Queryable,
+    private readonly cold: PgColdChunks | null = null,
+  ) {
     this.windows = new ChunkWindows(db);
     this.subscriptions = new PgSubscriptions({
       undo: this.undo,
@@ -438,21 +467,61 @@ export class PgBatch implements Txn {
     for (const row of rows) this.buckets.set(row.id, withSettings({ id: row.id, createdAtMs: row.created_at_ms }, row.settings));
   }
 
-  /** Chunks as this batch sees them: its own appends, the table's rows, and its trims. */
+  /** Chunks as this batch sees them: the cold tier's below its boundary, its own appends, the table's rows, and its trims. */
   private readonly chunkSource: ChunkSource = {
     streamById: (id) => this.getStreamById(id),
-    chunkContaining: (streamId, position) => this.trimmed(streamId, position, this.chunkContaining(streamId, position)),
-    chunksFrom: (streamId, from, before) => this.chunksFrom(streamId, from, before),
+    chunkContaining: (streamId, position) => this.trimmed(streamId, position, this.containingInTiers(streamId, position)),
+    chunksFrom: (streamId, from, before) => this.chunksFromTiers(streamId, from, before),
   };
+
+  private containingInTiers(streamId: number, position: number): StoredChunk | null {
+    if (this.cold !== null && position < this.coldEnd(streamId)) return this.cold.containing(streamId, this.coldSegments(streamId, position, position + 1), position);
+    return this.chunkContaining(streamId, position);
+  }
+
+  private chunksFromTiers(streamId: number, from: number, before: number): StoredChunk[] {
+    const coldEnd = this.cold === null ? 0 : this.coldEnd(streamId);
+    if (from >= coldEnd) return this.chunksFrom(streamId, from, before);
+    const coldBefore = Math.min(before, coldEnd);
+    const cold = this.withTrims(streamId, this.cold!.from(streamId, this.coldSegments(streamId, from, coldBefore), from, coldBefore));
+    return coldBefore < before ? [...cold, ...this.chunksFrom(streamId, coldBefore, before)] : cold;
+  }
+
+  /** Where the stream's cold history ends; loaded once per batch, the stream being locked. */
+  private coldEnd(streamId: number): number {
+    const known = this.coldEnds.get(streamId);
+    if (known !== undefined) return known;
+    throw this.missing(false, async () => {
+      const { rows } = await this.query<{ end: number }>('SELECT coalesce(max(end_offset), 0)::bigint AS end FROM cold_segments WHERE stream_id = $1', [streamId]);
+      this.coldEnds.set(streamId, rows[0]!.end);
+    });
+  }
+
+  private coldSegments(streamId: number, from: number, before: number): ColdSegmentRow[] {
+    const found = this.coldLoads.get(streamId)?.find((load) => load.from <= from && before <= load.before);
+    if (found !== undefined) return found.segments;
+    throw this.missing(false, async () => {
+      const { rows } = await this.query<SegmentColumns>('SELECT * FROM cold_segments WHERE stream_id = $1 AND end_offset > $2 AND start < $3 ORDER BY start', [streamId, from, before]);
+      let loads = this.coldLoads.get(streamId);
+      if (!loads) this.coldLoads.set(streamId, (loads = []));
+      loads.push({ from, before, segments: rows.map((r) => ({ streamId: r.stream_id, start: r.start, end: r.end_offset, key: r.object_key, sha256: r.sha256, bytes: r.object_bytes })) });
+    });
+  }
 
   /** The stream's chunks with `from <= start < before` as this batch sees them: stored rows, then its own appends, less its trims. */
   private chunksFrom(streamId: number, from: number, before: number): StoredChunk[] {
     const mine = (this.batchChunks.get(streamId) ?? []).filter((c) => c.start >= from && c.start < before);
     const stored = mine.length > 0 && mine[0]!.start <= from ? [] : this.windows.from(streamId, from, mine[0]?.start ?? before);
+    return this.withTrims(streamId, [...stored, ...mine]);
+  }
+
+  /** The chunks less this batch's trim of the stream. */
+  private withTrims(streamId: number, chunks: StoredChunk[]): StoredChunk[] {
     const trimAt = this.trims.get(streamId);
+    if (trimAt === undefined) return chunks;
     const seen: StoredChunk[] = [];
-    for (const chunk of [...stored, ...mine]) {
-      if (trimAt === undefined || chunk.start >= trimAt) seen.push(chunk);
+    for (const chunk of chunks) {
+      if (chunk.start >= trimAt) seen.push(chunk);
       else if (chunk.start + chunk.data.length > trimAt) seen.push({ start: trimAt, data: chunk.data.subarray(trimAt - chunk.start) });
     }
     return seen;

@@ -20,7 +20,8 @@ import type { BucketInfo, BucketListing, Command, HeldTotals, ProducerListing, R
 import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../producer-columns.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { linkFromRow, subscriptionFromRecord, type LinkRow } from '../subscription-columns.js';
-import { PgBatch } from './batch.js';
+import { PgBatch, type PgColdChunks } from './batch.js';
+import { PgColdRows } from './cold-rows.js';
 import { BULK_MIN_BYTES, preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
 import { ReadAhead } from './read-ahead.js';
 import { copyWindowSql, CopyWindow } from './copy.js';
@@ -98,6 +99,11 @@ export class PostgresStore extends BatchedStore {
   readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, readAheads: 0, readAheadsTaken: 0 };
   private readonly readAhead: ReadAhead;
   readonly remote: RemoteCommits;
+  /** How this node connects, for a connection of the cold tier's own (cold-rows.ts). */
+  private readonly clientConfig: pg.ClientConfig;
+  /** The cold tier's history as batches read it (setColdChunks), or null without one. */
+  private coldChunks: PgColdChunks | null = null;
+  private coldRowsOnce: PgColdRows | null = null;
 
   /** Connects, migrates the schema and starts listening for other nodes' commits. */
   static async open(options: PostgresStoreOptions): Promise<PostgresStore> {
@@ -132,6 +138,7 @@ export class PostgresStore extends BatchedStore {
       keepAlive: true,
       types,
     };
+    this.clientConfig = { ...config };
     this.bulkPool = new pg.Pool({ ...config, max: Math.ceil(settings.poolSize / BULK_SHARE) });
     // Statements sent together go out together instead of one per round trip.
     Object.assign(config, { pipeline: true });
@@ -156,6 +163,24 @@ export class PostgresStore extends BatchedStore {
       versions: (names) => this.versions(names),
     };
     this.transactAsync = (commands, streamIds, body) => this.runBatch(commands, streamIds, body);
+  }
+
+  /** The cold tier's view of the database's rows (storage/cold/host.ts), made when a cold tier asks. */
+  coldRows(): PgColdRows {
+    this.coldRowsOnce ??= new PgColdRows({
+      db: preparing(this.pool),
+      read: (work) => this.read(work),
+      connect: () => {
+        const client = new pg.Client(this.clientConfig);
+        return client;
+      },
+    });
+    return this.coldRowsOnce;
+  }
+
+  /** History a cold tier moved out of `chunks`, as batches read it (batch.ts). */
+  setColdChunks(source: PgColdChunks): void {
+    this.coldChunks = source;
   }
 
   protected transact(): void {
@@ -187,7 +212,7 @@ export class PostgresStore extends BatchedStore {
     const client = await this.pool.connect();
     let broken = false;
     try {
-      const batch = new PgBatch(preparing(client));
+      const batch = new PgBatch(preparing(client), this.coldChunks);
       // Pipelined: BEGIN and the loads go out in one round trip.
       await Promise.all([client.query('BEGIN'), batch.preload(commands, streamIds)]);
       await body(batch);

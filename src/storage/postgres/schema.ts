@@ -13,7 +13,7 @@ import { legacyRecords, withoutRecords, WITHOUT_RECORDS_SQL } from '../records-b
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { ReadSource, withLoads } from './chunks.js';
 
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 
 /** Any constant of our own: only rill's migrations take this advisory lock. */
 const MIGRATION_LOCK = 0x72696c6c;
@@ -122,6 +122,19 @@ const MIGRATIONS: Record<number, string> = {
     ALTER TABLE streams ADD COLUMN time_marks TEXT;
     ALTER TABLE streams ADD COLUMN age_due_ms BIGINT;
     CREATE INDEX streams_age_due ON streams (age_due_ms) WHERE age_due_ms IS NOT NULL AND deleted = 0;
+  `,
+  // The cold tier's segments (storage/cold/, postgres/cold-rows.ts), as in SQLite's schema 13:
+  // one row per object, naming the stream's bytes [start, end_offset) it holds.
+  7: `
+    CREATE TABLE cold_segments (
+      stream_id BIGINT NOT NULL,
+      start BIGINT NOT NULL,
+      end_offset BIGINT NOT NULL,
+      object_key TEXT NOT NULL,
+      sha256 TEXT NOT NULL,
+      object_bytes BIGINT NOT NULL,
+      PRIMARY KEY (stream_id, start)
+    );
   `,
 };
 

@@ -9,7 +9,7 @@ import type Database from 'better-sqlite3';
 import { segmentUnreachable } from '../../core/cold-tier.js';
 import type { StreamState } from '../../core/types.js';
 import type { StoredChunk } from '../chain.js';
-import type { ColdCandidate, ColdHost, ColdSegmentRow } from '../cold/host.js';
+import type { ColdCandidate, ColdHost, ColdSegmentRow, HotLevel } from '../cold/host.js';
 import { appendsOfRow, type StoredChunkRow } from './chunk-rows.js';
 import { RECORD_ROW_LAG_BYTES } from './stream-rows.js';
 
@@ -136,12 +136,15 @@ export class SqliteColdRows implements ColdHost {
     return this.engine.streamById(id);
   }
 
-  hotChunkAt(stream: StreamState, position: number): StoredChunk | null {
-    return this.engine.ownChunkAt(stream, position);
+  hotLevel(stream: StreamState, from: number, end: number): HotLevel {
+    const coldEnd = this.coldEnd(stream.id);
+    const hotFrom = Math.max(from, coldEnd);
+    return { coldEnd, hot: hotFrom < end ? this.engine.ownChunks(stream, hotFrom, end - hotFrom) : [] };
   }
 
-  hotChunksNow(stream: StreamState, from: number, maxBytes: number): StoredChunk[] {
-    return this.engine.ownChunks(stream, from, maxBytes);
+  hotChunkAtLevel(stream: StreamState, position: number): { coldEnd: number; chunk: StoredChunk | null } {
+    const coldEnd = this.coldEnd(stream.id);
+    return { coldEnd, chunk: position >= coldEnd ? this.engine.ownChunkAt(stream, position) : null };
   }
 
   unreachableSegments(limit: number): ColdSegmentRow[] {
