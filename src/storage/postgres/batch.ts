@@ -24,6 +24,8 @@ import type { ColdSegmentRow } from '../cold/host.js';
 import { ChunkWindows, type Queryable } from './chunks.js';
 import { PgSubscriptions } from './subscriptions.js';
 import { PendingWrites, sendAll, UndoLog, writeStatements } from './writes.js';
+import { segmentOf, type SegmentColumns } from '../cold/segment-columns.js';
+import { SEGMENTS_SQL } from './cold-rows.js';
 
 type Summary = NonNullable<ProducerView['others']>;
 
@@ -49,15 +51,6 @@ export interface PgColdChunks {
   containing(streamId: number, segments: readonly ColdSegmentRow[], position: number): StoredChunk | null;
   /** The cold appends with `from <= start < before`, in the segments given, in order. */
   from(streamId: number, segments: readonly ColdSegmentRow[], from: number, before: number): StoredChunk[];
-}
-
-interface SegmentColumns {
-  stream_id: number;
-  start: number;
-  end_offset: number;
-  object_key: string;
-  sha256: string;
-  object_bytes: number;
 }
 
 // Declares the subscription methods forwarded at the end of this file.
@@ -501,10 +494,10 @@ export class PgBatch implements Txn {
     const found = this.coldLoads.get(streamId)?.find((load) => load.from <= from && before <= load.before);
     if (found !== undefined) return found.segments;
     throw this.missing(false, async () => {
-      const { rows } = await this.query<SegmentColumns>('SELECT * FROM cold_segments WHERE stream_id = $1 AND end_offset > $2 AND start < $3 ORDER BY start', [streamId, from, before]);
+      const { rows } = await this.query<SegmentColumns>(SEGMENTS_SQL, [streamId, from, before]);
       let loads = this.coldLoads.get(streamId);
       if (!loads) this.coldLoads.set(streamId, (loads = []));
-      loads.push({ from, before, segments: rows.map((r) => ({ streamId: r.stream_id, start: r.start, end: r.end_offset, key: r.object_key, sha256: r.sha256, bytes: r.object_bytes })) });
+      loads.push({ from, before, segments: rows.map(segmentOf) });
     });
   }
 

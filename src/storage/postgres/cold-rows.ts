@@ -22,19 +22,7 @@ import type { StoredChunk } from '../chain.js';
 import type { ColdCandidate, ColdHost, ColdSegmentRow, HotLevel } from '../cold/host.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import type { Queryable } from './chunks.js';
-
-interface SegmentColumns {
-  stream_id: number;
-  start: number;
-  end_offset: number;
-  object_key: string;
-  sha256: string;
-  object_bytes: number;
-}
-
-function segmentOf(row: SegmentColumns): ColdSegmentRow {
-  return { streamId: row.stream_id, start: row.start, end: row.end_offset, key: row.object_key, sha256: row.sha256, bytes: row.object_bytes };
-}
+import { segmentOf, type SegmentColumns } from '../cold/segment-columns.js';
 
 /** The cluster's upload lock: one advisory lock key of rill's own (schema.ts has another). */
 export const COLD_UPLOAD_LOCK = 0x72696c63;
@@ -53,6 +41,9 @@ const LEVEL_SQL = `WITH b AS (SELECT coalesce(max(end_offset), 0)::bigint AS col
     SELECT start, data FROM chunks WHERE stream_id = $1 AND start < $3::bigint
       AND start >= coalesce((SELECT max(start) FROM chunks WHERE stream_id = $1 AND start <= greatest($2::bigint, b.cold_end)), greatest($2::bigint, b.cold_end))
     ORDER BY start) c ON greatest($2::bigint, b.cold_end) < $3::bigint ORDER BY c.start`;
+
+/** A stream's segments overlapping [$2, $3), in order (the batch's cold history reads it too, batch.ts). */
+export const SEGMENTS_SQL = 'SELECT * FROM cold_segments WHERE stream_id = $1 AND end_offset > $2 AND start < $3 ORDER BY start';
 
 /** The boundary, and the hot row holding $2 when $2 is at or past it. */
 const CHUNK_AT_SQL = `WITH b AS (SELECT coalesce(max(end_offset), 0)::bigint AS cold_end FROM cold_segments WHERE stream_id = $1)
@@ -198,7 +189,7 @@ export class PgColdRows implements ColdHost {
   }
 
   async segments(streamId: number, from: number, before: number): Promise<ColdSegmentRow[]> {
-    const rows = await this.query<SegmentColumns>('SELECT * FROM cold_segments WHERE stream_id = $1 AND end_offset > $2 AND start < $3 ORDER BY start', [streamId, from, before]);
+    const rows = await this.query<SegmentColumns>(SEGMENTS_SQL, [streamId, from, before]);
     return rows.map(segmentOf);
   }
 

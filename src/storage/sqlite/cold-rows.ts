@@ -12,19 +12,7 @@ import type { StoredChunk } from '../chain.js';
 import type { ColdCandidate, ColdHost, ColdSegmentRow, HotLevel } from '../cold/host.js';
 import { appendsOfRow, type StoredChunkRow } from './chunk-rows.js';
 import { RECORD_ROW_LAG_BYTES } from './stream-rows.js';
-
-interface SegmentColumns {
-  stream_id: number;
-  start: number;
-  end_offset: number;
-  object_key: string;
-  sha256: string;
-  object_bytes: number;
-}
-
-function segmentOf(row: SegmentColumns): ColdSegmentRow {
-  return { streamId: row.stream_id, start: row.start, end: row.end_offset, key: row.object_key, sha256: row.sha256, bytes: row.object_bytes };
-}
+import { segmentOf, type SegmentColumns } from '../cold/segment-columns.js';
 
 export interface SqliteColdEngine {
   streamById(id: number): StreamState | undefined;
