@@ -10,6 +10,7 @@ import { H } from '../protocol/headers.js';
 import { countJsonMessages, ndjsonToArray } from '../protocol/json.js';
 import { encodeOffset, parseOffsetToken } from '../protocol/offset.js';
 import { parseCanonicalUint } from '../protocol/parse.js';
+import type { Follower } from '../live/hub.js';
 import { hangupOf } from '../live/latch.js';
 import { serveSse, type SseOptions } from '../live/sse.js';
 import { readWindow, type ReadWindow } from '../live/window.js';
@@ -240,12 +241,14 @@ export async function longPoll(req: IncomingMessage, res: ServerResponse, ctx: H
   let holding = false;
   const hangup = hangupOf(res);
   const tokenExpiresAtMs = tokenExpiryOf(req) ?? Infinity;
+  const follower = longPollFollower(ctx, at);
+  let handed: LongPollChange | null = null;
   try {
     for (;;) {
       // The token was valid when the wait began; once it expires the reader learns so (401), not more data.
       if (ctx.now() >= tokenExpiresAtMs) return sendError(res, protocolError('TOKEN_EXPIRED', 'the token expired during the long-poll; retry with a fresh one'));
       if (position < stream.tail) {
-        const window = await readWindow(ctx.store, stream, position, query.maxBytes, false);
+        const window = handed?.window ?? (await readWindow(ctx.store, stream, position, query.maxBytes, false));
         countRead(req, ctx, stream, window);
         return answers.data(stream, position, window, cursor);
       }
@@ -257,8 +260,13 @@ export async function longPoll(req: IncomingMessage, res: ServerResponse, ctx: H
         holdLiveUsage(req, res, ctx, address.bucket);
         holding = true;
       }
-      const woke = await ctx.hub.wait(address.key, Math.min(remaining, tokenExpiresAtMs - ctx.now()), hangup);
+      const woke = await ctx.hub.wait(address.key, Math.min(remaining, tokenExpiresAtMs - ctx.now()), hangup, follower);
       if (woke === 'aborted' && hangup.fired) return;
+      handed = follower.handed();
+      if (handed !== null) {
+        stream = handed.stream;
+        continue;
+      }
       // The wait began on one incarnation: if the stream was recreated meanwhile, its
       // bytes at this position belong to another stream, so the reader is told (412).
       const plan = planLiveResume(await ctx.store.getStream(address.key), position, 'long-poll', first.incarnation, ctx.now());
@@ -268,6 +276,49 @@ export async function longPoll(req: IncomingMessage, res: ServerResponse, ctx: H
   } finally {
     if (holding) ctx.hub.release();
   }
+}
+
+/** What a commit brought long-polls waiting at one position: the stream to answer from, and its window when it has new bytes. */
+interface LongPollChange {
+  stream: StreamState;
+  window: ReadWindow | null;
+}
+
+/** A commit that brought the waiting long-polls nothing: another node's seen twice, the periodic check of live/remote.ts. */
+const NOTHING_NEW = 'nothing new';
+
+/**
+ * How a long-poll waiting at the tail takes a commit (live/hub.ts, Follower): the hub
+ * reads the stream once for all its followers, and once per position and window size the
+ * window they answer with. A commit that brought nothing new leaves them waiting; one that
+ * brought bytes or a closure ends the wait with what they answer (`taken`); anything else
+ * (the stream gone, recreated or expired) ends it with nothing taken, and the reader looks
+ * at the stream itself. Each long-poll reading the stream on every wake cost, on
+ * PostgreSQL, a query per reader per wake (issue 41).
+ */
+function longPollFollower(ctx: HandlerContext, at: LongPollAt): Follower<LongPollChange | typeof NOTHING_NEW | null> & { handed(): LongPollChange | null } {
+  const { first, position, query } = at;
+  let taken: LongPollChange | null = null;
+  return {
+    /** What the last wait took, once. */
+    handed: () => {
+      const change = taken;
+      taken = null;
+      return change;
+    },
+    key: () => `${first.incarnation}:${position}:${query.maxBytes}`,
+    prepare: async (found) => {
+      const plan = planLiveResume(found, position, 'long-poll', first.incarnation, ctx.now());
+      if (!plan.ok) return null;
+      if (plan.stream.tail > position) return { stream: plan.stream, window: await readWindow(ctx.store, plan.stream, position, query.maxBytes, false) };
+      return plan.stream.closed ? { stream: plan.stream, window: null } : NOTHING_NEW;
+    },
+    take: (change) => {
+      if (change === NOTHING_NEW) return true;
+      taken = change;
+      return false;
+    },
+  };
 }
 
 /** Why a live reader gets no slot: the server is shutting down, or it holds too many. */

@@ -1,5 +1,5 @@
 /**
- * SSE readers of one stream on a PostgreSQL node, woken by hints that bring them nothing
+ * SSE and long-poll readers of one stream on a PostgreSQL node, woken by hints that bring them nothing
  * new: another node's commit they have read already, a hint seen twice, the periodic check
  * finding a stream for the first time. The node reads the stream once for all of them and
  * they keep waiting; each reader reading it again on its own made a thousand readers a
@@ -16,7 +16,7 @@ import { post, put } from '../helpers/http.js';
 import { sharedDatabase } from '../helpers/postgres.js';
 import { startServer, type RunningServer } from '../helpers/server.js';
 import { sseBlocks } from '../helpers/sse.js';
-import { until } from '../helpers/waits.js';
+import { until, untilLiveReaders } from '../helpers/waits.js';
 
 const READERS = 20;
 const HINTS = 5;
@@ -60,16 +60,10 @@ async function reader(streamUrl: string): Promise<{ data: string[]; next: () => 
   return { data, next, close: () => controller.abort() };
 }
 
-it("readers woken with nothing new keep waiting: the node reads the stream once per wake, not once per reader, and they take the next commit once", async () => {
-  const name = 'woken-for-nothing';
-  const streamUrl = `${server.url}/v1/stream/${name}`;
-  expect((await put(streamUrl, '', { 'content-type': 'text/plain' })).status).toBe(201);
-  // A reader's first control event is written in the same turn as it begins to wait.
-  const readers = await Promise.all(Array.from({ length: READERS }, () => reader(streamUrl)));
-  const store = server.store as PostgresStore;
+/** Sends the hints another node sends for a commit on `name`; resolves once the node has seen them all. */
+async function hintFromAnotherNode(store: PostgresStore, name: string): Promise<void> {
   let hinted = 0;
   const stop = store.remote.onHint((names) => (hinted += names?.includes(v1StreamKey(name)) ? 1 : 0));
-  const readsBefore = store.stats.reads;
   const other = new pg.Client(url);
   await other.connect();
   try {
@@ -79,6 +73,17 @@ it("readers woken with nothing new keep waiting: the node reads the stream once 
   }
   await until(() => hinted === HINTS, 'the hints reaching the node');
   stop();
+}
+
+it("readers woken with nothing new keep waiting: the node reads the stream once per wake, not once per reader, and they take the next commit once", async () => {
+  const name = 'woken-for-nothing';
+  const streamUrl = `${server.url}/v1/stream/${name}`;
+  expect((await put(streamUrl, '', { 'content-type': 'text/plain' })).status).toBe(201);
+  // A reader's first control event is written in the same turn as it begins to wait.
+  const readers = await Promise.all(Array.from({ length: READERS }, () => reader(streamUrl)));
+  const store = server.store as PostgresStore;
+  const readsBefore = store.stats.reads;
+  await hintFromAnotherNode(store, name);
   // The commit is handed over after the hints' hand-overs (one at a time per stream), and a
   // reader woken by one of them would take it only after its own read.
   expect((await post(streamUrl, 'after', { 'content-type': 'text/plain' })).status).toBe(204);
@@ -87,4 +92,25 @@ it("readers woken with nothing new keep waiting: the node reads the stream once 
   // Per hint, one load of the stream at most; the commit's hand-over, a load and a read.
   expect(store.stats.reads - readsBefore).toBeLessThanOrEqual(HINTS + 2);
   for (const r of readers) r.close();
+});
+
+it('long-polls woken with nothing new keep waiting, and those at one position share the read of the commit that answers them', async () => {
+  const name = 'long-polls-woken-for-nothing';
+  const streamUrl = `${server.url}/v1/stream/${name}`;
+  expect((await put(streamUrl, 'first', { 'content-type': 'text/plain' })).status).toBe(201);
+  const tail = (await fetch(streamUrl, { method: 'HEAD' })).headers.get('stream-next-offset')!;
+  const polls = Array.from({ length: READERS }, () => fetch(`${streamUrl}?offset=${tail}&live=long-poll`));
+  await untilLiveReaders(server.url, 'long_poll', READERS);
+  const store = server.store as PostgresStore;
+  const readsBefore = store.stats.reads;
+  await hintFromAnotherNode(store, name);
+  expect((await post(streamUrl, 'after', { 'content-type': 'text/plain' })).status).toBe(204);
+  const answers = await Promise.all(polls);
+  for (const answer of answers) {
+    expect(answer.status).toBe(200);
+    expect(await answer.text()).toBe('after');
+  }
+  // Per hint, one load of the stream at most; the commit's hand-over, a load and one read of
+  // the window for all twenty (each reading the stream on every wake made 5 x 20 loads).
+  expect(store.stats.reads - readsBefore).toBeLessThanOrEqual(HINTS + 2);
 });
