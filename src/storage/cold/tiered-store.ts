@@ -8,7 +8,7 @@
  * and the hot appends after it are taken in one synchronous step, then the cold part is
  * fetched, so an upload that commits while the fetch waits cannot hide bytes from it.
  */
-import { coldBacklogRefusal } from '../../core/cold-tier.js';
+import { coldBacklogRefusal, coldRangeOf } from '../../core/cold-tier.js';
 import type { StreamState } from '../../core/types.js';
 import type { StoredChunk } from '../chain.js';
 import { bytesAdded } from '../disk-space.js';
@@ -171,6 +171,7 @@ export function withColdTier(inner: Store, cold: ColdTier): TieredStore {
     },
     chunkAt: (stream, position) => cold.chunkAt(stream, position),
     coldStats: () => cold.stats(),
+    coldRange: async (stream) => coldRangeOf(await cold.host.segments(stream.id, stream.earliestOffset, stream.tail), stream.earliestOffset),
     close: async () => {
       await cold.uploader.close();
       await inner.close();
