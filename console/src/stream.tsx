@@ -9,6 +9,21 @@ import { go, hrefOf } from './routes.js';
 import { FollowersTable, ProducersTable } from './stream-people.js';
 import { LiveTail } from './tail.js';
 
+/**
+ * Where the stream's history lies when the server has a cold tier: the offsets in object
+ * storage (as byte positions) and the hot ones after them, up to the tail. None without one.
+ */
+export function tierRows(stats: StreamStats): [string, string][] {
+  const cold = stats.cold;
+  if (cold === undefined) return [];
+  const [start, end, tail] = [cold.start, cold.end, stats.tail].map(Number);
+  const held = cold.segments === 0 ? 'none yet' : `${start} – ${end} (${cold.segments} ${cold.segments === 1 ? 'segment' : 'segments'}, ${cold.bytes.toLocaleString('en')} bytes)`;
+  return [
+    ['Cold (object storage)', held],
+    ['Hot', `${end} – ${tail}`],
+  ];
+}
+
 /** What HEAD tells, and the stream's figures (`{stream}/stats`) when the token may read them. */
 function InfoTable({ info, stats }: { info: StreamInfo; stats: StreamStats | null }) {
   const figures: [string, string][] = stats
@@ -17,6 +32,7 @@ function InfoTable({ info, stats }: { info: StreamInfo; stats: StreamStats | nul
         ['Messages held', stats.messages.toLocaleString('en')],
         ['Producers', String(stats.producers)],
         ['Live readers now', String(stats.liveReaders)],
+        ...tierRows(stats),
       ]
     : [];
   const rows: [string, string][] = [

@@ -128,6 +128,23 @@ export interface StreamStats {
   /** Live readers waiting on the stream now. */
   liveReaders: number;
   closed: boolean;
+  /** Present when the server has a cold tier (`--cold-store`): where the stream's history lies. */
+  cold?: StreamColdStats;
+}
+
+/**
+ * A stream's own history in object storage: offsets `[start, end)` (equal when none of its
+ * retained history is there), read from the hot store from `end` to the tail. A fork's
+ * inherited history is its source's.
+ */
+export interface StreamColdStats {
+  start: string;
+  end: string;
+  /** Segment objects holding that range. */
+  segments: number;
+  /** Stream bytes in the range, and the objects' size in the store. */
+  bytes: number;
+  objectBytes: number;
 }
 
 /** A producer record of a stream (`GET {stream}/producers`). */

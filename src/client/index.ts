@@ -15,6 +15,7 @@ export {
   type BucketListing,
   type ServerStats,
   type StreamStats,
+  type StreamColdStats,
   type ProducerInfo,
   type StreamDetails,
   type StreamDetailsListing,

@@ -109,6 +109,18 @@ export function coldEnd(segments: readonly SegmentRef[]): number {
   return segments.reduce((end, s) => Math.max(end, s.end), 0);
 }
 
+/**
+ * The part of a stream's history its segments hold from `earliestOffset` on: the range
+ * (clipped to it), how many segments and their objects' size. With no segment there, an
+ * empty range at `earliestOffset`.
+ */
+export function coldRangeOf(segments: readonly (SegmentRef & { bytes: number })[], earliestOffset: number): { start: number; end: number; segments: number; objectBytes: number } {
+  const held = segments.filter((s) => s.end > earliestOffset);
+  if (held.length === 0) return { start: earliestOffset, end: earliestOffset, segments: 0, objectBytes: 0 };
+  const start = Math.max(earliestOffset, held.reduce((min, s) => Math.min(min, s.start), Infinity));
+  return { start, end: coldEnd(held), segments: held.length, objectBytes: held.reduce((sum, s) => sum + s.bytes, 0) };
+}
+
 /** Offsets in keys are zero-padded so that a listing comes in stream order. */
 const OFFSET_DIGITS = 16;
 

@@ -11,7 +11,7 @@ import { protocolError } from '../protocol/errors.js';
 import { encodeOffset } from '../protocol/offset.js';
 import { parsePageLimit } from '../protocol/parse.js';
 import type { RillMetrics } from '../ops/metrics.js';
-import type { StorageObserver, Store } from '../storage/store.js';
+import type { StorageObserver, Store, StreamColdRange } from '../storage/store.js';
 import { MAX_LIST_LIMIT } from './buckets.js';
 import type { HandlerContext } from './context.js';
 import { parseQuery } from './request.js';
@@ -125,7 +125,8 @@ async function sendMetrics(res: ServerResponse, metrics: RillMetrics): Promise<v
 }
 
 /**
- * `GET {stream}/stats`: bytes held, messages, producer records, live readers waiting.
+ * `GET {stream}/stats`: bytes held, messages, producer records, live readers waiting, and
+ * with a cold tier the range of the stream's history in object storage (the rest is hot).
  * Messages (lines of a JSON stream, appends of any other) come from the stream state
  * (core/records.ts, messagesHeld): stats reads no stream body, however large.
  */
@@ -144,8 +145,14 @@ export async function handleStreamStats(res: ServerResponse, ctx: HandlerContext
     producers: await ctx.store.countProducers(s),
     liveReaders: ctx.hub.waitingOn(address.key),
     closed: s.closed,
+    ...(ctx.store.coldRange ? { cold: coldRangeBody(await ctx.store.coldRange(s)) } : {}),
   };
   sendJson(res, 200, body, extensionHeaders(address, s));
+}
+
+/** The stream's cold range as stats answers it: offsets as strings, and the stream bytes it spans. */
+function coldRangeBody(range: StreamColdRange): { start: string; end: string; segments: number; bytes: number; objectBytes: number } {
+  return { start: encodeOffset(range.start), end: encodeOffset(range.end), segments: range.segments, bytes: range.end - range.start, objectBytes: range.objectBytes };
 }
 
 /**

@@ -67,6 +67,8 @@ export interface CreateServerOptions {
   store?: Store;
   /** The wall clock (ms) the server judges time by: tokens, TTLs, live reads. Tests pass one they control. */
   now?: () => number;
+  /** The variables the cold tier's object store reads (AWS_*), when not process.env's: a test's server in its own process. */
+  objectStoreEnv?: NodeJS.ProcessEnv;
 }
 
 /** SQLite's disk-space changes, logged when they happen (never per refusal). */
@@ -87,6 +89,7 @@ export async function openRillServer(options: CreateServerOptions = {}): Promise
       nowMs: options.now ?? Date.now,
       onDiskSpace: diskSpaceLog(settings, log),
       onColdError: (error) => log.warn({ err: error, coldStore: settings.coldStore }, 'cold tier: an upload pass failed; it is retried with backoff, and the hot store keeps the bytes meanwhile'),
+      ...(options.objectStoreEnv === undefined ? {} : { objectStoreEnv: options.objectStoreEnv }),
     }));
   return createRillServer({ ...options, logger: log, store });
 }

@@ -36,6 +36,8 @@ export interface OpenHooks {
   onDiskSpace?: (full: boolean, freeBytes: number) => void;
   /** The cold tier's uploader failed a pass (it retries with backoff). */
   onColdError?: (error: unknown) => void;
+  /** The variables the cold tier's object store reads (AWS_*); process.env when not given. */
+  objectStoreEnv?: NodeJS.ProcessEnv;
 }
 
 /** Opens an engine whose opening takes no I/O wait (SQLite, memory); PostgreSQL needs openStore. */
@@ -100,7 +102,7 @@ async function openTiered(settings: StoreSettings, hooks: OpenHooks): Promise<St
     import('./cold/tiered-store.js'),
     import('./cold/settings.js'),
   ]);
-  const objects = await openS3ObjectStore(settings.coldStore!);
+  const objects = await openS3ObjectStore(settings.coldStore!, hooks.objectStoreEnv);
   const c = settings.cold;
   const tierSettings = {
     window: { bytes: c.hotBytes, ageMs: c.hotAgeMs },

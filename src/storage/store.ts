@@ -35,6 +35,20 @@ export interface ColdTierStats {
   cacheMisses: number;
 }
 
+/**
+ * Where one stream's own history stands between the tiers (`{stream}/stats`): `[start, end)`
+ * is in object storage, from `end` to the tail in the hot store. Segments wholly below the
+ * earliest offset (trimmed, awaiting the sweep) are not counted; `start` is clipped to it.
+ */
+export interface StreamColdRange {
+  /** Equal when no segment holds any of the stream's retained history. */
+  start: number;
+  end: number;
+  segments: number;
+  /** The segments' objects' size in the store. */
+  objectBytes: number;
+}
+
 export type DeleteOutcome = Exclude<DeleteDecision, { kind: 'dropped' }> | { kind: 'dropped' };
 
 export interface StoreCommands extends SubscriptionCommands {
@@ -214,6 +228,8 @@ export interface Store extends SubscriptionReads {
   listProducers(stream: StreamState, after: string | null, limit: number): Promise<ProducerListing>;
   /** The cold tier's figures (storage/cold/tiered-store.ts), for a store that has one. */
   coldStats?(): ColdTierStats;
+  /** The stream's range in the cold tier, for a store that has one. */
+  coldRange?(stream: StreamState): Promise<StreamColdRange>;
   /** Stream-cache hits and misses since the store opened, for engines that keep one. */
   cacheCounters?(): { hits: number; misses: number };
   /** Tells `observer` (beside any others) of every batch from now on. */

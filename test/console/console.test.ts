@@ -245,6 +245,9 @@ describe('web console', () => {
     expect(await value('Bytes held').textContent()).toBe(figures.bytes.toLocaleString('en'));
     expect(await value('Producers').textContent()).toBe('1');
     expect(await value('Live readers now').textContent()).toMatch(/^\d+$/);
+    // No cold tier on this server: the page says nothing of tiers.
+    expect(figures.cold).toBeUndefined();
+    expect(await page.getByRole('term').filter({ hasText: /^(Cold|Hot)\b/ }).count()).toBe(0);
   });
 
   it("lists a bucket's subscriptions with what they follow and where they wake, and deletes one, asking first", async () => {

@@ -11,7 +11,7 @@ import { type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { RillClient } from '../../src/client/index.js';
 import { launchChromium } from '../helpers/chromium.js';
-import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, type ServerProcess, type StartOptions } from '../helpers/server.js';
 
 export interface Opened {
   page: Page;
@@ -29,8 +29,13 @@ export interface Harness {
   screenshot(page: Page, name: string): Promise<void>;
 }
 
-/** Registers the file's hooks; the harness's server and client exist once beforeAll ran. */
-export function consoleHarness(): Harness {
+/**
+ * Registers the file's hooks; the harness's server and client exist once beforeAll ran.
+ * `serverOptions`, when given, is asked for the server's flags and variables in that
+ * beforeAll, so that they may name what the file's own earlier beforeAll started (an S3
+ * server).
+ */
+export function consoleHarness(serverOptions?: () => Pick<StartOptions, 'store' | 'args' | 'env'>): Harness {
   const shots = mkdtempSync(join(tmpdir(), 'rill-console-screenshots-'));
   let server: ServerProcess;
   let browser: Browser;
@@ -39,7 +44,7 @@ export function consoleHarness(): Harness {
 
   beforeAll(async () => {
     console.log(`console screenshots: ${shots}`);
-    [server, browser] = await Promise.all([startServer({ process: true }), launchChromium()]);
+    [server, browser] = await Promise.all([startServer({ ...serverOptions?.(), process: true }), launchChromium()]);
     api = new RillClient({ url: server.url });
   });
   afterAll(async () => {

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import {
   coldBacklogRefusal,
   coldEnd,
+  coldRangeOf,
   nextMarks,
   nextSegment,
   sealCeiling,
@@ -121,6 +122,19 @@ describe('the boundary, names, the sweep and the 507', () => {
         { start: 10, end: 40 },
       ]),
     ).toBe(40);
+  });
+
+  it('coldRangeOf spans the segments from the earliest offset on, clipped to it; none there is an empty range at it', () => {
+    const segments = [
+      { start: 0, end: 10, bytes: 30 },
+      { start: 10, end: 40, bytes: 60 },
+      { start: 40, end: 70, bytes: 60 },
+    ];
+    expect(coldRangeOf([], 0)).toEqual({ start: 0, end: 0, segments: 0, objectBytes: 0 });
+    expect(coldRangeOf(segments, 0)).toEqual({ start: 0, end: 70, segments: 3, objectBytes: 150 });
+    // Trimmed to 25: the first segment awaits the sweep and is not counted, the second is cut.
+    expect(coldRangeOf(segments, 25)).toEqual({ start: 25, end: 70, segments: 2, objectBytes: 120 });
+    expect(coldRangeOf(segments, 70)).toEqual({ start: 70, end: 70, segments: 0, objectBytes: 0 });
   });
 
   it('segmentKey pads offsets so that keys sort in stream order, under the prefix', () => {

@@ -120,6 +120,16 @@ const STAND_INS: StandIn[] = [
     replace: [['npm install ../rill/rill-streams-client-0.1.0.tgz', `npm install ${OFFLINE} ../rill/rill-streams-client-0.1.0.tgz`]],
   },
   {
+    doc: 'README.md',
+    first: 'export AWS_REGION=',
+    why: 'an S3 server (s3rver, as the cold tier\'s tests use) and its bucket in place of the text\'s endpoint, keys and bucket',
+    replace: [
+      ['AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=...', 'AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER'],
+      ['http://127.0.0.1:9000', 'http://127.0.0.1:{s3}'],
+      ['s3://my-bucket/rill', `s3://${TEST_BUCKET}/rill`],
+    ],
+  },
+  {
     doc: 'docs/operating.md',
     first: 'cat rill.toml',
     why: 'the file the block shows; its data directory inside the block\'s own, its metrics on a free port',

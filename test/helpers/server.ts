@@ -51,7 +51,10 @@ export interface StartOptions {
   port?: number;
   /** `rill serve` flags. */
   args?: string[];
-  /** RILL_* variables the server reads (in-process too); a child process also gets the rest. */
+  /**
+   * RILL_* variables the server reads (in-process too); a child process also gets the rest.
+   * In-process, the cold tier's object store reads its AWS_* variables here (over process.env's).
+   */
   env?: Record<string, string>;
   /** In-process only: the clock the server judges time by. */
   clock?: TestClock;
@@ -146,7 +149,8 @@ async function startInProcess(options: StartOptions): Promise<RunningServer> {
   const { flags, settings } = await serveSettingsOf(args, { ...TEST_LOG_LEVEL, ...options.env });
   let output = '';
   const logger = createLogger({ level: flags.logLevel, destination: { write: (line: string) => void (output += line) } });
-  const rill = await openRillServer({ settings: { ...settings, ...options.settings }, logger, now: options.clock?.now });
+  const objectStoreEnv = options.env === undefined ? undefined : { ...process.env, ...options.env };
+  const rill = await openRillServer({ settings: { ...settings, ...options.settings }, logger, now: options.clock?.now, objectStoreEnv });
   // The command exits on a fatal storage error; here the test sees it in output() and in its answers.
   rill.store.onFatal((error) => logger.fatal({ err: error }, 'storage cannot continue'));
   await rill.listen();

@@ -9,7 +9,7 @@
  * SQLite, one statement on PostgreSQL), then the cold part is fetched, so an upload that
  * commits meanwhile, on this node or another, cannot hide bytes from it.
  */
-import { coldBacklogRefusal } from '../../core/cold-tier.js';
+import { coldBacklogRefusal, coldRangeOf } from '../../core/cold-tier.js';
 import type { StreamState } from '../../core/types.js';
 import type { StoredChunk } from '../chain.js';
 import { bytesAdded } from '../disk-space.js';
@@ -176,6 +176,7 @@ export function withColdTier(inner: Store, cold: ColdTier): TieredStore {
     },
     chunkAt: (stream, position) => cold.chunkAt(stream, position),
     coldStats: () => cold.stats(),
+    coldRange: async (stream) => coldRangeOf(await cold.host.segments(stream.id, stream.earliestOffset, stream.tail), stream.earliestOffset),
     close: async () => {
       await cold.uploader.close();
       await cold.host.close?.();
