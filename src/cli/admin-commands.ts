@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { CheckReport } from '../storage/sqlite/check.js';
+import type { ColdCheckReport, SegmentLine } from '../storage/cold/check.js';
 import { action, globals } from './client-commands.js';
 import { ConfigMistake, UsageError } from './errors.js';
 import { out, outJson, printBucket } from './output.js';
@@ -153,7 +154,8 @@ async function restore(file: string, flags: { data: string; force?: boolean }, c
   await out(`restored ${file} into ${flags.data}; start rill serve --data ${flags.data}\n`);
 }
 
-async function check(file: string | undefined, flags: { data: string; coldStore?: string }, command: Command): Promise<void> {
+async function check(file: string | undefined, flags: { data: string; coldStore?: string; postgresUrl?: string }, command: Command): Promise<void> {
+  if (flags.postgresUrl !== undefined) return checkPostgres(flags.postgresUrl, flags.coldStore, command);
   const { json } = globals(command);
   const { checkDataFile, DATA_FILE } = await sqliteAdmin();
   const target = file ?? resolve(flags.data, DATA_FILE);
@@ -164,21 +166,41 @@ async function check(file: string | undefined, flags: { data: string; coldStore?
   } finally {
     bar.stop();
   }
-  if (flags.coldStore !== undefined && report.problems.length === 0) report = { ...report, problems: await checkCold(target, flags.coldStore) };
+  if (flags.coldStore !== undefined && report.problems.length === 0) {
+    const { sqliteSegmentLines } = await import('../storage/cold/check.js');
+    report = { ...report, problems: (await checkCold(sqliteSegmentLines(target), flags.coldStore)).problems };
+  }
   if (json) await outJson({ file: target, ...report });
   else if (report.problems.length === 0) await out(`ok: ${target}: ${report.streams} streams, ${report.appends} appends, ${report.producers} producer records\n`);
-  if (report.problems.length === 0) return;
-  if (!json) process.stderr.write(`rill check: ${target} has ${report.problems.length} problem(s):\n  ${report.problems.join('\n  ')}\n`);
+  reportProblems(target, report.problems, json);
+}
+
+/** On PostgreSQL the check is the cold tier's: the database's own invariants are PostgreSQL's to keep. */
+async function checkPostgres(url: string, coldStore: string | undefined, command: Command): Promise<void> {
+  const { json } = globals(command);
+  if (coldStore === undefined) throw new InvalidArgumentError('rill check --postgres-url checks the cold tier of that database: give --cold-store too');
+  const { postgresSegmentLines } = await import('../storage/postgres/cold-check.js');
+  const { redactedUrl } = await import('../storage/postgres/settings.js');
+  const target = redactedUrl(url);
+  const report = await checkCold(await postgresSegmentLines(url), coldStore);
+  if (json) await outJson({ database: target, ...report });
+  else if (report.problems.length === 0) await out(`ok: ${target}: ${report.segments} cold segments\n`);
+  reportProblems(target, report.problems, json);
+}
+
+function reportProblems(target: string, problems: string[], json: boolean): void {
+  if (problems.length === 0) return;
+  if (!json) process.stderr.write(`rill check: ${target} has ${problems.length} problem(s):\n  ${problems.join('\n  ')}\n`);
   process.exitCode = 1;
 }
 
 /** The cold tier's objects (storage/cold/check.ts); loaded, with the S3 client, only for --cold-store. */
-async function checkCold(file: string, url: string): Promise<string[]> {
+async function checkCold(lines: SegmentLine[], url: string): Promise<ColdCheckReport> {
   const [{ checkColdTier }, { openS3ObjectStore }] = await Promise.all([import('../storage/cold/check.js'), import('../storage/cold/object-store.js')]);
   const objects = await openS3ObjectStore(url);
   const bar = progressBar('check', 'cold objects');
   try {
-    return (await checkColdTier(file, objects, (done, total) => bar.update(done, total))).problems;
+    return await checkColdTier(lines, objects, (done, total) => bar.update(done, total));
   } finally {
     bar.stop();
     objects.close();
@@ -253,5 +275,6 @@ export function addAdminCommands(program: Command): void {
     .description("verify a data directory's (or a backup file's) invariants; exits 1 on a problem")
     .option('--data <dir>', 'data directory', DEFAULT_DATA)
     .option('--cold-store <url>', "also verify the cold tier's objects in this store (s3://bucket/prefix, as rill serve --cold-store)")
+    .option('--postgres-url <url>', "check the cold tier of this PostgreSQL database instead of a data file (with --cold-store)")
     .action(action(check));
 }

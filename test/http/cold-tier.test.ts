@@ -3,7 +3,7 @@
  * `--cold-store` pointing at a real S3-compatible server the test starts (s3rver,
  * test/helpers/s3.ts), over HTTP only, on SQLite and on PostgreSQL (a database of its own
  * per server on the run's PostgreSQL server, test/helpers/postgres.ts). `rill check` reads
- * SQLite data files only: its cases run on SQLite.
+ * a SQLite data file, or on PostgreSQL the database's cold tier (`--postgres-url`).
  *
  * - history past the hot window moves to objects, the hot store stays bounded, and every
  *   byte reads back, from offset 0 and from the middle, across the boundary;
@@ -215,20 +215,16 @@ describe.each(ENGINES)('cold tier on %s', (engine) => {
     await appendAll(url, path, appends);
     await until(async () => (await coldStats(url)).uploads > 1, 'two segments uploaded');
     const [key] = [...s3.objectFiles().keys()].filter((k) => k.startsWith('corrupt-' + engine + '/')).sort();
-    const checkArgs = ['check', '--data', dataDir, '--cold-store', `s3://${TEST_BUCKET}/corrupt-${engine}`];
-    // rill check reads a SQLite data file: on PostgreSQL there is none to check.
-    const checks = engine === 'sqlite';
-    if (checks) {
-      const clean = await runCli(url, checkArgs, { env: s3.env });
-      expect(clean.code, clean.stderr).toBe(0);
-    }
+    // A SQLite data file, or the PostgreSQL database (its cold tier only).
+    const checked = engine === 'sqlite' ? ['--data', dataDir] : ['--postgres-url', databases.get(dataDir)!];
+    const checkArgs = ['check', ...checked, '--cold-store', `s3://${TEST_BUCKET}/corrupt-${engine}`];
+    const clean = await runCli(url, checkArgs, { env: s3.env });
+    expect(clean.code, clean.stderr).toBe(0);
     s3.corrupt(key!);
-    if (checks) {
-      const checked = await runCli(url, checkArgs, { env: s3.env });
-      expect(checked.code).toBe(1);
-      expect(checked.stderr).toContain(`cold object ${key} (bytes 0 to`);
-      expect(checked.stderr).toContain('is corrupt');
-    }
+    const corrupt = await runCli(url, checkArgs, { env: s3.env });
+    expect(corrupt.code).toBe(1);
+    expect(corrupt.stderr).toContain(`cold object ${key} (bytes 0 to`);
+    expect(corrupt.stderr).toContain('is corrupt');
 
     const refused = await call(url, 'GET', `${path}?offset=-1`);
     expect(refused.status).toBe(502);
@@ -263,11 +259,9 @@ describe.each(ENGINES)('cold tier on %s', (engine) => {
     const missing = await call(url, 'GET', `${path}?offset=${offsetAt(secondStart)}`);
     expect(missing.status).toBe(502);
     expect((missing.json() as { message: string }).message).toContain(`${second}, which is missing from the object store`);
-    if (checks) {
-      const checkedAgain = await runCli(url, checkArgs, { env: s3.env });
-      expect(checkedAgain.stderr).toContain(`cold object ${second} (bytes ${secondStart} to`);
-      expect(checkedAgain.stderr).toContain('is missing');
-    }
+    const checkedAgain = await runCli(url, checkArgs, { env: s3.env });
+    expect(checkedAgain.stderr).toContain(`cold object ${second} (bytes ${secondStart} to`);
+    expect(checkedAgain.stderr).toContain('is missing');
   }, TEST_TIMEOUT_MS);
 
   it('keeps acknowledging appends while the object store is down, refuses them with 507 past --cold-max-backlog, and catches up when it returns', async () => {

@@ -19,7 +19,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
-import { checkColdTier } from '../../src/storage/cold/check.js';
+import { checkColdTier, sqliteSegmentLines } from '../../src/storage/cold/check.js';
+import { postgresSegmentLines } from '../../src/storage/postgres/cold-check.js';
 import type { ColdHost } from '../../src/storage/cold/host.js';
 import { openS3ObjectStore, type ObjectStore } from '../../src/storage/cold/object-store.js';
 import { ColdTier, withColdTier, type TieredStore } from '../../src/storage/cold/tiered-store.js';
@@ -164,7 +165,8 @@ describe.each<Engine>(['sqlite', 'postgres'])('cold tier on %s', (engine) => {
     expect((await readAll(second.store, name)).equals(all)).toBe(true);
     await expectTiersMeet(second, name);
     await second.store.close();
-    if (engine === 'sqlite') expect((await checkColdTier(`${place}/rill.db`, objects)).problems).toEqual([]);
+    const lines = engine === 'sqlite' ? sqliteSegmentLines(`${place}/rill.db`) : await postgresSegmentLines(place);
+    expect((await checkColdTier(lines, objects)).problems).toEqual([]);
     objects.close();
   });
 

@@ -1,14 +1,15 @@
 /**
- * `rill check --cold-store`: the cold tier's part of a check. In the data file, each
- * stream's segments must follow one another and end where its hot bytes begin (an overlap
- * would be bytes held twice); in the object store, each segment's object must be there,
- * whole (its SHA-256) and the range its row names. Reads only.
+ * `rill check --cold-store`: the cold tier's part of a check. In the data file (or the
+ * PostgreSQL database), each stream's segments must follow one another and end where its
+ * hot bytes begin (an overlap would be bytes held twice); in the object store, each
+ * segment's object must be there, whole (its SHA-256) and the range its row names. Reads only.
  */
 import Database from 'better-sqlite3';
 import type { ObjectStore } from './object-store.js';
 import { decodeSegment, SegmentInvalid } from './segment.js';
 
-interface SegmentLine {
+/** A segment's row with what the check needs of its stream; the same query on either engine (SEGMENT_LINES_SQL). */
+export interface SegmentLine {
   stream_id: number;
   name: string | null;
   incarnation: string | null;
@@ -25,16 +26,15 @@ export interface ColdCheckReport {
   problems: string[];
 }
 
-function segmentLines(file: string): SegmentLine[] {
+export const SEGMENT_LINES_SQL = `SELECT c.stream_id, s.name, s.incarnation, s.earliest_offset, c.start, c.end_offset, c.object_key, c.sha256,
+    (SELECT min(start) FROM chunks WHERE stream_id = c.stream_id) AS hot_start
+  FROM cold_segments c LEFT JOIN streams s ON s.id = c.stream_id ORDER BY c.stream_id, c.start`;
+
+/** The segment rows of a SQLite data file. */
+export function sqliteSegmentLines(file: string): SegmentLine[] {
   const db = new Database(file, { readonly: true, fileMustExist: true });
   try {
-    return db
-      .prepare<[], SegmentLine>(
-        `SELECT c.stream_id, s.name, s.incarnation, s.earliest_offset, c.start, c.end_offset, c.object_key, c.sha256,
-                (SELECT min(start) FROM chunks WHERE stream_id = c.stream_id) AS hot_start
-           FROM cold_segments c LEFT JOIN streams s ON s.id = c.stream_id ORDER BY c.stream_id, c.start`,
-      )
-      .all();
+    return db.prepare<[], SegmentLine>(SEGMENT_LINES_SQL).all();
   } finally {
     db.close();
   }
@@ -74,9 +74,8 @@ async function checkObject(line: SegmentLine, objects: ObjectStore): Promise<str
   }
 }
 
-/** Checks the cold segments `file` names against `objects`; `progress(done, total)` as objects are read. */
-export async function checkColdTier(file: string, objects: ObjectStore, progress: (done: number, total: number) => void = () => {}): Promise<ColdCheckReport> {
-  const lines = segmentLines(file);
+/** Checks the cold segments `lines` name against `objects`; `progress(done, total)` as objects are read. */
+export async function checkColdTier(lines: SegmentLine[], objects: ObjectStore, progress: (done: number, total: number) => void = () => {}): Promise<ColdCheckReport> {
   const problems: string[] = [];
   checkRows(lines, problems);
   // Segments of dropped streams await the sweep: no read reaches them, so their objects are not checked.
