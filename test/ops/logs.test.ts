@@ -180,9 +180,12 @@ describe('from a rill process', () => {
     const script = `import { createLogger, infoLineWriter } from ${JSON.stringify(logger)};
       const log = createLogger({ level: 'info', pretty: false });
       log.info('first');
-      const write = infoLineWriter(log, 'request');
-      for (let i = 0; i < 3; i++) write(\`"reqId":"exit-\${i}"\`);
-      process.exit(0);`;
+      // Once 'first' is written: a write still in flight at exit is the thread pool's to finish, in no set order.
+      log.flush(() => {
+        const write = infoLineWriter(log, 'request');
+        for (let i = 0; i < 3; i++) write(\`"reqId":"exit-\${i}"\`);
+        process.exit(0);
+      });`;
     const lines = await run(['--input-type=module', '-e', script], () => {});
     expect(lines.map((l) => (JSON.parse(l) as { reqId?: string; msg: string }).reqId ?? (JSON.parse(l) as { msg: string }).msg)).toEqual(['first', 'exit-0', 'exit-1', 'exit-2']);
   });
