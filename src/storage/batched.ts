@@ -46,7 +46,7 @@ interface Pending {
 }
 
 /** Most commands a batch takes; the rest wait for the next one. */
-export const MAX_BATCH_COMMANDS = 1024;
+const MAX_BATCH_COMMANDS = 1024;
 
 export abstract class BatchedStore implements Store {
   protected readonly settings: ProducerSettings;
@@ -105,11 +105,8 @@ export abstract class BatchedStore implements Store {
    * False while a commit now would only wait for the durable flush to have room: the
    * queue then waits too, and the engine calls `commitHeld` when there is room, so that
    * what arrives meanwhile joins one batch instead of making commits of its own.
-   * `next` holds the commands the batch would take, in order (the first
-   * MAX_BATCH_COMMANDS of the queue), for engines that let a batch begin while others
-   * are in flight only when the two cannot meet.
    */
-  protected mayCommit(_next: readonly Command[]): boolean {
+  protected mayCommit(): boolean {
     return true;
   }
 
@@ -222,15 +219,9 @@ export abstract class BatchedStore implements Store {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      if (this.mayCommit(this.nextBatch())) this.commitQueued();
+      if (this.mayCommit()) this.commitQueued();
       else this.queueHeld = true;
     });
-  }
-
-  /** The commands commitQueued would take now (no copy when the queue fits one batch). */
-  private nextBatch(): readonly Command[] {
-    const queue = this.queue as readonly Pending[] as unknown as readonly Command[];
-    return queue.length <= MAX_BATCH_COMMANDS ? queue : queue.slice(0, MAX_BATCH_COMMANDS);
   }
 
   /** Commits the queued commands (at most MAX_BATCH_COMMANDS) and the reads' TTL renewals as one batch. */

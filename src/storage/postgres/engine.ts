@@ -55,29 +55,6 @@ function isRetryable(error: unknown): boolean {
 }
 
 /**
- * Batches a node has in their transactions at once. A second lets a batch lock and load
- * its streams while the first waits for its commit to be flushed, and PostgreSQL flush
- * both commits at once (docs/performance.md, issue 41).
- */
-const MAX_IN_FLIGHT = 2;
-
-/**
- * The streams a batch names when it holds only appends (and transactions of appends),
- * which change no stream they do not name; null when it holds anything else. A batch's
- * TTL renewals (streamIds) are left out: they commute (the latest wins), and the row
- * lock orders them.
- */
-function appendedStreams(commands: readonly Command[]): Set<string> | null {
-  const names = new Set<string>();
-  for (const c of commands) {
-    if (c.kind === 'append') names.add(c.input.name);
-    else if (c.kind === 'appendTransaction') for (const op of c.input.operations) names.add(op.name);
-    else return null;
-  }
-  return names;
-}
-
-/**
  * Runs `send`, which sends statements on `client` without waiting (pipelined), with the
  * connection's socket corked: pg writes each statement's messages with a system call of
  * its own, and a batch's round trip holds three to five statements (issue 41: 16% of a
@@ -133,19 +110,14 @@ export class PostgresStore extends BatchedStore {
   private readonly hints: HintListener;
   /** Tells this node's own hints from other nodes'. */
   readonly nodeId = randomBytes(6).toString('hex');
+  /** A batch is in its transaction; commands arriving meanwhile wait and form the next. */
+  private inFlight = false;
   /**
-   * The batches in their transactions, each as the streams it names (null: it may change
-   * streams it does not name). Commands arriving meanwhile wait and form the next batch,
-   * which begins at once only beside one batch of appends on other streams (mayCommit).
-   */
-  private readonly inFlight = new Set<{ streams: ReadonlySet<string> | null }>();
-  /**
-   * Batches committed (besideAnother: begun while another was in flight) and round trips
-   * they made; queries outside batches (reads), windows
+   * Batches committed and round trips they made; queries outside batches (reads), windows
    * of them read as binary COPY, and read ahead (read-ahead.ts): for the bench, and for
    * tests that count reads.
    */
-  readonly stats = { batches: 0, besideAnother: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, readAheads: 0, readAheadsTaken: 0 };
+  readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, readAheads: 0, readAheadsTaken: 0 };
   private readonly readAhead: ReadAhead;
   readonly remote: RemoteCommits;
 
@@ -212,32 +184,12 @@ export class PostgresStore extends BatchedStore {
     throw new Error('invariant: the PostgreSQL engine runs batches asynchronously');
   }
 
-  /**
-   * A batch begins when none is in flight, or beside one other when both hold only
-   * appends and name no stream in common (see appendedStreams). PostgreSQL's row locks
-   * would order two batches on one stream, but in the order they take them, not the one
-   * their commands arrived in: the later batch may get its connection and reach the
-   * database first (a producer's seq 1 would then find seq 0 missing), and a batch
-   * retried after a deadlock lets a later one pass it. Kept apart, a node's writes to a
-   * stream apply in the order they arrived, as with one batch in flight
-   * (test/storage/postgres-batches.test.ts).
-   */
-  protected override mayCommit(next: readonly Command[]): boolean {
-    if (this.inFlight.size === 0) return true;
-    if (this.inFlight.size >= MAX_IN_FLIGHT) return false;
-    const names = appendedStreams(next);
-    if (names === null) return false;
-    for (const { streams } of this.inFlight) {
-      if (streams === null) return false;
-      for (const name of names) if (streams.has(name)) return false;
-    }
-    return true;
+  protected override mayCommit(): boolean {
+    return !this.inFlight;
   }
 
   private async runBatch(commands: readonly Command[], streamIds: Iterable<number>, body: (txn: Txn) => Promise<void>): Promise<void> {
-    const entry = { streams: appendedStreams(commands) };
-    if (this.inFlight.size > 0) this.stats.besideAnother++;
-    this.inFlight.add(entry);
+    this.inFlight = true;
     const ids = [...streamIds];
     try {
       for (let attempt = 1; ; attempt++) {
@@ -248,7 +200,7 @@ export class PostgresStore extends BatchedStore {
         }
       }
     } finally {
-      this.inFlight.delete(entry);
+      this.inFlight = false;
       this.commitHeld();
     }
   }
