@@ -310,10 +310,10 @@ export class PgBatch implements Txn {
     this.undo.rewind();
   }
 
-  /** Sends what the batch changed and has not sent yet. */
-  async flush(): Promise<void> {
-    if (this.writes.empty) return;
-    const statements = writeStatements(this.writes, this.stored);
+  /** Sends what the batch changed and has not sent yet, and the commit hints when given. */
+  async flush(hints: string[] = []): Promise<void> {
+    if (this.writes.empty && hints.length === 0) return;
+    const statements = writeStatements(this.writes, this.stored, hints);
     for (const [id, stream] of this.writes.streams) {
       if (stream) this.stored.set(id, stream);
       else this.stored.delete(id);

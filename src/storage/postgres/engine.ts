@@ -24,7 +24,7 @@ import { PgBatch } from './batch.js';
 import { BULK_MIN_BYTES, preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
 import { ReadAhead } from './read-ahead.js';
 import { copyWindowSql, CopyWindow } from './copy.js';
-import { HINT_CHANNEL, hintPayloads, HintListener } from './notify.js';
+import { hintPayloads, HintListener } from './notify.js';
 import { migrate } from './schema.js';
 import { POSTGRES_DEFAULTS, redactedUrl } from './settings.js';
 
@@ -44,11 +44,6 @@ export interface PostgresStoreOptions extends StoreOptions {
 const MAX_ATTEMPTS = 5;
 /** SQLSTATEs of a transaction that lost a race and may simply run again. */
 const RETRYABLE = new Set(['40001', '40P01', '23505']);
-
-/** The commit hints, sent after COMMIT (see commit). */
-const NOTIFY_SQL = `SELECT count(pg_notify('${HINT_CHANNEL}', p)) FROM unnest($1::text[]) p`;
-
-const noop = (): void => {};
 
 function isRetryable(error: unknown): boolean {
   return error instanceof pg.DatabaseError && error.code !== undefined && RETRYABLE.has(error.code);
@@ -230,23 +225,12 @@ export class PostgresStore extends BatchedStore {
    * common case), they go out in one round trip: should a write fail to be sent at all,
    * the COMMIT that follows it commits no change. Otherwise COMMIT waits for the writes,
    * so that it can never commit the earlier ones without the last.
-   *
-   * The commit hints (notify.ts) follow COMMIT in the same round trip, in a transaction
-   * of their own: a NOTIFY inside the batch's transaction would hold PostgreSQL's
-   * notification queue lock through its commit's WAL flush, so that no two commits of
-   * any node could share a flush (docs/performance.md, issue 41). A hint sent this way
-   * is lost only if the connection drops between the two; one after a failed COMMIT
-   * names streams that did not change. Both only make a reader look again or late.
    */
   private async commit(client: pg.PoolClient, batch: PgBatch): Promise<void> {
     const hints = hintPayloads(this.nodeId, batch.touched);
     const alone = batch.sentWrites;
-    if (alone) await batch.flush();
-    const [written, committed, hinted] = together(client, () => [
-      alone ? Promise.resolve() : batch.flush(),
-      client.query('COMMIT'),
-      hints.length > 0 ? client.query(NOTIFY_SQL, [hints]).then(noop, noop) : undefined,
-    ] as const);
+    if (alone) await batch.flush(hints);
+    const [written, committed] = together(client, () => [alone ? Promise.resolve() : batch.flush(hints), client.query('COMMIT')] as const);
     batch.roundTrips += alone ? 1 : 0;
     const [writes, commit] = await Promise.allSettled([written, committed]);
     // A statement the server refused rolled the transaction back (its COMMIT answers ROLLBACK).
@@ -255,8 +239,6 @@ export class PostgresStore extends BatchedStore {
     for (const outcome of [writes, commit]) if (outcome.status === 'rejected') throw new CommitOutcomeUnknownError(outcome.reason);
     const tag = (commit as PromiseFulfilledResult<pg.QueryResult>).value.command;
     if (tag !== 'COMMIT') throw new Error(`invariant: COMMIT answered ${tag}`);
-    // Its answer follows COMMIT's at once (no flush: its transaction wrote nothing else); the connection goes back to the pool after it.
-    await hinted;
   }
 
   /** A read of committed rows; the database being unreachable answers 503. */

@@ -11,6 +11,7 @@ import { PRODUCER_COLUMNS, producerRow } from '../producer-columns.js';
 import { STREAM_VALUE_COLUMNS, streamColumnValues } from '../stream-columns.js';
 import { LINK_COLUMNS, linkRow, SUBSCRIPTION_COLUMNS, subscriptionRow } from '../subscription-columns.js';
 import type { Queryable } from './chunks.js';
+import { HINT_CHANNEL } from './notify.js';
 
 /** Undoes the changes of the step under way (see PgBatch). */
 export class UndoLog {
@@ -167,12 +168,14 @@ export interface Statement {
 
 /**
  * The stream rows, small chunks and producer records in one statement: data-modifying
- * WITH clauses all run, on distinct rows, so their order does not matter.
+ * WITH clauses all run, on distinct rows, so their order does not matter. The hints ride
+ * along: NOTIFY is delivered only if the transaction commits.
  */
 function commonStatement(
   streams: { appended: StreamState[]; others: StreamState[] },
   chunks: PendingWrites['chunks'],
   producers: Array<{ streamId: number; record: ProducerRecord }>,
+  hints: string[],
 ): Statement | null {
   const parts: string[] = [];
   const values: unknown[] = [];
@@ -190,6 +193,7 @@ function commonStatement(
     });
   }
   if (producers.length > 0) add(upsertProducers(producers, values.length + 1));
+  if (hints.length > 0) add({ arrays: [hints], sql: `SELECT count(pg_notify('${HINT_CHANNEL}', p)) FROM unnest($${values.length + 1}::text[]) p` });
   if (parts.length === 0) return null;
   const clauses = parts.slice(0, -1).map((sql, i) => `w${i} AS (${sql})`);
   return { text: clauses.length === 0 ? parts[0]! : `WITH ${clauses.join(', ')} ${parts[parts.length - 1]}`, values };
@@ -197,10 +201,11 @@ function commonStatement(
 
 /**
  * The statements that write `writes` inside the caller's transaction, in an order their
- * constraints allow; `stored` holds the rows as the transaction sees them, so that a stream an append moved
+ * constraints allow, with the commit hints (notify.ts) for other nodes when given;
+ * `stored` holds the rows as the transaction sees them, so that a stream an append moved
  * has only its append columns written. Building them sends nothing.
  */
-export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<number, StreamState>): Statement[] {
+export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<number, StreamState>, hints: string[] = []): Statement[] {
   const out: Statement[] = [];
   const upserts = [...writes.buckets.entries()].filter(([, b]) => b !== null);
   if (upserts.length > 0) {
@@ -241,6 +246,7 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
     { appended: written.filter((s) => onlyAppended(stored.get(s.id), s)), others: written.filter((s) => !onlyAppended(stored.get(s.id), s)) },
     chunks.filter((c) => c.data.length <= LARGE_CHUNK_BYTES),
     producers.filter((p) => p.record !== null && live(p.streamId)).map((p) => ({ streamId: p.streamId, record: p.record! })),
+    hints,
   );
   if (common) out.push(common);
   for (const c of chunks) {
