@@ -52,8 +52,8 @@ function isRetryable(error: unknown): boolean {
 /**
  * Runs `send`, which sends statements on `client` without waiting (pipelined), with the
  * connection's socket corked: pg writes each statement's messages with a system call of
- * its own, and a batch's round trip holds three to five statements (issue 41: 16% of a
- * node's profile samples, idle ones included, went to those writes). Everything `send`
+ * its own, and a batch's round trip holds two to four statements (issue 41: in one profile,
+ * 16% of a node's samples, idle ones included, went to those writes). Everything `send`
  * sends before its first await goes out in one write.
  */
 function together<T>(client: pg.PoolClient, send: () => T): T {
