@@ -35,6 +35,7 @@ const USES_POSTGRES = [
   'test/ops/metrics.test.ts',
   'test/storage/contract.test.ts',
   'test/storage/postgres-engine.test.ts',
+  'test/storage/postgres-batches.test.ts',
   'test/storage/records.test.ts',
   'test/storage/subscriptions.test.ts',
   'test/storage/subscription-queries.test.ts',
