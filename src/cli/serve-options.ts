@@ -54,6 +54,7 @@ export interface ServeFlags {
   postgresStatementTimeout: number;
   postgresConnectTimeout: number;
   streamCache: number;
+  streamCacheBytes: number;
   sqliteThread: 'on' | 'off';
   longPollTimeout: number;
   maxLongPollTimeout: number;
@@ -146,6 +147,7 @@ export function settingsFrom(flags: ServeFlags): Partial<ServerSettings> {
     postgresStatementTimeoutMs: flags.postgresStatementTimeout,
     postgresConnectTimeoutMs: flags.postgresConnectTimeout,
     streamCacheEntries: flags.streamCache,
+    streamCacheBytes: flags.streamCacheBytes,
     coldStore: flags.coldStore ?? null,
     cold: {
       hotBytes: flags.coldHotBytes,
@@ -231,7 +233,8 @@ export function addServeOptions(command: Command, env: NodeJS.ProcessEnv): Comma
     .option('--postgres-pool-size <n>', 'connections each node opens to PostgreSQL', parsePositiveInteger, d.postgresPoolSize)
     .addOption(durationOption('--postgres-statement-timeout <duration>', 'longest a PostgreSQL statement may run (the request then answers 503)', d.postgresStatementTimeoutMs))
     .addOption(durationOption('--postgres-connect-timeout <duration>', 'longest a request waits for a PostgreSQL connection before 503', d.postgresConnectTimeoutMs))
-    .option('--stream-cache <n>', 'stream states the sqlite store keeps in memory (about 1.2 KB each)', parsePositiveInteger, d.streamCacheEntries)
+    .option('--stream-cache <n>', 'most stream states the sqlite store keeps in memory', parsePositiveInteger, d.streamCacheEntries)
+    .addOption(bytesOption('--stream-cache-bytes <size>', 'memory the sqlite store\'s cached stream states may take, estimated (about 370 B for a plain stream; attributes count)', d.streamCacheBytes))
     .option('--cold-store <url>', 'move sealed history to S3-compatible object storage (s3://bucket/prefix; endpoint, region and credentials as AWS tools take them: AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_ACCESS_KEY_ID, ...)')
     .addOption(bytesOption('--cold-hot-bytes <size>', "with --cold-store: a stream's last this many bytes stay in the hot store", dc.hotBytes, 0))
     .addOption(durationOption('--cold-hot-age <duration>', 'with --cold-store: bytes younger than this stay in the hot store (0: by bytes only)', dc.hotAgeMs))

@@ -7,7 +7,7 @@ import { DEFAULT_USAGE_MAX_KEYS } from '../core/usage.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings } from '../core/types.js';
 import { DEFAULT_REMOTE_CHECK_MS } from '../live/remote.js';
 import { POSTGRES_DEFAULTS } from '../storage/postgres/settings.js';
-import { DEFAULT_STREAM_CACHE_ENTRIES } from '../storage/sqlite/defaults.js';
+import { DEFAULT_STREAM_CACHE_BYTES, DEFAULT_STREAM_CACHE_ENTRIES } from '../storage/sqlite/defaults.js';
 import { DEFAULT_CONSOLE_DIR } from './console.js';
 import { DEFAULT_SUBSCRIPTION_LIMITS } from '../core/subscription-types.js';
 import type { SubscriptionSettings } from '../subscriptions/service.js';
@@ -39,10 +39,12 @@ export interface ServerSettings {
   /** How the cold tier moves and reads history; read only with `coldStore`. */
   cold: ColdSettings;
   /**
-   * Stream states the SQLite engine keeps in memory (about 1.2 KB each); a write to a
-   * stream outside them first reads its row.
+   * Most stream states the SQLite engine keeps in memory; a write to a stream outside them
+   * first reads its row.
    */
   streamCacheEntries: number;
+  /** The memory those states may take, estimated (storage/sqlite/cache.ts `entryBytes`). */
+  streamCacheBytes: number;
   /**
    * SQLite on a thread of its own (storage/thread/) instead of the event loop's: no read
    * or write holds requests, at the price of crossing threads for every call (docs/decisions.md).
@@ -210,6 +212,7 @@ export const DEFAULT_SETTINGS: ServerSettings = {
   coldStore: null,
   cold: DEFAULT_COLD_SETTINGS,
   streamCacheEntries: DEFAULT_STREAM_CACHE_ENTRIES,
+  streamCacheBytes: DEFAULT_STREAM_CACHE_BYTES,
   sqliteThread: false,
   longPollTimeoutMs: 20_000,
   maxLongPollTimeoutMs: 60_000,

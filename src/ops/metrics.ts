@@ -12,7 +12,7 @@ import { registerColdMetrics } from './cold-metrics.js';
 import { buildInfo } from './build-info.js';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { mirrorCounter } from './mirror-counter.js';
-import type { StorageObserver, Store } from '../storage/store.js';
+import { NO_CACHE, type StorageObserver, type Store } from '../storage/store.js';
 import type { LiveReaders } from './live-readers.js';
 
 /** Seconds; append and commit latencies of a healthy server sit in the low milliseconds. */
@@ -234,7 +234,7 @@ export class RillMetrics implements StorageObserver {
     mirror('rill_read_messages_total', 'JSON messages answered to catch-up and long-poll reads (a byte stream has no message boundaries in a read)', () => this.read.messages);
     mirror('rill_storage_errors_total', 'Batches the storage failed to commit (every command of one answered 503)', () => this.batchesRefused);
     mirror('rill_storage_unavailable_responses_total', 'Requests answered 503 because the storage failed', () => this.storageRefusals);
-    const cache = () => this.sources.store.cacheCounters?.() ?? { hits: 0, misses: 0 };
+    const cache = () => this.sources.store.cacheCounters?.() ?? NO_CACHE;
     mirror('rill_stream_cache_hits_total', 'Stream states found in the stream cache (SQLite engine)', () => cache().hits);
     mirror('rill_stream_cache_misses_total', 'Stream states read from the database because the cache lacked them (SQLite engine)', () => cache().misses);
     mirror('rill_subscription_wakes_total', 'Subscription wakes this node started for new data (each a new generation; a webhook to deliver or a wake event appended)', () => this.subscriptionWakes);
@@ -283,6 +283,23 @@ export class RillMetrics implements StorageObserver {
         const now = sources.live.held;
         this.set({ kind: 'sse' }, now.sse);
         this.set({ kind: 'long_poll' }, now.long_poll);
+      },
+    });
+    const cache = () => sources.store.cacheCounters?.() ?? NO_CACHE;
+    new Gauge({
+      name: 'rill_stream_cache_entries',
+      help: 'Stream states the stream cache holds now (SQLite engine)',
+      registers,
+      collect() {
+        this.set(cache().entries);
+      },
+    });
+    new Gauge({
+      name: 'rill_stream_cache_bytes',
+      help: 'Memory the stream cache holds now, estimated from each state (SQLite engine; bounded by --stream-cache-bytes)',
+      registers,
+      collect() {
+        this.set(cache().bytes);
       },
     });
     // One query per scrape answers the three gauges below.

@@ -16,6 +16,7 @@ export interface StoreSettings {
   /** SQLite */
   dataDir: string;
   streamCacheEntries: number;
+  streamCacheBytes: number;
   minFreeDiskBytes: number;
   /** SQLite on a thread of its own (thread/host.ts) instead of the event loop's. */
   sqliteThread: boolean;
@@ -50,6 +51,7 @@ export function openStoreNow(settings: StoreSettings, hooks: OpenHooks, checkpoi
     ...options,
     dataDir: settings.dataDir,
     streamCacheEntries: settings.streamCacheEntries,
+    streamCacheBytes: settings.streamCacheBytes,
     minFreeDiskBytes: settings.minFreeDiskBytes,
     checkpoints,
     ...(hooks.onDiskSpace === undefined ? {} : { onDiskSpace: hooks.onDiskSpace }),
@@ -71,6 +73,7 @@ export async function openStore(settings: StoreSettings, hooks: OpenHooks): Prom
       nowMs: hooks.nowMs,
       dataDir: settings.dataDir,
       streamCacheEntries: settings.streamCacheEntries,
+      streamCacheBytes: settings.streamCacheBytes,
       minFreeDiskBytes: settings.minFreeDiskBytes,
       ...(hooks.onDiskSpace === undefined ? {} : { onDiskSpace: hooks.onDiskSpace }),
     });

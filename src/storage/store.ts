@@ -230,8 +230,8 @@ export interface Store extends SubscriptionReads {
   coldStats?(): ColdTierStats;
   /** The stream's range in the cold tier, for a store that has one. */
   coldRange?(stream: StreamState): Promise<StreamColdRange>;
-  /** Stream-cache hits and misses since the store opened, for engines that keep one. */
-  cacheCounters?(): { hits: number; misses: number };
+  /** Stream-cache hits and misses since the store opened, and what it holds now, for engines that keep one. */
+  cacheCounters?(): StreamCacheCounters;
   /** Tells `observer` (beside any others) of every batch from now on. */
   observe(observer: StorageObserver): void;
   /** A read renewed the stream's sliding TTL. Kept in memory, stored with the next batch. */
@@ -247,3 +247,14 @@ export interface Store extends SubscriptionReads {
   onFatal(listener: (error: unknown) => void): () => void;
   close(): Promise<void>;
 }
+
+/** A stream cache's lookups since the store opened, and the states it holds now with their estimated memory. */
+export interface StreamCacheCounters {
+  hits: number;
+  misses: number;
+  entries: number;
+  bytes: number;
+}
+
+/** The counters of a store without a stream cache. */
+export const NO_CACHE: StreamCacheCounters = Object.freeze({ hits: 0, misses: 0, entries: 0, bytes: 0 });

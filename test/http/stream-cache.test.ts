@@ -80,3 +80,59 @@ describe('a stream cache smaller than the streams written', () => {
     }
   });
 });
+
+/** The value of an unlabelled metric on the server's /metrics. */
+async function metric(base: string, name: string): Promise<number> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  if (line === undefined) throw new Error(`no ${name} in /metrics`);
+  return Number(line.slice(name.length + 1));
+}
+
+describe('a stream cache bounded by memory (--stream-cache-bytes)', () => {
+  const BOUND_BYTES = 32 * 1024;
+  let bounded: ServerProcess;
+
+  beforeAll(async () => {
+    bounded = await startServer({ args: ['--stream-cache-bytes', '32KiB'] });
+    // Attributes are a bucket stream's.
+    expect((await fetch(`${bounded.url}/cached`, { method: 'PUT' })).status).toBe(201);
+  });
+
+  afterAll(async () => {
+    await bounded.stop();
+    removeDir(bounded.dataDir);
+  });
+
+  const at = (name: string) => `${bounded.url}/cached/${name}`;
+
+  it('holds fewer streams with large attributes, and each still answers whole from outside it', async () => {
+    // About 8 KB each in the cache (attributes count two bytes a character): four fit in 32 KiB.
+    const attrs = (i: number) => ({ title: `${i}:`.padEnd(4000, 'x') });
+    for (let i = 0; i < 12; i++) {
+      expect((await fetch(at(`big-${i}`), { method: 'PUT', headers: { 'content-type': 'text/plain' } })).status).toBe(201);
+      const put = await fetch(`${at(`big-${i}`)}/attrs`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(attrs(i)) });
+      expect(put.status).toBeLessThan(300);
+      expect((await fetch(at(`big-${i}`), { method: 'POST', headers: { 'content-type': 'text/plain' }, body: `<${i}>` })).status).toBe(204);
+    }
+    expect(await metric(bounded.url, 'rill_stream_cache_bytes')).toBeLessThanOrEqual(BOUND_BYTES);
+    expect(await metric(bounded.url, 'rill_stream_cache_entries')).toBeLessThanOrEqual(4);
+    for (let i = 0; i < 12; i++) {
+      expect(await (await fetch(`${at(`big-${i}`)}?offset=-1`)).text()).toBe(`<${i}>`);
+      expect(await (await fetch(`${at(`big-${i}`)}/attrs`)).json()).toEqual(attrs(i));
+    }
+  });
+
+  it('holds many plain streams in the same bound: it counts memory, not streams', async () => {
+    for (let i = 0; i < 40; i++) {
+      expect((await fetch(at(`plain-${i}`), { method: 'PUT', headers: { 'content-type': 'text/plain' } })).status).toBe(201);
+      expect((await fetch(at(`plain-${i}`), { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'x' })).status).toBe(204);
+    }
+    const misses = await metric(bounded.url, 'rill_stream_cache_misses_total');
+    for (let i = 0; i < 40; i++) expect((await fetch(at(`plain-${i}`), { method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'y' })).status).toBe(204);
+    // Every one of the forty was still cached: the second round missed none.
+    expect(await metric(bounded.url, 'rill_stream_cache_misses_total')).toBe(misses);
+    expect(await metric(bounded.url, 'rill_stream_cache_entries')).toBeGreaterThanOrEqual(40);
+    expect(await metric(bounded.url, 'rill_stream_cache_bytes')).toBeLessThanOrEqual(BOUND_BYTES);
+  });
+});

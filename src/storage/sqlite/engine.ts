@@ -19,7 +19,7 @@ import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type 
 import { DiskSpace } from '../disk-space.js';
 import type { Txn } from '../executor.js';
 import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
-import type { BucketInfo, BucketListing, HeldTotals, ProducerListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
+import type { BucketInfo, BucketListing, HeldTotals, ProducerListing, StoreOptions, StoreTotals, StreamCacheCounters, StreamListing } from '../store.js';
 import { producerFromValues } from '../producer-columns.js';
 import { countMessagesIn, messagesHeld } from '../../core/records.js';
 import { legacyRecords, withoutRecords } from '../records-backfill.js';
@@ -28,7 +28,7 @@ import { StreamCache } from './cache.js';
 import { SqliteColdRows } from './cold-rows.js';
 import { appendAt, appendsOfRow } from './chunk-rows.js';
 import { lockDataDir } from './dir-lock.js';
-import { DEFAULT_STREAM_CACHE_ENTRIES } from './defaults.js';
+import { DEFAULT_STREAM_CACHE_BYTES, DEFAULT_STREAM_CACHE_ENTRIES } from './defaults.js';
 
 import { filesystemFreeBytes, reserveBytesFor, SpaceReserve } from '../space-reserve.js';
 import { COMMIT_OVERHEAD_BYTES, WalCheckpointer } from './checkpoints.js';
@@ -85,6 +85,8 @@ export interface SqliteStoreOptions extends StoreOptions {
   recentIndexing?: RecentIndexing;
   /** Stream states kept in memory; DEFAULT_STREAM_CACHE_ENTRIES when not given. */
   streamCacheEntries?: number;
+  /** The memory, estimated, that cached stream states may take; DEFAULT_STREAM_CACHE_BYTES when not given. */
+  streamCacheBytes?: number;
   /** The WAL flush; tests pass a stand-in to hold commits between COMMIT and durable. */
   fdatasync?: Fdatasync;
   /**
@@ -135,7 +137,7 @@ export class SqliteStore extends BatchedStore {
 
   constructor(options: SqliteStoreOptions) {
     super(options);
-    this.cache = new StreamCache(options.streamCacheEntries ?? DEFAULT_STREAM_CACHE_ENTRIES);
+    this.cache = new StreamCache(options.streamCacheEntries ?? DEFAULT_STREAM_CACHE_ENTRIES, options.streamCacheBytes ?? DEFAULT_STREAM_CACHE_BYTES);
     mkdirSync(options.dataDir, { recursive: true });
     // Before anything writes: on a disk filled to the last byte, the reserve is the room to open in.
     const minFreeBytes = options.minFreeDiskBytes ?? 0;
@@ -567,8 +569,9 @@ export class SqliteStore extends BatchedStore {
     return this.answerWhenDurable(seen, read());
   }
 
-  cacheCounters(): { hits: number; misses: number } {
-    return { hits: this.cache.hits, misses: this.cache.misses };
+  cacheCounters(): StreamCacheCounters {
+    const { entries, bytes } = this.cache.size;
+    return { hits: this.cache.hits, misses: this.cache.misses, entries, bytes };
   }
 
   private async answerWhenDurable<T>(seq: number, answer: T): Promise<T> {

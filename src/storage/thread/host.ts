@@ -24,8 +24,10 @@ import type {
   HeldTotals,
   ProducerListing,
   StoreTotals,
+  StreamCacheCounters,
   StreamListing,
 } from '../store.js';
+import { NO_CACHE } from '../store.js';
 import { fromWire, Outbox, unpack, type FromStore, type ReadName, type ThreadSettings, type ToStore } from './wire.js';
 
 export interface ThreadStoreOptions extends ThreadSettings {
@@ -120,7 +122,7 @@ export class ThreadStore implements Store {
   private readonly fatalListeners = new Set<(error: unknown) => void>();
   private readonly observers: StorageObserver[] = [];
   private observing: 'no' | 'committed' | 'durable' = 'no';
-  private cache = { hits: 0, misses: 0 };
+  private cache: StreamCacheCounters = NO_CACHE;
   /** Why the store can no longer answer (closed, or its thread gone); set once. */
   private gone: Error | null = null;
   private closing: Promise<void> | null = null;
@@ -141,7 +143,7 @@ export class ThreadStore implements Store {
   heard(message: FromStore): void {
     switch (message.kind) {
       case 'answer':
-        this.cache = { hits: message.cache[0], misses: message.cache[1] };
+        this.cache = { hits: message.cache[0], misses: message.cache[1], entries: message.cache[2], bytes: message.cache[3] };
         return this.settle(message.id)?.resolve(message.value);
       case 'failed':
         return this.settle(message.id)?.reject(fromWire(message.error));
@@ -275,7 +277,7 @@ export class ThreadStore implements Store {
     return this.read('compareAndSetMeta', key, expected, value);
   }
 
-  cacheCounters(): { hits: number; misses: number } {
+  cacheCounters(): StreamCacheCounters {
     return this.cache;
   }
 

@@ -15,6 +15,7 @@ export interface ThreadSettings {
   dataDir: string;
   producers: ProducerSettings;
   streamCacheEntries?: number;
+  streamCacheBytes?: number;
   minFreeDiskBytes?: number;
   recentIndexing?: RecentIndexing;
 }
@@ -47,7 +48,7 @@ export type ObserverEvent = { [K in keyof StorageObserver]-?: { event: K; args: 
 export type FromStore = { store: number } & (
   | { kind: 'opened' }
   | { kind: 'openFailed'; error: WireError }
-  | { kind: 'answer'; id: number; value: unknown; cache: [number, number] }
+  | { kind: 'answer'; id: number; value: unknown; cache: [hits: number, misses: number, entries: number, bytes: number] }
   | { kind: 'failed'; id: number; error: WireError }
   | { kind: 'commit'; events: unknown[] }
   | { kind: 'observed'; observed: ObserverEvent }

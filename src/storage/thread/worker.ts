@@ -7,7 +7,7 @@
 import { parentPort } from 'node:worker_threads';
 import { SqliteStore } from '../sqlite/engine.js';
 import { StorageUnavailableError } from '../errors.js';
-import type { Store } from '../store.js';
+import { NO_CACHE, type Store } from '../store.js';
 import type { Packet } from './codec.js';
 import { Outbox, toWire, unpack, type FromStore, type ObserverEvent, type ThreadSettings, type ToStore } from './wire.js';
 
@@ -60,8 +60,8 @@ function forward(id: number, held: Held, durable: boolean): void {
 function answer(id: number, held: Held, call: number, work: Promise<unknown>): void {
   work.then(
     (value) => {
-      const cache = held.store.cacheCounters?.() ?? { hits: 0, misses: 0 };
-      outbox.post({ store: id, kind: 'answer', id: call, value, cache: [cache.hits, cache.misses] });
+      const cache = held.store.cacheCounters?.() ?? NO_CACHE;
+      outbox.post({ store: id, kind: 'answer', id: call, value, cache: [cache.hits, cache.misses, cache.entries, cache.bytes] });
     },
     (error: unknown) => outbox.post({ store: id, kind: 'failed', id: call, error: toWire(error) }),
   );
