@@ -96,7 +96,7 @@ function check(target: string, value: number, limit: number, op: '>=' | '<' | '<
 }
 
 /** The targets of issue 7, each judged on medians from this run. */
-export function checkTargets(rows: Row[], mid: number, large: number): Check[] {
+export function checkTargets(rows: Row[], mid: number, large: number, spread: number): Check[] {
   const m = (key: string, t: TargetName) => medianOf(rows, key, t);
   const a = `appends-${mid}`;
   const checks = [
@@ -108,6 +108,13 @@ export function checkTargets(rows: Row[], mid: number, large: number): Check[] {
     check('appends/s at 500 streams with auth on >= 0.9x auth off (issue 24)', m(a, 'rill-auth') / m(a, 'rill'), 0.9, '>=', 'ratio'),
     check('append p99 at 50 connections < 10 ms', m(`${a}-p99`, 'rill'), 10, '<', 'p99 ms'),
     check('appends/s at 10,000 streams >= 0.9x of 500', m(`appends-${large}`, 'rill') / m(a, 'rill'), 0.9, '>=', 'ratio'),
+    check(
+      `appends/s over ${spread.toLocaleString('en-US')} streams >= 0.95x of ${mid}, rounds paired on one server (issue 41)`,
+      m(`spread-${spread}`, 'rill') / m(`spread-${spread}-paired`, 'rill'),
+      0.95,
+      '>=',
+      'ratio',
+    ),
     check('SSE fan-out p99 < 10 ms', m('sse-p99', 'rill'), 10, '<', 'p99 ms'),
     check('SSE fan-out p99 below reference in-memory', m('sse-p99', 'rill') / m('sse-p99', 'ref-memory'), 1, '<', 'ratio'),
     check('SSE over 100 streams p50 <= reference in-memory (issue 41)', m('sse-spread-p50', 'rill') / m('sse-spread-p50', 'ref-memory'), 1, '<=', 'ratio'),

@@ -162,12 +162,21 @@ interface AppendLoad {
   postgres?: boolean;
   /** Also on rill with auth on (issue 24's figure: appends at the middle stream count). */
   auth?: boolean;
+  /** Only these servers (the spread workload); absent: APPEND_TARGETS and the options above. */
+  targets?: TargetName[];
+  /**
+   * On rill, each round is paired with a round over the first `pairedStreams` of the same
+   * streams on the same server, just before it: a ratio of the two that the machine's
+   * drift over a run (the floor moved from 16k to 30k appends/s in one) does not make.
+   */
+  pairedStreams?: number;
 }
 
 function appendKey(load: AppendLoad): { key: string; what: string } {
   const streamsText = `${load.streams} stream${load.streams === 1 ? '' : 's'}`;
   if (load.producers) return { key: `producers-${load.streams}`, what: `producer appends, ${streamsText}` };
   if (load.ratePerS !== undefined) return { key: `rate-${load.streams}`, what: `appends at ${load.ratePerS.toLocaleString('en-US')}/s, ${streamsText}` };
+  if (load.pairedStreams !== undefined) return { key: `spread-${load.streams}`, what: `appends spread over ${streamsText}` };
   return { key: `appends-${load.streams}`, what: `appends, ${streamsText}` };
 }
 
@@ -195,7 +204,10 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
   const wal: Row = { key: `${key}-wal`, label: `${what}, PostgreSQL WAL generated per request (WAL insert position)`, unit: 'B', better: 'lower', rounds: {} };
   // The file-backed reference does not reach the fixed rate: its latency there would be its queue's.
   const base = load.auth ? APPEND_TARGETS : APPEND_TARGETS.filter((t) => t !== 'rill-auth');
-  const all = load.postgres ? [...base.slice(0, 1), ...(load.producers ? [] : METRICS_OFF_TARGETS), ...POSTGRES_TARGETS, ...base.slice(1)] : base;
+  const all = load.targets ?? (load.postgres ? [...base.slice(0, 1), ...(load.producers ? [] : METRICS_OFF_TARGETS), ...POSTGRES_TARGETS, ...base.slice(1)] : base);
+  const paired: Row | null =
+    load.pairedStreams === undefined ? null : { key: `${key}-paired`, label: `appends, the first ${load.pairedStreams} of those streams, each round just before (rill)`, unit: 'appends/s', better: 'higher', rounds: {} };
+  if (paired) rows.push(paired);
   const targets = selected(load.ratePerS === undefined ? all : all.filter((t) => t !== 'ref-file'));
   if (targets.some(isPostgresTarget)) rows.push(wal, roundTrips, perBatch);
   // Paced, a round's figures drift less with the machine's speed; three rounds do.
@@ -216,6 +228,11 @@ async function appendWorkload(s: BenchSettings, rows: Row[], load: AppendLoad): 
     }
     for (let round = 0; round < rounds; round++) {
       for (const t of roundOrder(running, round)) {
+        if (paired && t.name === 'rill') {
+          const r = await runAppends(t.urls, { ...spec, streams: load.pairedStreams!, headers: t.headers });
+          progress(`${what}: round ${round + 1}/${rounds} rill over the first ${load.pairedStreams}: ${Math.round(r.appendsPerS)}/s`);
+          push(paired, t.name, r.appendsPerS);
+        }
         const wal0 = await t.walBytes?.();
         const meter = costMeter(t);
         const r = await runAppends(t.urls, { ...spec, headers: t.headers });
@@ -490,6 +507,7 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   const runs: Array<[WorkloadName, () => Promise<void>]> = [
     ...s.streamCounts.map((n): [WorkloadName, () => Promise<void>] => ['appends', () => appendWorkload(s, rows, { streams: n, producers: false, postgres: n === mid, auth: n === mid })]),
+    ['spread', () => appendWorkload(s, rows, { streams: s.spreadStreams, producers: false, targets: ['rill', 'ref-memory', 'floor'], pairedStreams: mid })],
     ['producers', () => appendWorkload(s, rows, { streams: s.producerStreams, producers: true, postgres: true })],
     ['rate', () => appendWorkload(s, rows, { streams: s.producerStreams, producers: false, ratePerS: s.fixedRatePerS })],
     ['sse', () => sseWorkload(s, rows)],
@@ -527,7 +545,7 @@ async function main(): Promise<void> {
   }
   failures.push(...notStarted);
   const loadAfter = loadavg();
-  const checks = checkTargets(rows, mid, s.streamCounts[2] ?? NaN);
+  const checks = checkTargets(rows, mid, s.streamCounts[2] ?? NaN, s.spreadStreams);
   const postgresChecks = checkPostgresTargets(rows, mid);
   const coldChecks = rows.some((r) => r.rounds['rill-cold']) ? checkColdTargets(rows) : [];
   const table = renderTable(rows);

@@ -43,6 +43,12 @@ export interface BenchSettings {
   catchUpLargeBytes: number;
   catchUpJsonMessages: number;
   manyStreams: number;
+  /**
+   * Appends spread round-robin over this many streams (issue 41: >= 0.95x of rill's own
+   * rate at the middle stream count), each round beside a round over the first of them on
+   * the same server.
+   */
+  spreadStreams: number;
   restartRounds: number;
   /** Wait before reading a server's resident memory, so it has settled. */
   settleMs: number;
@@ -83,6 +89,7 @@ export const FULL: BenchSettings = {
   catchUpLargeBytes: 100 * 1024 * 1024,
   catchUpJsonMessages: 100_000,
   manyStreams: 100_000,
+  spreadStreams: 100_000,
   restartRounds: 3,
   settleMs: 1000,
   floods: { refusedElements: 16 * 1024 * 1024 - 1, acceptedElements: 1_000_000, paddedElements: 100_000, idleMs: 1000, stalledMiB: 128 },
@@ -115,6 +122,7 @@ export const QUICK: BenchSettings = {
   catchUpLargeBytes: 2 * 1024 * 1024,
   catchUpJsonMessages: 2000,
   manyStreams: 200,
+  spreadStreams: 200,
   restartRounds: 1,
   settleMs: 100,
   floods: { refusedElements: 200_000, acceptedElements: 150_000, paddedElements: 10_000, idleMs: 200, stalledMiB: 8 },
@@ -126,5 +134,5 @@ export const QUICK: BenchSettings = {
   cold: { windows: 10, readsPerRound: 2, uploadBytesPerS: 2 * 1024 * 1024 },
 };
 
-export const WORKLOADS = ['appends', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams', 'limits', 'drain', 'subscriptions', 'crossnode', 'records', 'transactions', 'stalls', 'cold'] as const;
+export const WORKLOADS = ['appends', 'spread', 'producers', 'rate', 'sse', 'longpoll', 'catchup', 'streams', 'limits', 'drain', 'subscriptions', 'crossnode', 'records', 'transactions', 'stalls', 'cold'] as const;
 export type WorkloadName = (typeof WORKLOADS)[number];
