@@ -95,7 +95,7 @@ export interface ColdHost {
    * pass counted them, with its own uploads and sweeps since.
    */
   coldBytes(): number;
-  /** Every segment row, for `rill check`. */
+  /** Every segment row, by stream and position: what the tier holds, for inspection (`rill check` reads SEGMENT_LINES_SQL instead). */
   allSegments(): Answer<ColdSegmentRow[]>;
   /** Releases what the host holds of its own (PostgreSQL: the upload lock's connection). */
   close?(): Promise<void>;
