@@ -172,7 +172,6 @@ describe('optimistic batches', () => {
         expect(mine, `${writer.id}'s writes as stored`).toEqual(Array.from({ length: writer.next }, (_, i) => i));
       }
     }
-    expect(nodes[0]!.stats.optimistic + nodes[1]!.stats.optimistic).toBeGreaterThan(0);
   });
 });
 
