@@ -80,6 +80,11 @@ export class PgBatch implements Txn {
   private readonly stored = new Map<number, StreamState>();
   /** The version (xmin) of each stream row loaded, as loaded (known-rows.ts). */
   private readonly versions = new Map<number, string>();
+  /**
+   * This transaction's id, as its first load that locked a row gave it (locking a row gives
+   * a transaction its id): the version of every row it writes. Null while it locked none.
+   */
+  transactionId: string | null = null;
   /** Stream rows this batch sent writes for (rows of this transaction's version). */
   private readonly written = new Set<number>();
   /** Streams this batch wrote, for the commit notification. */
@@ -161,8 +166,9 @@ export class PgBatch implements Txn {
 
   /**
    * The stream rows this transaction holds, as committed by `xid` (this transaction's id,
-   * null when it wrote nothing): each row it wrote has that version, each it only loaded
-   * keeps the version it had (rows are locked once loaded). `gone`: ids it deleted.
+   * null when not known): each row it wrote has that version (left out without it), each
+   * it only loaded keeps the version it had (rows are locked once loaded). `gone`: ids it
+   * deleted, or looked for and did not find.
    */
   committedRows(xid: string | null): { rows: KnownRow[]; gone: number[] } {
     const rows: KnownRow[] = [];
@@ -445,10 +451,12 @@ export class PgBatch implements Txn {
   private async loadStreams(names: string[], ids: number[]): Promise<void> {
     if (names.length === 0 && ids.length === 0) return;
     // Locked in name order, the same in every node, so two batches never wait on each other in a cycle.
-    const { rows } = await this.query<StreamRow & { row_version: string }>(
-      'SELECT xmin::text AS row_version, * FROM streams WHERE name = ANY($1::text[]) OR id = ANY($2::bigint[]) ORDER BY name FOR UPDATE',
+    // pg_current_xact_id() is evaluated only for rows found: a batch that finds none is not given an id (nor a commit to flush) by it.
+    const { rows } = await this.query<StreamRow & { row_version: string; txn_id: string }>(
+      'SELECT xmin::text AS row_version, pg_current_xact_id()::xid::text AS txn_id, * FROM streams WHERE name = ANY($1::text[]) OR id = ANY($2::bigint[]) ORDER BY name FOR UPDATE',
       [names, ids],
     );
+    if (rows.length > 0) this.transactionId = rows[0]!.txn_id;
     for (const name of names) if (!this.byName.has(name)) this.byName.set(name, null);
     for (const id of ids) if (!this.byId.has(id)) this.byId.set(id, null);
     for (const row of rows) this.rememberStream(rowToStream(row), row.row_version);

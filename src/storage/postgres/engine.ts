@@ -3,8 +3,11 @@
  * no state another node needs. Each batch is one transaction on one connection: it
  * locks and loads the streams its commands name, runs the shared executor and core
  * rules against them (batch.ts), writes the changes in bulk and commits; its commands
- * are answered once COMMIT has returned. Reads query committed rows. Commits are hinted
- * to other nodes with NOTIFY (notify.ts).
+ * are answered once COMMIT has returned. A batch of plain appends to streams the node
+ * knows as committed skips the loads: it runs on those rows and sends BEGIN, a guard that
+ * locks them and fails unless they are unchanged, its writes and COMMIT in one round trip
+ * (optimistic.ts), or runs the usual way when the guard fails. Reads query committed
+ * rows. Commits are hinted to other nodes with NOTIFY (notify.ts).
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -27,7 +30,7 @@ import { ReadAhead } from './read-ahead.js';
 import { copyWindowSql, CopyWindow } from './copy.js';
 import { hintPayloads, HintListener } from './notify.js';
 import { KnownRows, type KnownRow } from './known-rows.js';
-import { gated, GUARD_FAILED, GUARD_SQL, knownRowsFor, NotOptimistic, XID_SQL } from './optimistic.js';
+import { gated, GUARD_FAILED, GUARD_SQL, knownRowsFor, NotOptimistic } from './optimistic.js';
 import { migrate } from './schema.js';
 import { POSTGRES_DEFAULTS, redactedUrl } from './settings.js';
 
@@ -265,9 +268,10 @@ export class PostgresStore extends BatchedStore {
     // Pipelined: BEGIN and the loads go out in one round trip, and one write.
     await together(client, () => Promise.all([client.query('BEGIN'), batch.preload(commands, streamIds)]));
     await body(batch);
-    const xid = await this.commit(client, db, batch, null);
-    if (xid === 'stale') throw new Error('invariant: a batch without a guard found its rows stale');
-    this.remember(batch, xid);
+    const outcome = await this.commit(client, db, batch, null);
+    if (outcome === 'stale') throw new Error('invariant: a batch without a guard found its rows stale');
+    // Its id, as its locking loads gave it: a batch that locked no row leaves what it wrote unknown.
+    this.remember(batch, batch.transactionId);
     return batch;
   }
 
@@ -288,7 +292,7 @@ export class PostgresStore extends BatchedStore {
     }
     gate.open();
     const xid = await this.commit(client, gate.db, batch, known);
-    if (xid === 'stale') {
+    if (xid === 'stale' || xid === null) {
       // Its round trip counts beside the usual batch's.
       this.stats.roundTrips++;
       this.stats.stale++;
@@ -313,13 +317,13 @@ export class PostgresStore extends BatchedStore {
   }
 
   /**
-   * Sends the batch's last writes and COMMIT; answers the transaction's id (null when it
-   * wrote nothing). When the batch sent no writes before (the common case), they go out
+   * Sends the batch's last writes and COMMIT. When the batch sent no writes before (the common case), they go out
    * in one round trip: should a write fail to be sent at all, the COMMIT that follows it
    * commits no change. Otherwise COMMIT waits for the writes, so that it can never commit
    * the earlier ones without the last. With `guard` (an optimistic batch, which sent
-   * nothing yet), BEGIN and the guard go first in the same round trip; 'stale' when the
-   * guard failed the transaction.
+   * nothing yet), BEGIN and the guard go first in the same round trip, and the answer is
+   * the transaction's id as the guard gave it, or 'stale' when the guard failed the
+   * transaction; null without a guard.
    */
   private async commit(client: pg.PoolClient, db: Queryable, batch: PgBatch, guard: readonly KnownRow[] | null): Promise<string | null | 'stale'> {
     const hints = hintPayloads(this.nodeId, batch.touched);
@@ -329,8 +333,7 @@ export class PostgresStore extends BatchedStore {
       const begun = guard ? client.query('BEGIN') : Promise.resolve();
       const checked = guard ? db.query<{ xid: string }>(GUARD_SQL, [guard.map((r) => r.stream.id), guard.map((r) => r.version)]) : null;
       const written = alone ? Promise.resolve() : batch.flush(hints);
-      const xid = checked ?? db.query<{ xid: string | null }>(XID_SQL);
-      return [begun, written, xid, client.query('COMMIT')] as const;
+      return [begun, written, checked ?? Promise.resolve(null), client.query('COMMIT')] as const;
     });
     batch.roundTrips += alone ? 1 : 0;
     const outcomes = await Promise.allSettled(sent);
@@ -342,7 +345,7 @@ export class PostgresStore extends BatchedStore {
     for (const outcome of outcomes) if (outcome.status === 'rejected') throw new CommitOutcomeUnknownError(outcome.reason);
     const tag = (commit as PromiseFulfilledResult<pg.QueryResult>).value.command;
     if (tag !== 'COMMIT') throw new Error(`invariant: COMMIT answered ${tag}`);
-    return (xid as PromiseFulfilledResult<{ rows: Array<{ xid: string | null }> }>).value.rows[0]!.xid;
+    return (xid as PromiseFulfilledResult<{ rows: Array<{ xid: string }> } | null>).value?.rows[0]!.xid ?? null;
   }
 
   /** A read of committed rows; the database being unreachable answers 503. */

@@ -24,9 +24,6 @@ export const GUARD_SQL = `WITH l AS MATERIALIZED (SELECT id, xmin::text AS v FRO
 /** SQLSTATE of the guard's division by zero: the rows were not as known. */
 export const GUARD_FAILED = '22012';
 
-/** This transaction's id once it wrote, null before: the version of the rows it wrote. */
-export const XID_SQL = 'SELECT pg_current_xact_id_if_assigned()::xid::text AS xid';
-
 /** An optimistic batch asked for state it does not hold: it runs the usual way instead. */
 export class NotOptimistic extends Error {
   constructor() {
