@@ -292,13 +292,14 @@ export class PostgresStore extends BatchedStore {
     }
     gate.open();
     const xid = await this.commit(client, gate.db, batch, known);
-    if (xid === 'stale' || xid === null) {
+    if (xid === 'stale') {
       // Its round trip counts beside the usual batch's.
       this.stats.roundTrips++;
       this.stats.stale++;
       this.known.forget(known.map((row) => row.stream.name));
       return null;
     }
+    // Committed: never run again from here, whatever the guard answered.
     this.stats.optimistic++;
     batch.roundTrips = 1;
     this.remember(batch, xid);
@@ -317,13 +318,13 @@ export class PostgresStore extends BatchedStore {
   }
 
   /**
-   * Sends the batch's last writes and COMMIT. When the batch sent no writes before (the common case), they go out
-   * in one round trip: should a write fail to be sent at all, the COMMIT that follows it
-   * commits no change. Otherwise COMMIT waits for the writes, so that it can never commit
-   * the earlier ones without the last. With `guard` (an optimistic batch, which sent
-   * nothing yet), BEGIN and the guard go first in the same round trip, and the answer is
-   * the transaction's id as the guard gave it, or 'stale' when the guard failed the
-   * transaction; null without a guard.
+   * Sends the batch's last writes and COMMIT. When the batch sent no writes before (the
+   * common case), they go out in one round trip: should a write fail to be sent at all,
+   * the COMMIT that follows it commits no change. Otherwise COMMIT waits for the writes,
+   * so that it can never commit the earlier ones without the last. With `guard` (an
+   * optimistic batch, which sent nothing yet), BEGIN and the guard go first in the same
+   * round trip, and the answer is the transaction's id as the guard gave it, or 'stale'
+   * when the guard failed the transaction (it committed nothing); null without a guard.
    */
   private async commit(client: pg.PoolClient, db: Queryable, batch: PgBatch, guard: readonly KnownRow[] | null): Promise<string | null | 'stale'> {
     const hints = hintPayloads(this.nodeId, batch.touched);
