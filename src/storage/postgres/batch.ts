@@ -26,6 +26,7 @@ import { PgSubscriptions } from './subscriptions.js';
 import { PendingWrites, sendAll, UndoLog, writeStatements } from './writes.js';
 import { segmentOf, type SegmentColumns } from '../cold/segment-columns.js';
 import { SEGMENTS_SQL } from './cold-rows.js';
+import { asStored, type KnownRow } from './known-rows.js';
 
 type Summary = NonNullable<ProducerView['others']>;
 
@@ -77,6 +78,15 @@ export class PgBatch implements Txn {
   private writes = new PendingWrites();
   /** Stream rows as this transaction holds them in the database (loaded, or as last sent). */
   private readonly stored = new Map<number, StreamState>();
+  /** The version (xmin) of each stream row loaded, as loaded (known-rows.ts). */
+  private readonly versions = new Map<number, string>();
+  /**
+   * This transaction's id, as its first load that locked a row gave it (locking a row gives
+   * a transaction its id): the version of every row it writes. Null while it locked none.
+   */
+  transactionId: string | null = null;
+  /** Stream rows this batch sent writes for (rows of this transaction's version). */
+  private readonly written = new Set<number>();
   /** Streams this batch wrote, for the commit notification. */
   readonly touched = new Set<string>();
   /** Round trips made (statements sent together count once), for the bench. */
@@ -141,6 +151,34 @@ export class PgBatch implements Txn {
       if (stream && this.producers.get(stream.id)?.get(pid) === null) newcomers.add(stream.id);
     }
     if (newcomers.size > 0) await this.loadAllProducers([...newcomers]);
+  }
+
+  /**
+   * Takes rows known committed (known-rows.ts) instead of loading them: an optimistic
+   * batch (optimistic.ts), whose guard checks at its commit that they are still so.
+   */
+  preloadKnown(rows: readonly KnownRow[]): void {
+    for (const { stream, version } of rows) {
+      this.rememberStream(stream);
+      this.versions.set(stream.id, version);
+    }
+  }
+
+  /**
+   * The stream rows this transaction holds, as committed by `xid` (this transaction's id,
+   * null when not known): each row it wrote has that version (left out without it), each
+   * it only loaded keeps the version it had (rows are locked once loaded). `gone`: ids it
+   * deleted, or looked for and did not find.
+   */
+  committedRows(xid: string | null): { rows: KnownRow[]; gone: number[] } {
+    const rows: KnownRow[] = [];
+    const gone: number[] = [];
+    for (const [id, stream] of this.stored) {
+      const version = this.written.has(id) ? xid : this.versions.get(id);
+      if (version !== undefined && version !== null) rows.push({ stream: this.written.has(id) ? asStored(stream) : stream, version });
+    }
+    for (const [id, stream] of this.byId) if (stream === null) gone.push(id);
+    return { rows, gone };
   }
 
   // ---- reads -------------------------------------------------------------------------
@@ -339,6 +377,7 @@ export class PgBatch implements Txn {
     for (const [id, stream] of this.writes.streams) {
       if (stream) this.stored.set(id, stream);
       else this.stored.delete(id);
+      this.written.add(id);
     }
     this.subscriptions.sent(this.writes);
     this.writes = new PendingWrites();
@@ -401,8 +440,9 @@ export class PgBatch implements Txn {
   }
 
   /** Loaded rows become known unless this batch changed them (its changes are newer). */
-  private rememberStream(stream: StreamState): void {
+  private rememberStream(stream: StreamState, version?: string): void {
     if (this.writes.streams.has(stream.id)) return;
+    if (version !== undefined) this.versions.set(stream.id, version);
     this.stored.set(stream.id, stream);
     this.byId.set(stream.id, stream);
     this.byName.set(stream.name, stream);
@@ -411,10 +451,15 @@ export class PgBatch implements Txn {
   private async loadStreams(names: string[], ids: number[]): Promise<void> {
     if (names.length === 0 && ids.length === 0) return;
     // Locked in name order, the same in every node, so two batches never wait on each other in a cycle.
-    const { rows } = await this.query<StreamRow>('SELECT * FROM streams WHERE name = ANY($1::text[]) OR id = ANY($2::bigint[]) ORDER BY name FOR UPDATE', [names, ids]);
+    // pg_current_xact_id() is evaluated only for rows found: a batch that finds none is not given an id (nor a commit to flush) by it.
+    const { rows } = await this.query<StreamRow & { row_version: string; txn_id: string }>(
+      'SELECT xmin::text AS row_version, pg_current_xact_id()::xid::text AS txn_id, * FROM streams WHERE name = ANY($1::text[]) OR id = ANY($2::bigint[]) ORDER BY name FOR UPDATE',
+      [names, ids],
+    );
+    if (rows.length > 0) this.transactionId = rows[0]!.txn_id;
     for (const name of names) if (!this.byName.has(name)) this.byName.set(name, null);
     for (const id of ids) if (!this.byId.has(id)) this.byId.set(id, null);
-    for (const row of rows) this.rememberStream(rowToStream(row));
+    for (const row of rows) this.rememberStream(rowToStream(row), row.row_version);
   }
 
   private async lockedStreams(sql: string, values: unknown[]): Promise<StreamState[]> {

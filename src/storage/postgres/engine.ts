@@ -3,8 +3,11 @@
  * no state another node needs. Each batch is one transaction on one connection: it
  * locks and loads the streams its commands name, runs the shared executor and core
  * rules against them (batch.ts), writes the changes in bulk and commits; its commands
- * are answered once COMMIT has returned. Reads query committed rows. Commits are hinted
- * to other nodes with NOTIFY (notify.ts).
+ * are answered once COMMIT has returned. A batch of plain appends to streams the node
+ * knows as committed skips the loads: it runs on those rows and sends BEGIN, a guard that
+ * locks them and fails unless they are unchanged, its writes and COMMIT in one round trip
+ * (optimistic.ts), or runs the usual way when the guard fails. Reads query committed
+ * rows. Commits are hinted to other nodes with NOTIFY (notify.ts).
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -26,6 +29,8 @@ import { BULK_MIN_BYTES, preparing, ReadSource, withLoads, type Queryable } from
 import { ReadAhead } from './read-ahead.js';
 import { copyWindowSql, CopyWindow } from './copy.js';
 import { hintPayloads, HintListener } from './notify.js';
+import { KnownRows, type KnownRow } from './known-rows.js';
+import { gated, GUARD_FAILED, GUARD_SQL, knownRowsFor, NotOptimistic } from './optimistic.js';
 import { migrate } from './schema.js';
 import { POSTGRES_DEFAULTS, redactedUrl } from './settings.js';
 
@@ -69,6 +74,11 @@ function together<T>(client: pg.PoolClient, send: () => T): T {
   }
 }
 
+/** The guard of an optimistic batch failed its transaction: the rows were not as known. */
+function isGuardFailure(outcome: PromiseSettledResult<unknown>): boolean {
+  return outcome.status === 'rejected' && outcome.reason instanceof pg.DatabaseError && outcome.reason.code === GUARD_FAILED;
+}
+
 /** Longest a ROLLBACK may take before its connection is given up instead of returned to the pool. */
 const ROLLBACK_TIMEOUT_MS = 1_000;
 
@@ -93,6 +103,9 @@ const types = {
     oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
+/** Stream rows a node keeps known for optimistic batches (known-rows.ts): about 1 KiB each. */
+const KNOWN_ROWS = 16_384;
+
 /** Bytes of windows a node holds read ahead at once, and how long one waits for its request. */
 const READ_AHEAD_BYTES = 32 * 1024 * 1024;
 const READ_AHEAD_KEEP_MS = 5_000;
@@ -115,7 +128,9 @@ export class PostgresStore extends BatchedStore {
    * of them read as binary COPY, and read ahead (read-ahead.ts): for the bench, and for
    * tests that count reads.
    */
-  readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, readAheads: 0, readAheadsTaken: 0 };
+  readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, readAheads: 0, readAheadsTaken: 0, optimistic: 0, stale: 0 };
+  /** Stream rows as committed, for optimistic batches (optimistic.ts). */
+  private readonly known = new KnownRows(KNOWN_ROWS);
   private readonly readAhead: ReadAhead;
   readonly remote: RemoteCommits;
   /** How this node connects, for a connection of the cold tier's own (cold-rows.ts). */
@@ -176,6 +191,8 @@ export class PostgresStore extends BatchedStore {
       pool.on('connect', (client) => client.on('error', () => {}));
     }
     this.hints = new HintListener({ ...config, types }, this.nodeId);
+    // Rows another node changed would fail an optimistic batch's guard: not tried on them.
+    this.hints.onHint((names) => this.known.forget(names));
     this.readAhead = new ReadAhead(this.copyWindow, READ_AHEAD_BYTES, READ_AHEAD_KEEP_MS, this.stats);
     this.remote = {
       onHint: (listener) => this.hints.onHint(listener),
@@ -231,11 +248,8 @@ export class PostgresStore extends BatchedStore {
     const client = await this.pool.connect();
     let broken = false;
     try {
-      const batch = new PgBatch(preparing(client), this.coldChunks);
-      // Pipelined: BEGIN and the loads go out in one round trip, and one write.
-      await together(client, () => Promise.all([client.query('BEGIN'), batch.preload(commands, streamIds)]));
-      await body(batch);
-      await this.commit(client, batch);
+      const known = knownRowsFor(commands, streamIds, this.known);
+      const batch = (known && (await this.runKnown(client, known, body))) || (await this.runLoaded(client, commands, streamIds, body));
       this.stats.batches++;
       this.stats.commands += commands.length;
       this.stats.roundTrips += batch.roundTrips;
@@ -247,25 +261,92 @@ export class PostgresStore extends BatchedStore {
     }
   }
 
+  /** The usual batch: BEGIN and the locking loads in one round trip, then the writes and COMMIT. */
+  private async runLoaded(client: pg.PoolClient, commands: readonly Command[], streamIds: number[], body: (txn: Txn) => Promise<void>): Promise<PgBatch> {
+    const db = preparing(client);
+    const batch = new PgBatch(db, this.coldChunks);
+    // Pipelined: BEGIN and the loads go out in one round trip, and one write.
+    await together(client, () => Promise.all([client.query('BEGIN'), batch.preload(commands, streamIds)]));
+    await body(batch);
+    const outcome = await this.commit(client, db, batch, null);
+    if (outcome === 'stale') throw new Error('invariant: a batch without a guard found its rows stale');
+    // Its id, as its locking loads gave it: a batch that locked no row leaves what it wrote unknown.
+    this.remember(batch, batch.transactionId);
+    return batch;
+  }
+
+  /**
+   * An optimistic batch (optimistic.ts): run on the known rows, then BEGIN, the guard, the
+   * writes and COMMIT in one round trip. Null, having committed nothing, when the batch
+   * needed state it did not hold or the guard found a row changed: it runs the usual way.
+   */
+  private async runKnown(client: pg.PoolClient, known: readonly KnownRow[], body: (txn: Txn) => Promise<void>): Promise<PgBatch | null> {
+    const gate = gated(preparing(client));
+    const batch = new PgBatch(gate.db, this.coldChunks);
+    batch.preloadKnown(known);
+    try {
+      await body(batch);
+    } catch (error) {
+      if (error instanceof NotOptimistic) return null;
+      throw error;
+    }
+    gate.open();
+    const xid = await this.commit(client, gate.db, batch, known);
+    if (xid === 'stale') {
+      // Its round trip counts beside the usual batch's.
+      this.stats.roundTrips++;
+      this.stats.stale++;
+      this.known.forget(known.map((row) => row.stream.name));
+      return null;
+    }
+    // Committed: never run again from here, whatever the guard answered.
+    this.stats.optimistic++;
+    batch.roundTrips = 1;
+    this.remember(batch, xid);
+    return batch;
+  }
+
+  /** A stream as this node knows it committed (known-rows.ts), for tests. */
+  knownStream(name: string): StreamState | undefined {
+    return this.known.byNameFresh(name)?.stream;
+  }
+
+  /** A batch committed as `xid`: its rows are known as it left them. */
+  private remember(batch: PgBatch, xid: string | null): void {
+    const { rows, gone } = batch.committedRows(xid);
+    this.known.remember(rows, gone);
+  }
+
   /**
    * Sends the batch's last writes and COMMIT. When the batch sent no writes before (the
    * common case), they go out in one round trip: should a write fail to be sent at all,
    * the COMMIT that follows it commits no change. Otherwise COMMIT waits for the writes,
-   * so that it can never commit the earlier ones without the last.
+   * so that it can never commit the earlier ones without the last. With `guard` (an
+   * optimistic batch, which sent nothing yet), BEGIN and the guard go first in the same
+   * round trip, and the answer is the transaction's id as the guard gave it, or 'stale'
+   * when the guard failed the transaction (it committed nothing); null without a guard.
    */
-  private async commit(client: pg.PoolClient, batch: PgBatch): Promise<void> {
+  private async commit(client: pg.PoolClient, db: Queryable, batch: PgBatch, guard: readonly KnownRow[] | null): Promise<string | null | 'stale'> {
     const hints = hintPayloads(this.nodeId, batch.touched);
     const alone = batch.sentWrites;
     if (alone) await batch.flush(hints);
-    const [written, committed] = together(client, () => [alone ? Promise.resolve() : batch.flush(hints), client.query('COMMIT')] as const);
+    const sent = together(client, () => {
+      const begun = guard ? client.query('BEGIN') : Promise.resolve();
+      const checked = guard ? db.query<{ xid: string }>(GUARD_SQL, [guard.map((r) => r.stream.id), guard.map((r) => r.version)]) : null;
+      const written = alone ? Promise.resolve() : batch.flush(hints);
+      return [begun, written, checked ?? Promise.resolve(null), client.query('COMMIT')] as const;
+    });
     batch.roundTrips += alone ? 1 : 0;
-    const [writes, commit] = await Promise.allSettled([written, committed]);
+    const outcomes = await Promise.allSettled(sent);
+    const [, , xid, commit] = outcomes;
+    if (guard && isGuardFailure(xid) && commit.status === 'fulfilled' && commit.value.command === 'ROLLBACK') return 'stale';
     // A statement the server refused rolled the transaction back (its COMMIT answers ROLLBACK).
-    for (const outcome of [writes, commit]) if (outcome.status === 'rejected' && outcome.reason instanceof pg.DatabaseError) throw outcome.reason;
+    for (const outcome of outcomes) if (outcome.status === 'rejected' && outcome.reason instanceof pg.DatabaseError) throw outcome.reason;
     // The connection failed once COMMIT was sent: the batch may or may not have applied.
-    for (const outcome of [writes, commit]) if (outcome.status === 'rejected') throw new CommitOutcomeUnknownError(outcome.reason);
+    for (const outcome of outcomes) if (outcome.status === 'rejected') throw new CommitOutcomeUnknownError(outcome.reason);
     const tag = (commit as PromiseFulfilledResult<pg.QueryResult>).value.command;
     if (tag !== 'COMMIT') throw new Error(`invariant: COMMIT answered ${tag}`);
+    return (xid as PromiseFulfilledResult<{ rows: Array<{ xid: string }> } | null>).value?.rows[0]!.xid ?? null;
   }
 
   /** A read of committed rows; the database being unreachable answers 503. */

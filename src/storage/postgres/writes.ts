@@ -130,24 +130,29 @@ function unnestOf(columns: readonly string[], types: Record<string, string>, row
 const APPEND_COLUMNS = ['tail', 'last_access_ms', 'expiry_ms', 'record_next'] as const;
 const APPEND_COLUMN_AT = APPEND_COLUMNS.map((c) => STREAM_VALUE_COLUMNS.indexOf(c));
 
-/** True when `next` differs from the stored row `stored` only in APPEND_COLUMNS. */
-function onlyAppended(stored: StreamState | undefined, next: StreamState): boolean {
+/** A stream to write and its columns (streamColumnValues), computed once per batch: a batch of appends writes hundreds. */
+interface StreamWrite {
+  stream: StreamState;
+  values: unknown[];
+}
+
+/** True when `after` differs from the stored row `stored` only in APPEND_COLUMNS. */
+function onlyAppended(stored: StreamState | undefined, after: readonly unknown[]): boolean {
   if (stored === undefined) return false;
   const before = streamColumnValues(stored);
-  const after = streamColumnValues(next);
   for (let i = 0; i < after.length; i++) if (before[i] !== after[i] && !APPEND_COLUMN_AT.includes(i)) return false;
   return true;
 }
 
-function updateAppended(states: StreamState[], firstParam: number) {
-  const { arrays, select } = unnestOf(['id', ...APPEND_COLUMNS], {}, states.map((s) => [s.id, ...APPEND_COLUMN_AT.map((i) => streamColumnValues(s)[i])]), firstParam);
+function updateAppended(states: StreamWrite[], firstParam: number) {
+  const { arrays, select } = unnestOf(['id', ...APPEND_COLUMNS], {}, states.map((w) => [w.stream.id, ...APPEND_COLUMN_AT.map((i) => w.values[i])]), firstParam);
   const sets = APPEND_COLUMNS.map((c) => `${c} = v.${c}`).join(', ');
   return { arrays, sql: `UPDATE streams s SET ${sets} FROM (${select}) v(id, ${APPEND_COLUMNS.join(', ')}) WHERE s.id = v.id` };
 }
 
-function upsertStreams(states: StreamState[], firstParam: number) {
+function upsertStreams(states: StreamWrite[], firstParam: number) {
   const columns = ['id', ...STREAM_VALUE_COLUMNS];
-  const { arrays, select } = unnestOf(columns, STREAM_COLUMN_TYPES, states.map((s) => [s.id, ...streamColumnValues(s)]), firstParam);
+  const { arrays, select } = unnestOf(columns, STREAM_COLUMN_TYPES, states.map((w) => [w.stream.id, ...w.values]), firstParam);
   const updates = STREAM_VALUE_COLUMNS.map((c) => `${c} = EXCLUDED.${c}`).join(', ');
   return { arrays, sql: `INSERT INTO streams (${columns.join(', ')}) ${select} ON CONFLICT (id) DO UPDATE SET ${updates}` };
 }
@@ -172,7 +177,7 @@ export interface Statement {
  * along: NOTIFY is delivered only if the transaction commits.
  */
 function commonStatement(
-  streams: { appended: StreamState[]; others: StreamState[] },
+  streams: { appended: StreamWrite[]; others: StreamWrite[] },
   chunks: PendingWrites['chunks'],
   producers: Array<{ streamId: number; record: ProducerRecord }>,
   hints: string[],
@@ -241,9 +246,15 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
   }
   const live = (id: number) => writes.streams.get(id) !== null;
   const chunks = writes.chunks.filter((c) => live(c.streamId));
-  const written = [...writes.streams.values()].filter((s): s is StreamState => s !== null);
+  const appended: StreamWrite[] = [];
+  const others: StreamWrite[] = [];
+  for (const stream of writes.streams.values()) {
+    if (stream === null) continue;
+    const write = { stream, values: streamColumnValues(stream) };
+    (onlyAppended(stored.get(stream.id), write.values) ? appended : others).push(write);
+  }
   const common = commonStatement(
-    { appended: written.filter((s) => onlyAppended(stored.get(s.id), s)), others: written.filter((s) => !onlyAppended(stored.get(s.id), s)) },
+    { appended, others },
     chunks.filter((c) => c.data.length <= LARGE_CHUNK_BYTES),
     producers.filter((p) => p.record !== null && live(p.streamId)).map((p) => ({ streamId: p.streamId, record: p.record! })),
     hints,

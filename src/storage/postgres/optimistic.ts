@@ -1,0 +1,67 @@
+/**
+ * Optimistic batches (issue 41): a batch of plain appends to streams this node knows
+ * (known-rows.ts) runs on the rows it knows, without loading them, and goes out in one
+ * round trip: BEGIN, a guard, the writes, COMMIT. The guard locks the rows, in name order
+ * as every batch locks streams, and fails the transaction (division by zero) unless each
+ * is still at the version the batch ran on; the COMMIT after a failed statement answers
+ * ROLLBACK, and the batch runs again the usual way (load under lock, then write). So a
+ * batch commits only on the rows it read, as a batch that loaded them would have: the
+ * same rule across nodes, and, one batch in flight per node, the same order within one.
+ */
+import type { Command } from '../store.js';
+import type { Queryable } from './chunks.js';
+import type { KnownRow, KnownRows } from './known-rows.js';
+
+/**
+ * Locks the rows `$1` in name order and divides by zero unless every one is there at the
+ * version `$2` gives it; answers this transaction's id, for the versions of the rows it
+ * writes. `l` is materialized so that every row is locked whatever the join's plan.
+ */
+export const GUARD_SQL = `WITH l AS MATERIALIZED (SELECT id, xmin::text AS v FROM streams WHERE id = ANY($1::bigint[]) ORDER BY name FOR UPDATE)
+  SELECT 1 / (count(*) = cardinality($1::bigint[]))::int AS ok, pg_current_xact_id()::xid::text AS xid
+  FROM l JOIN unnest($1::bigint[], $2::text[]) e(id, v) USING (id, v)`;
+
+/** SQLSTATE of the guard's division by zero: the rows were not as known. */
+export const GUARD_FAILED = '22012';
+
+/** An optimistic batch asked for state it does not hold: it runs the usual way instead. */
+export class NotOptimistic extends Error {
+  constructor() {
+    super('an optimistic batch needed state it did not hold');
+  }
+}
+
+/**
+ * The known rows a batch of `commands` runs on, or null when it cannot run optimistically:
+ * a command other than an append or a transaction of appends, a producer (its record is
+ * not known here), or a stream (named, or renewed by a read: `streamIds`) not known.
+ */
+export function knownRowsFor(commands: readonly Command[], streamIds: readonly number[], known: KnownRows): KnownRow[] | null {
+  const rows = new Map<number, KnownRow>();
+  for (const c of commands) {
+    if (c.kind !== 'append' && c.kind !== 'appendTransaction') return null;
+    for (const { name, request } of c.kind === 'append' ? [c.input] : c.input.operations) {
+      const row = request.producer ? undefined : known.byNameFresh(name);
+      if (row === undefined) return null;
+      rows.set(row.stream.id, row);
+    }
+  }
+  for (const id of streamIds) {
+    const row = known.byIdFresh(id);
+    if (row === undefined) return null;
+    rows.set(id, row);
+  }
+  return [...rows.values()];
+}
+
+/**
+ * A connection that refuses every query until opened: an optimistic batch's loads fail
+ * with NotOptimistic before anything is sent, and its commit opens it.
+ */
+export function gated(db: Queryable): { db: Queryable; open(): void } {
+  let open = false;
+  return {
+    db: { query: (text, values) => (open ? db.query(text, values) : Promise.reject(new NotOptimistic())) },
+    open: () => void (open = true),
+  };
+}
