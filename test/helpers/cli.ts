@@ -1,6 +1,7 @@
 /** Runs the real `rill` binary (dist/bin/rill.js) against a server, as a user would. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, expect } from 'vitest';
+import { RillClient } from '../../src/client/index.js';
 import { CLI, removeDir, startServer, type RunningServer, type StartOptions } from './server.js';
 
 /**
@@ -47,10 +48,17 @@ export function startCli(url: string, args: string[]): RunningCli {
   return { child, exited, stdout: () => stdout, stderr: () => stderr };
 }
 
-/** A file's CLI tests: one real server with one bucket, stopped after them, and the binary run against it. */
+/**
+ * A file's CLI tests: one real server with one bucket, stopped after them, and the binary run
+ * against it. The bucket, and the streams a test starts from, come from `client` in the
+ * test's own process (docs/testing.md: set up with HTTP, test with the binary); the binary
+ * runs the commands under test.
+ */
 export interface CliServer {
   /** Filled in once the server is up. */
   server: RunningServer;
+  /** rill's client on the server, for setting up what the commands under test start from. */
+  client: RillClient;
   rill(args: string[], stdin?: string): Promise<CliRun>;
   /** Runs a command that must succeed; answers its stdout. */
   ok(args: string[], stdin?: string): Promise<string>;
@@ -60,6 +68,7 @@ export interface CliServer {
 export function useCliServer(bucket: string, options: StartOptions = {}): CliServer {
   const env: CliServer = {
     server: undefined as unknown as RunningServer,
+    client: undefined as unknown as RillClient,
     rill: (args, stdin = '') => runCli(env.server.url, args, { stdin }),
     async ok(args, stdin = '') {
       const run = await env.rill(args, stdin);
@@ -69,7 +78,8 @@ export function useCliServer(bucket: string, options: StartOptions = {}): CliSer
   };
   beforeAll(async () => {
     env.server = await startServer(options);
-    expect((await env.rill(['buckets', 'create', bucket])).code).toBe(0);
+    env.client = new RillClient({ url: env.server.url });
+    await env.client.bucket(bucket).create();
   });
   afterAll(async () => {
     await env.server?.stop();
