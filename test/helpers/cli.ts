@@ -26,7 +26,8 @@ export function runCli(url: string, args: string[], options: { stdin?: string; e
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.stdin.end(options.stdin ?? '');
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+    // 'close': once its output is all read ('exit' may come before the last of it).
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
 
@@ -44,7 +45,7 @@ export function startCli(url: string, args: string[]): RunningCli {
   let stderr = '';
   child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   return { child, exited, stdout: () => stdout, stderr: () => stderr };
 }
 
