@@ -11,7 +11,7 @@
  *   whose own process blocks (a synchronous child) while the server must answer.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statfsSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort } from '../../bench/ports.js';
@@ -73,31 +73,8 @@ export interface ProcessOptions extends StartOptions {
   settings?: undefined;
 }
 
-/**
- * Where the tests' data directories go: a tmpfs (`/dev/shm`) when the machine has one that
- * may hold files to run and room to spare, else the OS temp folder. On this machine's disk
- * (ext4 on a virtual disk shared with other work) a SQLite commit's fdatasync took 2-6 ms, so
- * a test of 600 appends in a row waited seconds on the disk (5.3-9.4 ms an append against
- * 1.7-3.0 ms on tmpfs). Nothing a test checks depends on it: a SIGKILLed server leaves the
- * same files on either (what it wrote is in the page cache, synced or not), the server makes
- * the same fsync calls, and no test cuts the power. The full-disk test mounts a tmpfs of its
- * own; Docker's default /dev/shm (64 MB, noexec) is not used.
- */
-const SCRATCH = scratchFolder();
-
-function scratchFolder(): string {
-  try {
-    const mount = readFileSync('/proc/mounts', 'utf8').split('\n').map((line) => line.split(' ')).find(([, at]) => at === '/dev/shm');
-    if (!mount || mount[2] !== 'tmpfs' || mount[3]!.split(',').includes('noexec')) return tmpdir();
-    const fs = statfsSync('/dev/shm');
-    return fs.bavail * fs.bsize >= 4 * 1024 ** 3 ? '/dev/shm' : tmpdir();
-  } catch {
-    return tmpdir();
-  }
-}
-
 export function tempDataDir(prefix = 'rill-test-'): string {
-  return mkdtempSync(join(SCRATCH, prefix));
+  return mkdtempSync(join(tmpdir(), prefix));
 }
 
 export function removeDir(dir: string): void {
