@@ -2,7 +2,8 @@
  * The `rill` client commands where a first-time user trips: every mistake answers what
  * went wrong and what to do, in one error format, and every server feature has a
  * command. The real binary against one real server (memory store: nothing here depends
- * on the engine).
+ * on the engine); the streams and buckets a test starts from are made over HTTP by rill's
+ * client (`cli.client`), and the binary runs the commands under test.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -22,7 +23,8 @@ describe('rill commands, first hour', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
 
   it('creates a stream with a retention policy, which trims as it is written', async () => {
     await ok(['create', 'first/kept', '-t', 'application/json', '--keep-messages', '2', '--keep-bytes', '1MiB', '--keep-age', '7d']);
-    for (const n of [1, 2, 3]) await ok(['append', 'first/kept', `{"n":${n}}`]);
+    // Written by the client, as `rill append first/kept '{"n":N}'` sends them: the create is under test.
+    for (const n of [1, 2, 3]) await cli.client.stream('first/kept').append(`{"n":${n}}`, { contentType: 'application/json' });
     const head = JSON.parse(await ok(['--json', 'head', 'first/kept'])) as { earliestOffset: string; retention: unknown };
     expect(head.retention).toEqual({ maxBytes: 1024 * 1024, maxMessages: 2, maxAgeMs: 7 * 24 * 3600 * 1000 });
     expect(head.earliestOffset).toBe('00000000000000000008');
@@ -31,7 +33,7 @@ describe('rill commands, first hour', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   });
 
   it('uses an explicit --epoch as given, or says why the server refused it', async () => {
-    await ok(['create', 'first/epochs', '-t', 'application/json']);
+    await cli.client.stream('first/epochs').create({ contentType: 'application/json' });
     await ok(['append', 'first/epochs', '{"e":5}', '--producer', 'p', '--epoch', '5']);
     const lower = await rill(['append', 'first/epochs', '{"e":2}', '--producer', 'p', '--epoch', '2']);
     expect(lower.code).toBe(1);
@@ -69,8 +71,9 @@ describe('rill commands, first hour', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   });
 
   it('honours read --max-bytes, says tail starts at now, says what an offset is, and refuses an empty stdin', async () => {
-    await ok(['create', 'first/bounded', '-t', 'application/json']);
-    await ok(['append', 'first/bounded'], '{"n":1}\n{"n":2}\n{"n":3}\n');
+    // As `rill create -t application/json` and `rill append` of these lines on stdin make it.
+    await cli.client.stream('first/bounded').create({ contentType: 'application/json' });
+    await cli.client.stream('first/bounded').appendMessages([{ n: 1 }, { n: 2 }, { n: 3 }]);
     const bounded = await rill(['read', 'first/bounded', '--max-bytes', '16']);
     expect(bounded.stdout).toBe('{"n":1}\n{"n":2}\n');
     expect(bounded.stderr).toBe('rill: more to read: --offset 00000000000000000016\n');
@@ -85,8 +88,8 @@ describe('rill commands, first hour', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   });
 
   it('publishes a snapshot, trims, bootstraps, labels and forks; a 410 says where to start', async () => {
-    await ok(['create', 'first/long', '-t', 'application/json']);
-    await ok(['append', 'first/long'], '{"n":1}\n{"n":2}\n');
+    await cli.client.stream('first/long').create({ contentType: 'application/json' });
+    await cli.client.stream('first/long').appendMessages([{ n: 1 }, { n: 2 }]);
     const none = await rill(['snapshot', 'first/long']);
     expect(none.code).toBe(1);
     expect(none.stderr).toBe('rill: SNAPSHOT_NOT_FOUND: first/long has no snapshot; publish one with "rill snapshot first/long OFFSET DATA" (HTTP 404)\n');
@@ -106,12 +109,12 @@ describe('rill commands, first hour', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
   });
 
   it("changes a bucket's settings (buckets set), shows them, and prints the usage record", async () => {
-    await ok(['buckets', 'create', 'tuned']);
+    await cli.client.bucket('tuned').create();
     const set = await ok(['buckets', 'set', 'tuned', '--public-read', 'on', '--max-streams', '5', '--max-bytes', '1KiB']);
     expect(set).toMatch(/^id: tuned\nstreams: 0\n/);
     expect(set).toContain('public-read: on\nlimits: streams 5, subscriptions none, bytes 1024\n');
-    await ok(['create', 'tuned/notes', '-t', 'text/plain']);
-    await ok(['append', 'tuned/notes', 'hello']);
+    await cli.client.stream('tuned/notes').create({ contentType: 'text/plain' });
+    await cli.client.stream('tuned/notes').append('hello', { contentType: 'text/plain' });
     const shown = JSON.parse(await ok(['--json', 'buckets', 'show', 'tuned'])) as { retainedBytes: number };
     expect(shown).toMatchObject({ streamCount: 1, publicRead: true, overrides: { maxStreams: 5, maxSubscriptions: null, maxBytes: 1024 } });
     // default gives a limit back to the server's (none here), 0 lifts it for the bucket.

@@ -17,10 +17,15 @@ async function refused(args: string[], code: number, stdin = ''): Promise<string
   return run.stderr;
 }
 
-/** A JSON stream holding the values 0 to count - 1. */
+/**
+ * A JSON stream holding the values 0 to count - 1, made over HTTP by rill's client as
+ * `rill create -t application/json` and `rill append` with those lines on stdin make it (one
+ * append of the values): the commands under test read and append to it.
+ */
 async function numbers(name: string, count: number): Promise<string> {
-  await ok(['create', `recs/${name}`, '-t', 'application/json']);
-  if (count > 0) await ok(['append', `recs/${name}`], Array.from({ length: count }, (_, i) => `${i}\n`).join(''));
+  const stream = cli.client.stream(`recs/${name}`);
+  await stream.create({ contentType: 'application/json' });
+  if (count > 0) await stream.appendMessages(Array.from({ length: count }, (_, i) => i));
   return `recs/${name}`;
 }
 
@@ -50,7 +55,7 @@ describe('rill read by record', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
     expect(await refused(['read', path, '--record', 'first'], 2)).toContain('expected a record ordinal (0, 1, 2, ...) or now');
     expect(await refused(['read', path, '--max-records', '0'], 2)).toContain('expected a positive integer');
     expect(await refused(['read', path, '--record', '3'], 1)).toMatch(/^rill: RECORD_BEYOND_TAIL: record 3 is beyond the record tail, 2 \(HTTP 400\)\n$/);
-    await ok(['create', 'recs/text', '-t', 'text/plain']);
+    await cli.client.stream('recs/text').create({ contentType: 'text/plain' });
     expect(await refused(['read', 'recs/text', '--record', '0'], 1)).toMatch(/^rill: RECORDS_NOT_ACTIVE: .* \(HTTP 400\)\n$/);
   });
 
@@ -92,7 +97,7 @@ describe('rill append --record-match and head', { timeout: CLI_TEST_TIMEOUT_MS }
   it('refuses --record-match with --producer (usage) and on a stream without records (nothing sent)', async () => {
     const path = await numbers('match-refusals', 1);
     expect(await refused(['append', path, '2', '--record-match', '1', '--producer', 'p'], 2)).toBe('rill: USAGE: --record-match goes with plain appends, not with --producer\n');
-    await ok(['create', 'recs/text-match', '-t', 'text/plain']);
+    await cli.client.stream('recs/text-match').create({ contentType: 'text/plain' });
     expect(await refused(['append', 'recs/text-match', 'x', '--record-match', '0'], 1)).toMatch(/^rill: RECORDS_NOT_ACTIVE: .*recordMatch was not sent\n$/);
     expect(await ok(['head', 'recs/text-match'])).not.toMatch(/record-/);
   });

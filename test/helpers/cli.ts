@@ -1,6 +1,7 @@
 /** Runs the real `rill` binary (dist/bin/rill.js) against a server, as a user would. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, expect } from 'vitest';
+import { RillClient } from '../../src/client/index.js';
 import { CLI, removeDir, startServer, type RunningServer, type StartOptions } from './server.js';
 
 /**
@@ -25,7 +26,8 @@ export function runCli(url: string, args: string[], options: { stdin?: string; e
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.stdin.end(options.stdin ?? '');
-    child.once('exit', (code) => resolve({ code, stdout, stderr }));
+    // 'close': once its output is all read ('exit' may come before the last of it).
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
 
@@ -43,14 +45,21 @@ export function startCli(url: string, args: string[]): RunningCli {
   let stderr = '';
   child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
   return { child, exited, stdout: () => stdout, stderr: () => stderr };
 }
 
-/** A file's CLI tests: one real server with one bucket, stopped after them, and the binary run against it. */
+/**
+ * A file's CLI tests: one real server with one bucket, stopped after them, and the binary run
+ * against it. The bucket, and the streams a test starts from, come from `client` in the
+ * test's own process (docs/testing.md: set up with HTTP, test with the binary); the binary
+ * runs the commands under test.
+ */
 export interface CliServer {
   /** Filled in once the server is up. */
   server: RunningServer;
+  /** rill's client on the server, for setting up what the commands under test start from. */
+  client: RillClient;
   rill(args: string[], stdin?: string): Promise<CliRun>;
   /** Runs a command that must succeed; answers its stdout. */
   ok(args: string[], stdin?: string): Promise<string>;
@@ -60,6 +69,7 @@ export interface CliServer {
 export function useCliServer(bucket: string, options: StartOptions = {}): CliServer {
   const env: CliServer = {
     server: undefined as unknown as RunningServer,
+    client: undefined as unknown as RillClient,
     rill: (args, stdin = '') => runCli(env.server.url, args, { stdin }),
     async ok(args, stdin = '') {
       const run = await env.rill(args, stdin);
@@ -69,7 +79,8 @@ export function useCliServer(bucket: string, options: StartOptions = {}): CliSer
   };
   beforeAll(async () => {
     env.server = await startServer(options);
-    expect((await env.rill(['buckets', 'create', bucket])).code).toBe(0);
+    env.client = new RillClient({ url: env.server.url });
+    await env.client.bucket(bucket).create();
   });
   afterAll(async () => {
     await env.server?.stop();

@@ -79,7 +79,9 @@ async function runAndKill(dataDir: string, names: string[], seed: number, ackLin
   let out = '';
   let err = '';
   let printed = 0;
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  // 'close', not 'exit': the lines the writer printed just before the kill may still be in
+  // the pipe when it exits, and each is an acknowledgement the checks must hold it to.
+  const exited = new Promise<void>((r) => child.once('close', () => r()));
   const enough = new Promise<void>((resolve) => {
     child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
