@@ -153,14 +153,17 @@ test('every acknowledged append survives SIGKILL at any point of sealing and ind
   dirs.push(dataDir);
   const random = seededRandom(20261130);
   const expected: Expected = { tails: new Map(), deleted: new Set(), deleting: new Set(), generations: new Array<number>(SLOTS).fill(0) };
-  let bytes = 0;
+  // Bytes read back and compared over the ten reopenings: the test checked real data. Not
+  // the last reopening's alone, which depends on where the kills land (944 once, under load).
+  let checkedBytes = 0;
   for (let kill = 0; kill < KILLS; kill++) {
     // A slot continues with its newest name; one whose creation was not acknowledged may
     // or may not exist, and the writer creates it if not.
     const names = expected.generations.map((generation, slot) => `s${slot}.${generation}`);
     await runAndKill(dataDir, names, random(1_000_000), 60 + random(300), expected);
-    bytes = await check(dataDir, expected);
+    checkedBytes += await check(dataDir, expected);
   }
   expect(expected.deleted.size).toBeGreaterThan(0);
-  expect(bytes).toBeGreaterThan(1000);
+  // About 26,000 in a run here.
+  expect(checkedBytes).toBeGreaterThan(10_000);
 }, 60_000);
