@@ -4,7 +4,7 @@
  * (the real binary on SQLite; the storage contract suite runs the same with 3 entries).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { removeDir, startServer, tempDataDir, type ServerProcess } from '../helpers/server.js';
+import { removeDir, startServer, tempDataDir, type RunningServer, type ServerProcess } from '../helpers/server.js';
 
 const STREAMS = 7;
 const ROUNDS = 4;
@@ -91,7 +91,7 @@ async function metric(base: string, name: string): Promise<number> {
 
 describe('a stream cache bounded by memory (--stream-cache-bytes)', () => {
   const BOUND_BYTES = 32 * 1024;
-  let bounded: ServerProcess;
+  let bounded: RunningServer;
 
   beforeAll(async () => {
     bounded = await startServer({ args: ['--stream-cache-bytes', '32KiB'] });
