@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, expect } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import type { CreateOutcome, CreateRequest } from '../../src/core/create.js';
 import type { SubscriptionState } from '../../src/core/subscription-types.js';
 import { DEFAULT_PRODUCER_SETTINGS, type AppendOutcome, type AppendRequest, type Receipt, type StreamState } from '../../src/core/types.js';
@@ -147,6 +147,33 @@ export function postgresEngine(options: Partial<PostgresStoreOptions> = {}): Eng
 }
 
 /** Deletes every row rill stored in the database (its schema stays). */
+/**
+ * A file's PostgreSQL nodes on the shared test database: `node()` opens one judging time by
+ * `clock`; after each test every node is closed and the database emptied.
+ */
+export function usePostgresNodes(clock: TestClock): { node(): Promise<PostgresStore>; url(): string } {
+  let url = '';
+  const stores: PostgresStore[] = [];
+  beforeAll(async () => {
+    url = await sharedDatabase();
+  });
+  afterEach(async () => {
+    for (const store of stores.splice(0)) await store.close();
+    await emptyDatabase(url);
+  });
+  afterAll(async () => {
+    for (const store of stores.splice(0)) await store.close();
+  });
+  return {
+    url: () => url,
+    async node() {
+      const store = await PostgresStore.open({ url, producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read });
+      stores.push(store);
+      return store;
+    },
+  };
+}
+
 export async function emptyDatabase(url: string): Promise<void> {
   const client = new pg.Client(url);
   await client.connect();

@@ -8,43 +8,21 @@
  * on one stream, the first case failed at once (a producer's seq 1 applied before seq 0).
  */
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AppendOutcome } from '../../src/core/types.js';
-import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
-import { PostgresStore } from '../../src/storage/postgres/engine.js';
-import { sharedDatabase } from '../helpers/postgres.js';
-import { appendRequest, createRequest, emptyDatabase, expectAppended, readAll, seededRandom, TestClock } from './fixtures.js';
+import { appendRequest, createRequest, expectAppended, readAll, seededRandom, TestClock, usePostgresNodes } from './fixtures.js';
 
-let url: string;
-const stores: PostgresStore[] = [];
 const clock = new TestClock();
-
-async function node(): Promise<PostgresStore> {
-  const store = await PostgresStore.open({ url, producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read });
-  stores.push(store);
-  return store;
-}
-
-beforeAll(async () => {
-  url = await sharedDatabase();
-});
-
-afterEach(async () => {
-  for (const store of stores.splice(0)) await store.close();
-  await emptyDatabase(url);
-});
-
-afterAll(async () => {
-  for (const store of stores.splice(0)) await store.close();
-});
+const nodes = usePostgresNodes(clock);
+const node = nodes.node;
 
 /** The next turn of the event loop: commands issued before it form one batch (batched.ts). */
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** A session of its own holding `names`' stream rows locked until `release`. */
 async function holdRows(names: string[]): Promise<{ client: pg.Client; release: () => Promise<void> }> {
-  const client = new pg.Client(url);
+  const client = new pg.Client(nodes.url());
   await client.connect();
   client.on('error', () => {});
   await client.query('BEGIN');
@@ -177,7 +155,7 @@ describe('writes sent ahead on one node', () => {
 
 /** Sessions of this database waiting for a lock. */
 async function waitingOnLocks(): Promise<number> {
-  const client = new pg.Client(url);
+  const client = new pg.Client(nodes.url());
   await client.connect();
   try {
     const { rows } = await client.query<{ n: number }>(

@@ -7,41 +7,19 @@
  * effort: a node that loses its listener's connection loses them).
  */
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { AppendOutcome } from '../../src/core/types.js';
-import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
-import { PostgresStore } from '../../src/storage/postgres/engine.js';
 import { KNOWN_ROW_MAX_AGE_MS, KnownRows } from '../../src/storage/postgres/known-rows.js';
-import { sharedDatabase } from '../helpers/postgres.js';
-import { appendRequest, createRequest, emptyDatabase, expectAppended, expectCreated, readAll, refusal, seededRandom, TestClock } from './fixtures.js';
+import { appendRequest, createRequest, expectAppended, expectCreated, readAll, refusal, seededRandom, TestClock, usePostgresNodes } from './fixtures.js';
 
-let url: string;
-const stores: PostgresStore[] = [];
 const clock = new TestClock();
-
-async function node(): Promise<PostgresStore> {
-  const store = await PostgresStore.open({ url, producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read });
-  stores.push(store);
-  return store;
-}
-
-beforeAll(async () => {
-  url = await sharedDatabase();
-});
-
-afterEach(async () => {
-  for (const store of stores.splice(0)) await store.close();
-  await emptyDatabase(url);
-});
-
-afterAll(async () => {
-  for (const store of stores.splice(0)) await store.close();
-});
+const nodes = usePostgresNodes(clock);
+const node = nodes.node;
 
 /** Runs `sql` in a session of its own, as another node would write, but sends no hint. */
 async function elsewhere(sql: string, values: unknown[]): Promise<void> {
-  const client = new pg.Client(url);
+  const client = new pg.Client(nodes.url());
   await client.connect();
   try {
     await client.query(sql, values);
