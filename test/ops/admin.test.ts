@@ -149,10 +149,14 @@ class BodyReadCounter extends SqliteStore {
 describe('stats read no stream body', () => {
   let server: Running;
   let store: BodyReadCounter;
-  afterAll(() => server?.stop());
+  const dataDir = tempDataDir('rill-ops-stats-');
+  afterAll(async () => {
+    await server?.stop();
+    removeDir(dataDir);
+  });
 
   it('answers messages from the stream states, exact after appends and a fork, without reading a body', async () => {
-    store = new BodyReadCounter({ dataDir: tempDataDir('rill-ops-stats-'), producers: DEFAULT_PRODUCER_SETTINGS });
+    store = new BodyReadCounter({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
     server = await startInProcess({}, store);
     const client = new RillClient({ url: server.url });
     const bin = v1StreamKey('stats-bin');

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { FaultyStore } from '../reliability/faulty-store.js';
-import { tempDataDir } from '../helpers/server.js';
+import { removeDir, tempDataDir } from '../helpers/server.js';
 import { moved, scrape, startInProcess, type Running } from './ops-helpers.js';
 
 /** A loaded machine may take a while; the poll ends as soon as the condition holds. */
@@ -146,12 +146,16 @@ describe('metrics of the SQLite engine', () => {
 describe('storage failures', () => {
   let server: Running;
   let store: FaultyStore;
+  const dataDir = tempDataDir('rill-ops-faulty-');
 
   beforeAll(async () => {
-    store = new FaultyStore({ dataDir: tempDataDir('rill-ops-faulty-'), producers: DEFAULT_PRODUCER_SETTINGS });
+    store = new FaultyStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
     server = await startInProcess({}, store);
   });
-  afterAll(() => server.stop());
+  afterAll(async () => {
+    await server.stop();
+    removeDir(dataDir);
+  });
 
   it('a batch that fails to commit is counted with its 503s, and /readyz answers 503 until a batch commits', async () => {
     const b = `${server.url}/faulty-bucket`;
