@@ -12,7 +12,7 @@ import { registerColdMetrics } from './cold-metrics.js';
 import { buildInfo } from './build-info.js';
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 import { mirrorCounter } from './mirror-counter.js';
-import { NO_CACHE, type StorageObserver, type Store } from '../storage/store.js';
+import { NO_CACHE, type StorageObserver, type Store, type StreamCacheCounters } from '../storage/store.js';
 import type { LiveReaders } from './live-readers.js';
 
 /** Seconds; append and commit latencies of a healthy server sit in the low milliseconds. */
@@ -234,9 +234,8 @@ export class RillMetrics implements StorageObserver {
     mirror('rill_read_messages_total', 'JSON messages answered to catch-up and long-poll reads (a byte stream has no message boundaries in a read)', () => this.read.messages);
     mirror('rill_storage_errors_total', 'Batches the storage failed to commit (every command of one answered 503)', () => this.batchesRefused);
     mirror('rill_storage_unavailable_responses_total', 'Requests answered 503 because the storage failed', () => this.storageRefusals);
-    const cache = () => this.sources.store.cacheCounters?.() ?? NO_CACHE;
-    mirror('rill_stream_cache_hits_total', 'Stream states found in the stream cache (SQLite engine)', () => cache().hits);
-    mirror('rill_stream_cache_misses_total', 'Stream states read from the database because the cache lacked them (SQLite engine)', () => cache().misses);
+    mirror('rill_stream_cache_hits_total', 'Stream states found in the stream cache (SQLite engine)', () => this.streamCache().hits);
+    mirror('rill_stream_cache_misses_total', 'Stream states read from the database because the cache lacked them (SQLite engine)', () => this.streamCache().misses);
     mirror('rill_subscription_wakes_total', 'Subscription wakes this node started for new data (each a new generation; a webhook to deliver or a wake event appended)', () => this.subscriptionWakes);
     // The same for a record of plain numbers, one label value per field.
     const mirrorEach = <K extends string>(name: string, help: string, label: string, values: Record<K, number>) => {
@@ -268,6 +267,11 @@ export class RillMetrics implements StorageObserver {
     );
   }
 
+  /** The store's stream-cache counters; zeros for an engine without a cache. */
+  private streamCache(): StreamCacheCounters {
+    return this.sources.store.cacheCounters?.() ?? NO_CACHE;
+  }
+
   private registerGauges(): void {
     const registers = [this.registry];
     const sources = this.sources;
@@ -285,7 +289,7 @@ export class RillMetrics implements StorageObserver {
         this.set({ kind: 'long_poll' }, now.long_poll);
       },
     });
-    const cache = () => sources.store.cacheCounters?.() ?? NO_CACHE;
+    const cache = () => this.streamCache();
     new Gauge({
       name: 'rill_stream_cache_entries',
       help: 'Stream states the stream cache holds now (SQLite engine)',

@@ -7,7 +7,7 @@
  * wrong answer; entries are dropped on other nodes' hints only to make that rarer.
  */
 import type { StreamState } from '../../core/types.js';
-import { rowToStream, STREAM_VALUE_COLUMNS, streamColumnValues, type StreamRow } from '../stream-columns.js';
+import { rowToStream, streamColumnValues, streamRowOfValues } from '../stream-columns.js';
 
 export interface KnownRow {
   stream: StreamState;
@@ -99,8 +99,5 @@ export class KnownRows {
  * run on a known row sees exactly what it would have loaded.
  */
 export function asStored(stream: StreamState): StreamState {
-  const values = streamColumnValues(stream);
-  const row: Record<string, unknown> = { id: stream.id };
-  STREAM_VALUE_COLUMNS.forEach((column, i) => (row[column] = values[i]));
-  return rowToStream(row as unknown as StreamRow);
+  return rowToStream(streamRowOfValues([stream.id, ...streamColumnValues(stream)]));
 }
