@@ -158,6 +158,17 @@ export function accessAfter(state: StreamState, nowMs: number): number {
   return state.config.ttlSeconds === null || nowMs <= state.lastAccessMs ? state.lastAccessMs : nowMs;
 }
 
+/**
+ * True when a batch that ran at `ranAtMs` renewed this stream's sliding TTL (a create, an
+ * append or a close: each stamps the time its batch ran). Its writer hears of it only once
+ * the batch is durable, which on a busy disk can be hundreds of milliseconds later, so the
+ * store renews such a stream once more when it answers: a stream with a TTL of N seconds
+ * then lives at least N seconds after its writer's acknowledgement, not N less the flush.
+ */
+export function renewedInBatch(after: StreamState, ranAtMs: number): boolean {
+  return after.config.ttlSeconds !== null && after.lastAccessMs === ranAtMs;
+}
+
 /** Reads and writes renew a sliding TTL; HEAD does not. */
 export function touched(state: StreamState, nowMs: number): StreamState {
   const lastAccessMs = accessAfter(state, nowMs);

@@ -5,7 +5,7 @@
  * with STORAGE_UNAVAILABLE and none of them applied.
  */
 import type { BucketSettings } from '../core/bucket-settings.js';
-import { touched } from '../core/stream.js';
+import { renewedInBatch, touched } from '../core/stream.js';
 import type { LinkView, SubscriptionState } from '../core/subscription-types.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings, type StreamState } from '../core/types.js';
 import { isJsonContentType } from '../protocol/content-type.js';
@@ -236,7 +236,7 @@ export abstract class BatchedStore implements Store {
     // A synchronous engine's loads inside its transaction must see the rows as stored
     // (they go through withPendingTouch): it adds them once committed (see committed).
     if (this.transactAsync) this.committingTouches.add(touches);
-    const work: BatchWork = { batch, touches, failed: new Map(), outcomes: new Map(), events: [], next: 0 };
+    const work: BatchWork = { batch, touches, failed: new Map(), outcomes: new Map(), events: [], ranAtMs: 0, next: 0 };
     this.settling++;
     if (this.transactAsync) void this.commitAsync(work);
     else this.commitSync(work);
@@ -295,7 +295,8 @@ export abstract class BatchedStore implements Store {
   private startBatch(txn: Txn, work: BatchWork): Executor {
     work.next = 0;
     work.outcomes.clear();
-    return new Executor(txn, this.settings, this.now());
+    work.ranAtMs = this.now();
+    return new Executor(txn, this.settings, work.ranAtMs);
   }
 
   /**
@@ -356,8 +357,21 @@ export abstract class BatchedStore implements Store {
       else if (error !== undefined) op.reject(new DurabilityLostError(error));
       else op.resolve(work.outcomes.get(op));
     }
-    if (error === undefined && work.events.length > 0) for (const listener of this.listeners) listener(work.events);
+    if (error === undefined && work.events.length > 0) {
+      this.renewOnAnswer(work);
+      for (const listener of this.listeners) listener(work.events);
+    }
     this.batchEnded();
+  }
+
+  /** The writes just answered renew their streams' sliding TTLs from now (renewedInBatch). */
+  private renewOnAnswer(work: BatchWork): void {
+    let answeredMs: number | undefined;
+    for (const { streamId, stream } of work.events) {
+      if (stream === undefined || !renewedInBatch(stream, work.ranAtMs)) continue;
+      answeredMs ??= this.now();
+      this.touchAt(streamId, answeredMs);
+    }
   }
 
   private batchEnded(): void {
@@ -405,6 +419,8 @@ interface BatchWork {
   failed: Map<Pending, unknown>;
   outcomes: Map<Pending, unknown>;
   events: CommitEvent[];
+  /** The time the batch's commands ran at (the Executor's clock). */
+  ranAtMs: number;
   /** The step runSteps runs next. */
   next: number;
 }
