@@ -83,17 +83,21 @@ export function removeDir(dir: string): void {
 
 async function waitHealthy(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  // What the last probe got, for the error: a refused connection (not listening yet), a status, a hang.
+  let lastProbe = 'no probe answered';
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`rill exited with ${child.exitCode} before it was ready`);
     try {
-      const res = await fetch(`${url}/healthz`);
+      // Bounded too: a connection that hangs must end in this error, with the server's output.
+      const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) });
       if (res.status === 200) return;
-    } catch {
-      // not listening yet
+      lastProbe = `status ${res.status}`;
+    } catch (error) {
+      lastProbe = String((error as { cause?: unknown }).cause ?? error);
     }
     await new Promise((r) => setTimeout(r, 25));
   }
-  throw new Error(`rill did not become healthy within ${timeoutMs} ms`);
+  throw new Error(`rill did not become healthy within ${timeoutMs} ms (pid ${child.pid}; last /healthz probe: ${lastProbe})`);
 }
 
 function exited(child: ChildProcess): Promise<number | null> {
