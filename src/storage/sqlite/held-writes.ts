@@ -111,8 +111,11 @@ export class HeldWrites {
   recover(): void {
     this.db.transaction(() => {
       const exists = streamExistence(this.sql);
-      recoverRecentBatches(this.db, this.inserter, (id) => (exists(id) ? (this.sql.lastChunkEnd.get(id)?.end ?? 0) : undefined));
+      const rows = recoverRecentBatches(this.db, this.inserter, (id) => (exists(id) ? (this.sql.lastChunkEnd.get(id)?.end ?? 0) : undefined));
+      if (rows === 0) return;
       this.replayProducerChanges(exists);
+      // Only when there was something: emptying an empty table still writes its page, and
+      // a clean start would then leave a WAL frame for the next close to checkpoint.
       this.sql.clearRecent.run();
     })();
   }

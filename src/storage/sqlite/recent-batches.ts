@@ -106,6 +106,7 @@ export class ChunkInserter {
  * After a crash: indexes every append the rows hold, except those a seal had indexed
  * already and those of streams deleted since (stream ids are never reused), stream by
  * stream for locality. Runs inside the caller's transaction, which then empties the table.
+ * Answers how many rows the table held.
  *
  * A seal indexes each stream's oldest recent appends first and rows may hold several, so
  * what it had indexed of a stream is exactly its recent appends that start before the end
@@ -117,7 +118,7 @@ export function recoverRecentBatches(
   inserter: ChunkInserter,
   /** Where the stream's indexed rows end (0 when it has none); undefined when the stream is gone. */
   indexedEnd: (streamId: number) => number | undefined,
-): void {
+): number {
   const rows = db.prepare<[], Buffer>('SELECT appends FROM recent_batches ORDER BY id').pluck().all();
   const known = new Map<number, number | undefined>();
   const endOf = (id: number) => {
@@ -132,4 +133,5 @@ export function recoverRecentBatches(
   });
   appends.sort((a, b) => a.streamId - b.streamId || a.start - b.start);
   inserter.insert(appends);
+  return rows.length;
 }
