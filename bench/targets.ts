@@ -79,6 +79,11 @@ export interface StoreTotals {
   commands: number;
   /** Round trips to the database for those batches, BEGIN, hints and COMMIT included. */
   roundTrips: number;
+  /** Optimistic batches, guards that failed, and batches committed beside another or deferred after it (builds that count them). */
+  optimistic?: number;
+  stale?: number;
+  overlapped?: number;
+  deferred?: number;
 }
 
 export interface Running {
