@@ -40,7 +40,6 @@ const USES_POSTGRES = [
   'test/storage/postgres-engine.test.ts',
   'test/storage/postgres-batches.test.ts',
   'test/storage/postgres-optimistic.test.ts',
-  'test/storage/postgres-overlap.test.ts',
   'test/storage/records.test.ts',
   'test/storage/subscriptions.test.ts',
   'test/storage/subscription-queries.test.ts',

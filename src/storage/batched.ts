@@ -48,18 +48,6 @@ interface Pending {
 /** Most commands a batch takes; the rest wait for the next one. */
 const MAX_BATCH_COMMANDS = 1024;
 
-/**
- * Thrown by an asynchronous engine's transaction that applied nothing and should run
- * later, after the batch in flight before it (PostgreSQL's second batch in flight,
- * postgres/overlap.ts): its commands go back to the head of the queue, ahead of those
- * that came after them, and run in a later batch.
- */
-export class BatchDeferred extends Error {
-  constructor() {
-    super('batch deferred until the batch before it ended');
-  }
-}
-
 export abstract class BatchedStore implements Store {
   protected readonly settings: ProducerSettings;
   protected readonly now: () => number;
@@ -285,28 +273,10 @@ export abstract class BatchedStore implements Store {
         });
         break;
       } catch (error) {
-        if (error instanceof BatchDeferred) return this.requeue(work);
         if (!this.dropFaulty(work, error)) return this.refuse(work, error);
       }
     }
     this.committed(work, startedMs);
-  }
-
-  /** The batch applied nothing and runs later (BatchDeferred): its commands and renewals wait at the head of the queue. */
-  private requeue(work: BatchWork): void {
-    this.committingTouches.delete(work.touches);
-    for (const [id, at] of work.touches) this.touchAt(id, at);
-    const waiting: Pending[] = [];
-    for (const op of work.batch) {
-      const failure = work.failed.get(op);
-      if (failure) answerLeftOut(op, failure);
-      else waiting.push(op);
-    }
-    this.queue.unshift(...waiting);
-    // A closing store runs what is queued at once (close only waits for batches in flight).
-    if (this.closed) this.commitQueued();
-    else this.schedule();
-    this.batchEnded();
   }
 
   /** The batch committed: measured (when observed), then answered once durable. */

@@ -15,7 +15,7 @@ import type { LinkView, SubscriptionState } from '../../core/subscription-types.
 import { ownStart } from '../../core/stream.js';
 import type { StreamState } from '../../core/types.js';
 import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
-import { BatchDeferred, BatchedStore } from '../batched.js';
+import { BatchedStore } from '../batched.js';
 import { CommitOutcomeUnknownError, ReadUnavailableError } from '../errors.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
@@ -30,9 +30,7 @@ import { ReadAhead } from './read-ahead.js';
 import { copyWindowSql, CopyWindow } from './copy.js';
 import { hintPayloads, HintListener } from './notify.js';
 import { KnownRows, type KnownRow } from './known-rows.js';
-import { gated, knownRowsFor, NotOptimistic } from './optimistic.js';
-import { isRetryable, MAX_ATTEMPTS, rolledBack, sendCommit, together } from './commit.js';
-import { RowsAfter, type InFlight, type Left } from './overlap.js';
+import { gated, GUARD_FAILED, GUARD_SQL, knownRowsFor, NotOptimistic } from './optimistic.js';
 import { migrate } from './schema.js';
 import { POSTGRES_DEFAULTS, redactedUrl } from './settings.js';
 
@@ -47,6 +45,57 @@ export interface PostgresStoreOptions extends StoreOptions {
   connectTimeoutMs?: number;
 }
 
+
+/** A batch that lost a race with another node's (deadlock, concurrent creation) runs again, up to this many times. */
+const MAX_ATTEMPTS = 5;
+/** SQLSTATEs of a transaction that lost a race and may simply run again. */
+const RETRYABLE = new Set(['40001', '40P01', '23505']);
+
+function isRetryable(error: unknown): boolean {
+  return error instanceof pg.DatabaseError && error.code !== undefined && RETRYABLE.has(error.code);
+}
+
+/**
+ * Runs `send`, which sends statements on `client` without waiting (pipelined), with the
+ * connection's socket corked: pg writes each statement's messages with a system call of
+ * its own, and a batch's round trip holds two to four statements (issue 41: in one profile,
+ * 16% of a node's samples, idle ones included, went to those writes). Everything `send`
+ * sends before its first await goes out in one write.
+ */
+function together<T>(client: pg.PoolClient, send: () => T): T {
+  // pg's own socket, not part of its typed API: without one (another pg), statements go out as before.
+  const socket = (client as unknown as { connection?: { stream?: { cork?: () => void; uncork?: () => void } } }).connection?.stream;
+  if (typeof socket?.cork !== 'function' || typeof socket.uncork !== 'function') return send();
+  socket.cork();
+  try {
+    return send();
+  } finally {
+    socket.uncork();
+  }
+}
+
+/** The guard of an optimistic batch failed its transaction: the rows were not as known. */
+function isGuardFailure(outcome: PromiseSettledResult<unknown>): boolean {
+  return outcome.status === 'rejected' && outcome.reason instanceof pg.DatabaseError && outcome.reason.code === GUARD_FAILED;
+}
+
+/** Longest a ROLLBACK may take before its connection is given up instead of returned to the pool. */
+const ROLLBACK_TIMEOUT_MS = 1_000;
+
+/** False when the connection could not roll back in time (it died, or a timed-out statement still runs on it). */
+async function rolledBack(client: pg.PoolClient): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ROLLBACK_TIMEOUT_MS)));
+  const rollback = client.query('ROLLBACK').then(
+    () => true,
+    () => false,
+  );
+  try {
+    return await Promise.race([rollback, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** BIGINT columns hold offsets, times and ids, all below 2^53: read them as numbers. */
 const types = {
@@ -72,18 +121,14 @@ export class PostgresStore extends BatchedStore {
   private readonly hints: HintListener;
   /** Tells this node's own hints from other nodes'. */
   readonly nodeId = randomBytes(6).toString('hex');
-  /**
-   * Batches running (at most two but while closing: one, and one beside it, overlap.ts),
-   * and the last begun; commands arriving meanwhile wait and form the next.
-   */
-  private running = 0;
-  private last: InFlight | null = null;
+  /** A batch is in its transaction; commands arriving meanwhile wait and form the next. */
+  private inFlight = false;
   /**
    * Batches committed and round trips they made; queries outside batches (reads), windows
    * of them read as binary COPY, and read ahead (read-ahead.ts): for the bench, and for
    * tests that count reads.
    */
-  readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, readAheads: 0, readAheadsTaken: 0, optimistic: 0, stale: 0, overlapped: 0, deferred: 0 };
+  readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, readAheads: 0, readAheadsTaken: 0, optimistic: 0, stale: 0 };
   /** Stream rows as committed, for optimistic batches (optimistic.ts). */
   private readonly known = new KnownRows(KNOWN_ROWS);
   private readonly readAhead: ReadAhead;
@@ -161,7 +206,10 @@ export class PostgresStore extends BatchedStore {
     this.coldRowsOnce ??= new PgColdRows({
       db: preparing(this.pool),
       read: (work) => this.read(work),
-      connect: () => new pg.Client(this.clientConfig),
+      connect: () => {
+        const client = new pg.Client(this.clientConfig);
+        return client;
+      },
     });
     return this.coldRowsOnce;
   }
@@ -175,59 +223,36 @@ export class PostgresStore extends BatchedStore {
     throw new Error('invariant: the PostgreSQL engine runs batches asynchronously');
   }
 
-  /**
-   * A batch begins when none is in flight, or beside one whose COMMIT is on its way with
-   * its id known (overlap.ts), unless a batch begun beside that one was deferred already.
-   */
   protected override mayCommit(): boolean {
-    const last = this.last;
-    return this.running === 0 || (this.running === 1 && last !== null && last.after !== null && !last.declined);
+    return !this.inFlight;
   }
 
-  private runBatch(commands: readonly Command[], streamIds: Iterable<number>, body: (txn: Txn) => Promise<void>): Promise<void> {
-    const before = this.running > 0 ? this.last : null;
-    const mine: InFlight = { ended: Promise.resolve(), after: null, declined: false };
-    this.last = mine;
-    this.running++;
-    const run = this.runAfter(before, mine, commands, [...streamIds], body);
-    mine.ended = run.then(
-      () => {},
-      () => {},
-    );
-    return run;
-  }
-
-  /** Runs a batch once `before` (the batch begun before it, still running, if any) ended, or beside it when it may (overlap). */
-  private async runAfter(before: InFlight | null, mine: InFlight, commands: readonly Command[], ids: number[], body: (txn: Txn) => Promise<void>): Promise<void> {
+  private async runBatch(commands: readonly Command[], streamIds: Iterable<number>, body: (txn: Txn) => Promise<void>): Promise<void> {
+    this.inFlight = true;
+    const ids = [...streamIds];
     try {
-      if (before !== null) {
-        if (this.running === 2 && before.after !== null) return await this.overlap(before, mine, commands, ids, body);
-        await before.ended;
-      }
       for (let attempt = 1; ; attempt++) {
         try {
-          return await this.attempt(mine, commands, ids, body);
+          return await this.attempt(commands, ids, body);
         } catch (error) {
-          mine.after = null;
           if (!isRetryable(error) || attempt >= MAX_ATTEMPTS) throw error;
         }
       }
     } finally {
-      mine.after = null;
-      this.running--;
-      if (this.last === mine) this.last = null;
+      this.inFlight = false;
       this.commitHeld();
     }
   }
 
-  private async attempt(mine: InFlight, commands: readonly Command[], streamIds: number[], body: (txn: Txn) => Promise<void>): Promise<void> {
+  private async attempt(commands: readonly Command[], streamIds: number[], body: (txn: Txn) => Promise<void>): Promise<void> {
     const client = await this.pool.connect();
     let broken = false;
     try {
       const known = knownRowsFor(commands, streamIds, this.known);
-      const batch = (known && (await this.runKnown(client, known, body, mine))) || (await this.runLoaded(client, commands, streamIds, body, mine));
-      this.counted(batch, commands.length);
-      this.known.remember(batch.left.rows, batch.left.gone);
+      const batch = (known && (await this.runKnown(client, known, body))) || (await this.runLoaded(client, commands, streamIds, body));
+      this.stats.batches++;
+      this.stats.commands += commands.length;
+      this.stats.roundTrips += batch.roundTrips;
     } catch (error) {
       broken = error instanceof CommitOutcomeUnknownError || !(await rolledBack(client));
       throw error;
@@ -236,80 +261,26 @@ export class PostgresStore extends BatchedStore {
     }
   }
 
-  /**
-   * A batch beside the one before it (overlap.ts): optimistic, on the rows that one leaves.
-   * It ends only once the batch before ended: answered when it committed; when it did not
-   * (the batch before failed, or it needed what it did not hold), having committed nothing,
-   * its commands go back to the queue (BatchDeferred) to run after the batch before.
-   */
-  private async overlap(before: InFlight, mine: InFlight, commands: readonly Command[], ids: number[], body: (txn: Txn) => Promise<void>): Promise<void> {
-    const known = knownRowsFor(commands, ids, before.after!);
-    if (known === null) return this.deferAfter(before);
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch {
-      return this.deferAfter(before);
-    }
-    let broken = false;
-    let batch: (PgBatch & Left) | null = null;
-    try {
-      batch = await this.runKnown(client, known, body, mine);
-    } catch (error) {
-      broken = error instanceof CommitOutcomeUnknownError || !(await rolledBack(client));
-      await before.ended;
-      // Its outcome is not known: its writers are told so, as any batch's would be.
-      if (error instanceof CommitOutcomeUnknownError) throw error;
-    } finally {
-      client.release(broken);
-    }
-    await before.ended;
-    if (batch === null) return this.deferAfter(before);
-    this.stats.overlapped++;
-    this.counted(batch, commands.length);
-    this.known.remember(batch.left.rows, batch.left.gone);
-  }
-
-  /** The batch runs after `before`: no other batch begins beside that one, and its commands wait in the queue. */
-  private async deferAfter(before: InFlight): Promise<never> {
-    before.declined = true;
-    this.stats.deferred++;
-    await before.ended;
-    throw new BatchDeferred();
-  }
-
-  private counted(batch: PgBatch, commands: number): void {
-    this.stats.batches++;
-    this.stats.commands += commands;
-    this.stats.roundTrips += batch.roundTrips;
-  }
-
   /** The usual batch: BEGIN and the locking loads in one round trip, then the writes and COMMIT. */
-  private async runLoaded(
-    client: pg.PoolClient,
-    commands: readonly Command[],
-    streamIds: number[],
-    body: (txn: Txn) => Promise<void>,
-    mine: InFlight,
-  ): Promise<PgBatch & Left> {
+  private async runLoaded(client: pg.PoolClient, commands: readonly Command[], streamIds: number[], body: (txn: Txn) => Promise<void>): Promise<PgBatch> {
     const db = preparing(client);
     const batch = new PgBatch(db, this.coldChunks);
     // Pipelined: BEGIN and the loads go out in one round trip, and one write.
     await together(client, () => Promise.all([client.query('BEGIN'), batch.preload(commands, streamIds)]));
     await body(batch);
+    const outcome = await this.commit(client, db, batch, null);
+    if (outcome === 'stale') throw new Error('invariant: a batch without a guard found its rows stale');
     // Its id, as its locking loads gave it: a batch that locked no row leaves what it wrote unknown.
-    const left = await this.commit(client, db, batch, null, mine);
-    if (left === 'stale') throw new Error('invariant: a batch without a guard found its rows stale');
-    return Object.assign(batch, { left });
+    this.remember(batch, batch.transactionId);
+    return batch;
   }
 
   /**
    * An optimistic batch (optimistic.ts): run on the known rows, then BEGIN, the guard, the
    * writes and COMMIT in one round trip. Null, having committed nothing, when the batch
    * needed state it did not hold or the guard found a row changed: it runs the usual way.
-   * `mine` is offered the rows it leaves (overlap.ts).
    */
-  private async runKnown(client: pg.PoolClient, known: readonly KnownRow[], body: (txn: Txn) => Promise<void>, mine: InFlight): Promise<(PgBatch & Left) | null> {
+  private async runKnown(client: pg.PoolClient, known: readonly KnownRow[], body: (txn: Txn) => Promise<void>): Promise<PgBatch | null> {
     const gate = gated(preparing(client));
     const batch = new PgBatch(gate.db, this.coldChunks);
     batch.preloadKnown(known);
@@ -320,8 +291,8 @@ export class PostgresStore extends BatchedStore {
       throw error;
     }
     gate.open();
-    const left = await this.commit(client, gate.db, batch, known, mine);
-    if (left === 'stale') {
+    const xid = await this.commit(client, gate.db, batch, known);
+    if (xid === 'stale') {
       // Its round trip counts beside the usual batch's.
       this.stats.roundTrips++;
       this.stats.stale++;
@@ -331,7 +302,8 @@ export class PostgresStore extends BatchedStore {
     // Committed: never run again from here, whatever the guard answered.
     this.stats.optimistic++;
     batch.roundTrips = 1;
-    return Object.assign(batch, { left });
+    this.remember(batch, xid);
+    return batch;
   }
 
   /** A stream as this node knows it committed (known-rows.ts), for tests. */
@@ -339,21 +311,42 @@ export class PostgresStore extends BatchedStore {
     return this.known.byNameFresh(name)?.stream;
   }
 
+  /** A batch committed as `xid`: its rows are known as it left them. */
+  private remember(batch: PgBatch, xid: string | null): void {
+    const { rows, gone } = batch.committedRows(xid);
+    this.known.remember(rows, gone);
+  }
+
   /**
-   * Sends the batch's COMMIT (commit.ts). Answers the rows it leaves (its written rows at
-   * its id, known-rows.ts), or 'stale'. As soon as its id is known, the rows are offered to
-   * `mine`, so that the next batch may begin beside it (overlap.ts).
+   * Sends the batch's last writes and COMMIT. When the batch sent no writes before (the
+   * common case), they go out in one round trip: should a write fail to be sent at all,
+   * the COMMIT that follows it commits no change. Otherwise COMMIT waits for the writes,
+   * so that it can never commit the earlier ones without the last. With `guard` (an
+   * optimistic batch, which sent nothing yet), BEGIN and the guard go first in the same
+   * round trip, and the answer is the transaction's id as the guard gave it, or 'stale'
+   * when the guard failed the transaction (it committed nothing); null without a guard.
    */
-  private async commit(client: pg.PoolClient, db: Queryable, batch: PgBatch, guard: readonly KnownRow[] | null, mine: InFlight): Promise<Left['left'] | 'stale'> {
-    let left: Left['left'] | null = null;
-    const xid = await sendCommit(client, db, batch, guard, hintPayloads(this.nodeId, batch.touched), (id) => {
-      if (id === null) return;
-      left = batch.committedRows(id);
-      mine.after = new RowsAfter(left.rows, left.gone, batch.touched, this.known);
-      this.commitHeld();
+  private async commit(client: pg.PoolClient, db: Queryable, batch: PgBatch, guard: readonly KnownRow[] | null): Promise<string | null | 'stale'> {
+    const hints = hintPayloads(this.nodeId, batch.touched);
+    const alone = batch.sentWrites;
+    if (alone) await batch.flush(hints);
+    const sent = together(client, () => {
+      const begun = guard ? client.query('BEGIN') : Promise.resolve();
+      const checked = guard ? db.query<{ xid: string }>(GUARD_SQL, [guard.map((r) => r.stream.id), guard.map((r) => r.version)]) : null;
+      const written = alone ? Promise.resolve() : batch.flush(hints);
+      return [begun, written, checked ?? Promise.resolve(null), client.query('COMMIT')] as const;
     });
-    if (xid === 'stale') return 'stale';
-    return left ?? batch.committedRows(xid);
+    batch.roundTrips += alone ? 1 : 0;
+    const outcomes = await Promise.allSettled(sent);
+    const [, , xid, commit] = outcomes;
+    if (guard && isGuardFailure(xid) && commit.status === 'fulfilled' && commit.value.command === 'ROLLBACK') return 'stale';
+    // A statement the server refused rolled the transaction back (its COMMIT answers ROLLBACK).
+    for (const outcome of outcomes) if (outcome.status === 'rejected' && outcome.reason instanceof pg.DatabaseError) throw outcome.reason;
+    // The connection failed once COMMIT was sent: the batch may or may not have applied.
+    for (const outcome of outcomes) if (outcome.status === 'rejected') throw new CommitOutcomeUnknownError(outcome.reason);
+    const tag = (commit as PromiseFulfilledResult<pg.QueryResult>).value.command;
+    if (tag !== 'COMMIT') throw new Error(`invariant: COMMIT answered ${tag}`);
+    return (xid as PromiseFulfilledResult<{ rows: Array<{ xid: string }> } | null>).value?.rows[0]!.xid ?? null;
   }
 
   /** A read of committed rows; the database being unreachable answers 503. */

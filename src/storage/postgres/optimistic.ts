@@ -10,8 +10,7 @@
  */
 import type { Command } from '../store.js';
 import type { Queryable } from './chunks.js';
-import type { KnownRow } from './known-rows.js';
-import type { RowLookup } from './overlap.js';
+import type { KnownRow, KnownRows } from './known-rows.js';
 
 /**
  * Locks the rows `$1` in name order and divides by zero unless every one is there at the
@@ -35,10 +34,9 @@ export class NotOptimistic extends Error {
 /**
  * The known rows a batch of `commands` runs on, or null when it cannot run optimistically:
  * a command other than an append or a transaction of appends, a producer (its record is
- * not known here), or a stream (named, or renewed by a read: `streamIds`) not known
- * (`known`: the rows known, or those a batch in flight will leave, overlap.ts).
+ * not known here), or a stream (named, or renewed by a read: `streamIds`) not known.
  */
-export function knownRowsFor(commands: readonly Command[], streamIds: readonly number[], known: RowLookup): KnownRow[] | null {
+export function knownRowsFor(commands: readonly Command[], streamIds: readonly number[], known: KnownRows): KnownRow[] | null {
   const rows = new Map<number, KnownRow>();
   for (const c of commands) {
     if (c.kind !== 'append' && c.kind !== 'appendTransaction') return null;
