@@ -11,7 +11,8 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { v1StreamKey } from '../../src/protocol/ids.js';
 import { HINT_CHANNEL } from '../../src/storage/postgres/notify.js';
-import type { PostgresStore } from '../../src/storage/postgres/engine.js';
+import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
+import { PostgresStore } from '../../src/storage/postgres/engine.js';
 import { appendRequest, createRequest, expectAppended, TestClock, usePostgresNodes } from './fixtures.js';
 
 const clock = new TestClock();
@@ -101,5 +102,23 @@ describe('commit hints', () => {
     const receipt = expectAppended(await b.run('append', { name, request: text('z') }));
     expect(receipt.start).toBe(2);
     expect(b.stats.stale).toBe(0);
+  });
+
+  it('a node whose database URL names an application of its own is counted all the same', async () => {
+    const first = await nodes.node();
+    expect(first.hinting).toBe(false);
+    const url = new URL(nodes.url());
+    url.searchParams.set('application_name', 'an-app-of-its-own');
+    const second = await PostgresStore.open({ url: url.toString(), producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read });
+    try {
+      // The second's hello was heard; then a count, begun after it, decides on its own.
+      await until(() => first.hinting);
+      await first.countNodes();
+      expect(first.hinting).toBe(true);
+      // And the second counts the first.
+      expect(second.hinting).toBe(true);
+    } finally {
+      await second.close();
+    }
   });
 });

@@ -92,11 +92,14 @@ export class HintListener {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({ ...this.config, application_name: listenerName(this.nodeId) });
+    const client = new pg.Client(this.config);
     client.on('error', () => this.dropped(client));
     client.on('end', () => this.dropped(client));
     client.on('notification', (message) => this.received(message.payload));
     await client.connect();
+    // Set here, not in the config, which an application_name in the database URL would override; before LISTEN,
+    // which stays the connection's query in pg_stat_activity (test/helpers/multinode/listeners.ts finds it so).
+    await client.query(`SET application_name = '${listenerName(this.nodeId)}'`);
     await client.query(`LISTEN ${HINT_CHANNEL}`);
     if (this.closed) return void (await client.end().catch(() => {}));
     this.client = client;
