@@ -70,6 +70,8 @@ describe('commit hints', () => {
     expectAppended(await first.run('append', { name, request: text('a') }));
     expect(first.hinting).toBe(false);
     expect(hintsOf(first, name, await overhearing.heard())).toEqual([]);
+    // The test's own marker is no node's hello.
+    expect(first.hinting).toBe(false);
 
     const second = await nodes.node();
     // The second said so once listening: the first hints from then on, without waiting for its count.

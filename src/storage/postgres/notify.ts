@@ -42,6 +42,9 @@ export function listenerName(nodeId: string): string {
   return `rill-node ${nodeId}`;
 }
 
+/** A node's id (PostgresStore.nodeId): 12 hexadecimal digits. */
+const NODE_ID = /^[0-9a-f]{12}$/;
+
 /** How often a node counts the other nodes listening. */
 const NODES_CHECK_MS = 1_000;
 
@@ -112,6 +115,8 @@ export class HintListener {
     if (payload === undefined) return;
     const [node, ...names] = payload.split('\n');
     if (node === this.nodeId) return;
+    // A hint names streams; a payload without names is a node's hello only if it is a node's id (engine.ts).
+    if (names.length === 0 && !NODE_ID.test(node!)) return;
     this.heard++;
     this.othersListening = true;
     if (names.length > 0) this.emit(names);
