@@ -7,7 +7,8 @@
  * covers whatever else goes missing.
  *
  * A node alone sends no hints (issue 41: a batch's NOTIFY woke the node's own listening
- * connection on every commit, about 6% of the server's CPU per append in paired runs).
+ * connection on every commit; without it, 5-27% less server CPU per append in paired
+ * runs, docs/performance.md).
  * Nodes count each other by their listening connections' application_name, which
  * pg_stat_activity shows to every role, every second; and a node that starts listening
  * says so on the channel (a hint without names), so that the others hint it from then on
