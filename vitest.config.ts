@@ -40,6 +40,7 @@ const USES_POSTGRES = [
   'test/storage/postgres-engine.test.ts',
   'test/storage/postgres-batches.test.ts',
   'test/storage/postgres-optimistic.test.ts',
+  'test/storage/postgres-hints.test.ts',
   'test/storage/records.test.ts',
   'test/storage/subscriptions.test.ts',
   'test/storage/subscription-queries.test.ts',

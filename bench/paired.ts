@@ -78,6 +78,9 @@ async function summary(m: Measured): Promise<void> {
     await m.target.stop();
     const t = m.target.storeTotals();
     if (t) totals = `, ${(t.commands / t.batches).toFixed(1)} appends a commit, ${(t.roundTrips / t.commands).toFixed(3)} round trips an append`;
+    // Of the batches: optimistic, stale guards, beside another (overlapped) and deferred after it, where the build counts them.
+    const counts = (['optimistic', 'stale', 'overlapped', 'deferred'] as const).filter((k) => t?.[k] !== undefined).map((k) => `${k} ${t![k]}`);
+    if (t && counts.length > 0) totals += ` (of ${t.batches} batches: ${counts.join(', ')})`;
   }
   const rates = m.rates.map((r) => Math.round(r)).join(' / ');
   log(`${m.label}: median ${Math.round(median(m.rates))} appends/s, CPU ${median(m.cpuUs).toFixed(0)} µs (node ${median(m.nodeCpuUs).toFixed(0)})${totals}; rounds ${rates}`);

@@ -79,6 +79,11 @@ export interface StoreTotals {
   commands: number;
   /** Round trips to the database for those batches, BEGIN, hints and COMMIT included. */
   roundTrips: number;
+  /** Optimistic batches, guards that failed, and batches committed beside another or deferred after it (builds that count them). */
+  optimistic?: number;
+  stale?: number;
+  overlapped?: number;
+  deferred?: number;
 }
 
 export interface Running {
@@ -445,6 +450,13 @@ function postgresCpuSeconds(server: PostgresServer): number {
   return orZero(() => cpuSecondsOf(postmaster!, true)) + children.reduce((sum, pid) => sum + orZero(() => cpuSecondsOf(pid)), 0);
 }
 
+/** Two nodes' totals added up, each count that either node logs. */
+function sumTotals(a: StoreTotals, b: StoreTotals): StoreTotals {
+  const sum: StoreTotals = { batches: a.batches + b.batches, commands: a.commands + b.commands, roundTrips: a.roundTrips + b.roundTrips };
+  for (const k of ['optimistic', 'stale', 'overlapped', 'deferred'] as const) if (a[k] !== undefined || b[k] !== undefined) sum[k] = (a[k] ?? 0) + (b[k] ?? 0);
+  return sum;
+}
+
 function totalsIn(output: string): StoreTotals | null {
   for (const line of output.split('\n').reverse()) {
     if (!line.includes('postgres store totals')) continue;
@@ -489,7 +501,7 @@ async function startPostgresTarget(name: TargetName, extraArgs: string[], startT
     await Promise.all(stopping.map((n) => n.stop(graceMs)));
     const each = stopping.map((n) => totalsIn(n.output()));
     totals = each.every((t) => t !== null)
-      ? each.reduce((sum, t) => ({ batches: sum.batches + t!.batches, commands: sum.commands + t!.commands, roundTrips: sum.roundTrips + t!.roundTrips }), { batches: 0, commands: 0, roundTrips: 0 })
+      ? each.reduce<StoreTotals>((sum, t) => sumTotals(sum, t!), { batches: 0, commands: 0, roundTrips: 0 })
       : null;
   };
   const running: Running = {

@@ -190,7 +190,7 @@ export class PostgresStore extends BatchedStore {
       pool.on('error', () => {});
       pool.on('connect', (client) => client.on('error', () => {}));
     }
-    this.hints = new HintListener({ ...config, types }, this.nodeId);
+    this.hints = new HintListener({ ...config, types }, this.nodeId, prepared);
     // Rows another node changed would fail an optimistic batch's guard: not tried on them.
     this.hints.onHint((names) => this.known.forget(names));
     this.readAhead = new ReadAhead(this.copyWindow, READ_AHEAD_BYTES, READ_AHEAD_KEEP_MS, this.stats);
@@ -306,6 +306,15 @@ export class PostgresStore extends BatchedStore {
     return batch;
   }
 
+  /** Whether this node hints its commits (another node listens, notify.ts), and a count of the nodes now: for tests. */
+  get hinting(): boolean {
+    return this.hints.othersListening;
+  }
+
+  countNodes(): Promise<void> {
+    return this.hints.countNodes();
+  }
+
   /** A stream as this node knows it committed (known-rows.ts), for tests. */
   knownStream(name: string): StreamState | undefined {
     return this.known.byNameFresh(name)?.stream;
@@ -327,7 +336,8 @@ export class PostgresStore extends BatchedStore {
    * when the guard failed the transaction (it committed nothing); null without a guard.
    */
   private async commit(client: pg.PoolClient, db: Queryable, batch: PgBatch, guard: readonly KnownRow[] | null): Promise<string | null | 'stale'> {
-    const hints = hintPayloads(this.nodeId, batch.touched);
+    // A node alone hints nobody (notify.ts).
+    const hints = this.hints.othersListening ? hintPayloads(this.nodeId, batch.touched) : [];
     const alone = batch.sentWrites;
     if (alone) await batch.flush(hints);
     const sent = together(client, () => {
