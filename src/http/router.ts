@@ -91,8 +91,25 @@ const V1_ROOT = '/v1/stream';
 const invalid = (message: string): Route => ({ kind: 'error', error: protocolError('INVALID_ID', message) });
 const notFound = (): Route => ({ kind: 'error', error: protocolError('NOT_FOUND', 'no such route') });
 
+/**
+ * `pathname.split('/').slice(1)`, by indexOf: V8's split of a short path took about
+ * 2,500 instructions an append under callgrind (its runtime call and result cache), this
+ * a fifth of that.
+ */
+export function segmentsAfterFirst(pathname: string): string[] {
+  const segments: string[] = [];
+  let start = pathname.indexOf('/') + 1;
+  if (start === 0) return segments;
+  for (let end = pathname.indexOf('/', start); end >= 0; end = pathname.indexOf('/', start)) {
+    segments.push(pathname.slice(start, end));
+    start = end + 1;
+  }
+  segments.push(pathname.slice(start));
+  return segments;
+}
+
 function decodeSegments(pathname: string): string[] | undefined {
-  const segments = pathname.split('/').slice(1);
+  const segments = segmentsAfterFirst(pathname);
   // Most paths have nothing to decode; decoding every segment anyway was 3% of an append.
   if (!pathname.includes('%')) return segments;
   try {

@@ -309,7 +309,9 @@ class Drain {
     // The request's socket: a pipelined response is given its socket only when its turn comes.
     const list = (req.socket as TrackedSocket)[IN_FLIGHT];
     list?.push(res);
-    res.once('close', () => {
+    // 'on', not 'once': a response emits 'close' once (Node guards it), and 'once' wraps the
+    // listener in a closure and removes it again, work for nothing on every request.
+    res.on('close', () => {
       ended?.();
       const at = list?.indexOf(res) ?? -1;
       if (at >= 0) list!.splice(at, 1);

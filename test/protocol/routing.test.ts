@@ -7,7 +7,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { resolveStreamReference, route, routeTemplate, type Route, type SubscriptionTarget } from '../../src/http/router.js';
+import { resolveStreamReference, route, routeTemplate, segmentsAfterFirst, type Route, type SubscriptionTarget } from '../../src/http/router.js';
 import {
   isValidStreamId,
   isValidSubscriptionId,
@@ -259,5 +259,19 @@ describe('stream references (Stream-Forked-From)', () => {
     expect(resolveStreamReference('/v1/stream/events/x/attrs')).toMatchObject({ id: 'events/x/attrs' });
     expect(resolveStreamReference('/v1/stream/events%2Fx')).toMatchObject({ code: 'INVALID_ID' });
     expect(resolveStreamReference('https://example.com/v1/stream/events%2Fx')).toMatchObject({ code: 'INVALID_ID' });
+  });
+});
+
+describe('path segments', () => {
+  test("segmentsAfterFirst splits as split('/').slice(1) does, empty segments and paths without '/' included", () => {
+    for (const path of ['', '/', '//', 'a', 'a/b', '/v1/stream/a', '/v1/stream/a/', 'http://host/x/y', '*']) {
+      expect(segmentsAfterFirst(path), path).toEqual(path.split('/').slice(1));
+    }
+    fc.assert(
+      fc.property(fc.string({ maxLength: 40, unit: fc.constantFrom('/', 'a', 'b', '%', '.', '?') }), (path) => {
+        expect(segmentsAfterFirst(path)).toEqual(path.split('/').slice(1));
+      }),
+      { seed: testSeed(), numRuns: 1000 },
+    );
   });
 });
