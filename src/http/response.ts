@@ -123,11 +123,11 @@ export function sendOwnHeaders(res: ServerResponse, status: 200 | 204, headers: 
     return;
   }
   const origin = originOf(res);
-  const requestId = requestIdOf(res);
-  if (origin === undefined && writeMadeHead(res, status, headers, requestId)) return void res.end();
   Object.assign(headers, baseHeaders(origin));
+  const requestId = requestIdOf(res);
   if (requestId !== undefined) headers['x-request-id'] = requestId;
   if (status !== 204) headers['content-length'] = '0';
+  if (origin === undefined && writeMadeHead(res, status, headers)) return void res.end();
   res.writeHead(status, headers);
   res.end();
 }
@@ -188,17 +188,13 @@ function madeHeadWorks(key: symbol): boolean {
  * nothing written, when this Node keeps headers otherwise or something already set one
  * on the response (Connection during a drain, HSTS, a preset Stream-Extensions).
  */
-function writeMadeHead(res: ServerResponse, status: 200 | 204, headers: HeaderMap, requestId: string | undefined): boolean {
+function writeMadeHead(res: ServerResponse, status: 200 | 204, headers: HeaderMap): boolean {
   const key = outHeadersKeyOf(res);
   if (key === null) return false;
   const own = res as unknown as Record<symbol, unknown>;
   if (own[key] !== null) return false;
   const made = Object.create(NO_MEMBERS) as Record<string, [string, string]>;
   for (const name in headers) made[name] = [name, headers[name]!];
-  made['x-content-type-options'] = ['x-content-type-options', 'nosniff'];
-  made['cross-origin-resource-policy'] = ['cross-origin-resource-policy', 'cross-origin'];
-  if (requestId !== undefined) made['x-request-id'] = ['x-request-id', requestId];
-  if (status !== 204) made['content-length'] = ['content-length', '0'];
   own[key] = made;
   res.writeHead(status);
   return true;
