@@ -14,6 +14,7 @@ import { HINT_CHANNEL } from '../../src/storage/postgres/notify.js';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { PostgresStore } from '../../src/storage/postgres/engine.js';
 import { appendRequest, createRequest, expectAppended, TestClock, usePostgresNodes } from './fixtures.js';
+import { until } from '../helpers/waits.js';
 
 const clock = new TestClock();
 const nodes = usePostgresNodes(clock);
@@ -52,10 +53,6 @@ afterEach(async () => {
   overhearing = null;
 });
 
-async function until(condition: () => boolean | Promise<boolean>): Promise<void> {
-  while (!(await condition())) await new Promise<void>((resolve) => setImmediate(resolve));
-}
-
 /** The hints of `node` among `payloads` that name `name`. */
 function hintsOf(node: PostgresStore, name: string, payloads: string[]): string[] {
   return payloads.filter((p) => p.split('\n')[0] === node.nodeId && p.split('\n').includes(name));
@@ -75,7 +72,7 @@ describe('commit hints', () => {
 
     const second = await nodes.node();
     // The second said so once listening: the first hints from then on, without waiting for its count.
-    await until(() => first.hinting);
+    await until(() => first.hinting, 'the first node hinting once the second listens');
     expectAppended(await first.run('append', { name, request: text('b') }));
     const heard = await overhearing.heard();
     expect(hintsOf(first, name, heard)).toHaveLength(1);
@@ -86,21 +83,21 @@ describe('commit hints', () => {
     await until(async () => {
       await first.countNodes();
       return !first.hinting;
-    });
+    }, 'the first node alone again by its count');
     expectAppended(await first.run('append', { name, request: text('c') }));
     expect(hintsOf(first, name, await overhearing.heard())).toEqual([]);
   });
 
   it('two nodes hint each other from the start: a stream one of them appends to is forgotten by the other', async () => {
     const [a, b] = [await nodes.node(), await nodes.node()];
-    await until(() => a.hinting && b.hinting);
+    await until(() => a.hinting && b.hinting, 'both nodes hinting');
     const name = v1StreamKey('forgotten');
     await b.run('createStream', createRequest(name, { contentType: 'text/plain' }));
     expectAppended(await b.run('append', { name, request: text('x') }));
     expect(b.knownStream(name)).toBeDefined();
     expectAppended(await a.run('append', { name, request: text('y') }));
     // a's hint names the stream: b no longer runs on the row it knew.
-    await until(() => b.knownStream(name) === undefined);
+    await until(() => b.knownStream(name) === undefined, `b forgetting ${name} on a's hint`);
     const receipt = expectAppended(await b.run('append', { name, request: text('z') }));
     expect(receipt.start).toBe(2);
     expect(b.stats.stale).toBe(0);
@@ -114,7 +111,7 @@ describe('commit hints', () => {
     const second = await PostgresStore.open({ url: url.toString(), producers: DEFAULT_PRODUCER_SETTINGS, nowMs: clock.read });
     try {
       // The second's hello was heard; then a count, begun after it, decides on its own.
-      await until(() => first.hinting);
+      await until(() => first.hinting, "the second node's hello heard");
       await first.countNodes();
       expect(first.hinting).toBe(true);
       // And the second counts the first.
