@@ -38,7 +38,7 @@ class Overhearing {
   async heard(): Promise<string[]> {
     const marker = `marker ${this.payloads.length}`;
     await this.client.query('SELECT pg_notify($1, $2)', [HINT_CHANNEL, marker]);
-    while (!this.payloads.includes(marker)) await new Promise<void>((resolve) => setImmediate(resolve));
+    await until(() => this.payloads.includes(marker), `the test's own ${marker}`);
     return this.payloads.splice(0).filter((p) => !p.startsWith('marker '));
   }
 
