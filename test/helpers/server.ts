@@ -11,6 +11,7 @@
  *   whose own process blocks (a synchronous child) while the server must answer.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -121,14 +122,26 @@ async function postgresUrlFor(options: StartOptions, dataDir: string): Promise<s
   return url;
 }
 
+/**
+ * A test server's data directory: the test's own, or a fresh one (`made`: removed again if
+ * the server does not start). A memory store keeps nothing on disk, so it gets a path that is
+ * never made: an empty directory per memory server was left behind by every test that had no
+ * reason to remove it.
+ */
+function dataDirFor(options: StartOptions): { dataDir: string; made: boolean } {
+  if (options.dataDir !== undefined) return { dataDir: options.dataDir, made: false };
+  if (options.store === 'memory') return { dataDir: join(tmpdir(), `rill-test-memory-${randomUUID()}`), made: false };
+  return { dataDir: tempDataDir(), made: true };
+}
+
 /** The `rill serve` arguments of a test server; the store is chosen as postgresUrlFor says. */
-async function serveArgs(options: StartOptions, port: number): Promise<{ args: string[]; dataDir: string }> {
-  const dataDir = options.dataDir ?? tempDataDir();
+async function serveArgs(options: StartOptions, port: number): Promise<{ args: string[]; dataDir: string; made: boolean }> {
+  const { dataDir, made } = dataDirFor(options);
   const postgresUrl = await postgresUrlFor(options, dataDir);
   const store = options.store ?? (postgresUrl ? 'postgres' : 'sqlite');
   const postgres = postgresUrl ? ['--postgres-url', postgresUrl] : [];
   const args = ['--host', '127.0.0.1', '--port', String(port), '--store', store, '--data', dataDir, ...postgres, ...(options.args ?? [])];
-  return { args, dataDir };
+  return { args, dataDir, made };
 }
 
 /** Quiet unless a test asks for more: a test reads warnings and errors in output(). */
@@ -143,7 +156,16 @@ export function startServer(options: StartOptions | ProcessOptions = {}): Promis
 async function startInProcess(options: StartOptions): Promise<RunningServer> {
   // Port 0 unless one is asked for: the server binds the port the kernel picks, so no other
   // process can take it between a free-port probe and the listen (two files run at once).
-  const { args, dataDir } = await serveArgs(options, options.port ?? 0);
+  const { args, dataDir, made } = await serveArgs(options, options.port ?? 0);
+  try {
+    return await openInProcess(options, args, dataDir);
+  } catch (error) {
+    if (made) removeDir(dataDir);
+    throw error;
+  }
+}
+
+async function openInProcess(options: StartOptions, args: string[], dataDir: string): Promise<RunningServer> {
   // Imported here: a file that only starts child processes does not load the server.
   const [{ serveSettingsOf }, { openRillServer }, { createLogger }] = await Promise.all([
     import('../../src/cli/serve-options.js'),
@@ -191,7 +213,7 @@ async function startServerProcess(options: StartOptions): Promise<ServerProcess>
 }
 
 async function startChild(options: StartOptions, port: number): Promise<ServerProcess> {
-  const { args, dataDir } = await serveArgs(options, port);
+  const { args, dataDir, made } = await serveArgs(options, port);
   const child = spawn(process.execPath, [CLI, 'serve', ...args], { env: { ...process.env, ...TEST_LOG_LEVEL, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
@@ -201,6 +223,8 @@ async function startChild(options: StartOptions, port: number): Promise<ServerPr
     await waitHealthy(url, child, 15_000);
   } catch (error) {
     child.kill('SIGKILL');
+    await exited(child);
+    if (made) removeDir(dataDir);
     throw new Error(`${(error as Error).message}\n${output}`);
   }
   return {
