@@ -13,6 +13,7 @@ import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
 import type { Txn } from '../../src/storage/executor.js';
 import { SqliteStore, type SqliteStoreOptions } from '../../src/storage/sqlite/engine.js';
+import { WalCheckpointer } from '../../src/storage/sqlite/checkpoints.js';
 import { until } from '../helpers/waits.js';
 import { appendRequest, createRequest, expectAppended, expectCreated } from './fixtures.js';
 
@@ -60,6 +61,27 @@ it('with checkpoints on their thread, committed pages reach the database file wh
   } finally {
     await reopened.close();
   }
+});
+
+it('a store starts using the checkpoint thread only once a mebibyte has been committed, and closes at once when it never did', async () => {
+  const dir = dataDir();
+  const store = new SqliteStore({ dataDir: dir, producers: DEFAULT_PRODUCER_SETTINGS });
+  await store.close();
+  const dbPath = join(dir, 'rill.db');
+
+  const idle = new WalCheckpointer(dbPath);
+  idle.committed(MiB - 1);
+  expect(idle.onThread).toBe(false);
+  await idle.close();
+  expect(idle.onThread).toBe(false);
+
+  const busy = new WalCheckpointer(dbPath);
+  busy.committed(MiB - 1);
+  expect(busy.onThread).toBe(false);
+  busy.committed(1);
+  expect(busy.onThread).toBe(true);
+  await busy.close();
+  expect(busy.lastFailure).toBeNull();
 });
 
 /** Notes, for each slice of indexing, whether it ran inside a batch's transaction call or in a turn of its own. */
