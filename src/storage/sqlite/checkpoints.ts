@@ -22,8 +22,8 @@ export const COMMIT_OVERHEAD_BYTES = 8 * 1024;
  * The process's checkpoint thread, shared by its stores (a thread costs about 60 ms to
  * start, and a test process opens many servers). It starts when a store first needs a
  * checkpoint, not when one opens: a server that never commits a mebibyte never starts it
- * (starting it took about 0.1 s of CPU, a sixth of a server's start). It holds the process
- * open only while a store's close waits for it.
+ * (a server's start to its first answer and SIGTERM took 0.93 s of CPU with it, 0.70 s
+ * without). It holds the process open only while a store's close waits for it.
  */
 class CheckpointThread {
   private static current: CheckpointThread | null = null;
