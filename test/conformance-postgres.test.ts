@@ -1,29 +1,23 @@
 /**
  * The upstream Durable Streams conformance suite (@durable-streams/server-conformance-tests
  * 0.3.6), run unmodified against the real rill binary on PostgreSQL (a fresh database of
- * the run's PostgreSQL server), its subscription group included. As on SQLite, the long-poll
- * wait is shortened to 500 ms.
+ * the run's PostgreSQL server), its subscription group included. Configured as on SQLite
+ * (test/helpers/conformance.ts).
  */
 import { afterAll, beforeAll, describe } from 'vitest';
 import { runConformanceTests } from '@durable-streams/server-conformance-tests';
 import { sharedDatabase } from './helpers/postgres.js';
+import { CONFORMANCE_SERVER_ARGS, conformanceConfig } from './helpers/conformance.js';
 import { removeDir, startServer, type RunningServer } from './helpers/server.js';
 
-/** The suite's CORS preflight test calls from this origin, as a browser app served there would (rill allows only loopback pages by default). */
-const CONFORMANCE_ORIGIN = ['--cors-origin', 'https://example.com'];
-/**
- * The subscription group is on: its webhook receiver listens on 127.0.0.1 over http, which
- * rill refuses unless told it is a development setup (--webhook-allow-localhost).
- */
-const SUBSCRIPTIONS = ['--webhook-allow-localhost'];
-const config = { baseUrl: '', longPollTimeoutMs: 500, subscriptions: true };
+const config = conformanceConfig();
 let server: RunningServer;
 
 beforeAll(async () => {
   // A process of its own, as the suite's servers are deployed. In the test's own process, on a
   // loaded machine, one full run had a PUT answered ECONNRESET (a pooled keep-alive connection
   // closed as the suite reused it); it never recurred alone. See docs/testing.md.
-  server = await startServer({ process: true, postgresUrl: await sharedDatabase(), args: ['--long-poll-timeout', '500ms', ...CONFORMANCE_ORIGIN, ...SUBSCRIPTIONS] });
+  server = await startServer({ process: true, postgresUrl: await sharedDatabase(), args: CONFORMANCE_SERVER_ARGS });
   config.baseUrl = server.url;
 });
 
