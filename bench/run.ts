@@ -307,8 +307,9 @@ async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const awayP99: Row = { key: 'sse-away-p99', label: `SSE fan-out, all ${s.sseSubscribers} subscribers on another node than the writer's p99`, unit: 'ms', better: 'lower', rounds: {} };
   rows.push(p50, p99, spreadP50, spreadP99);
   // rill in memory beside it: what the durable commit (the WAL's fdatasync) adds to delivery,
-  // which the in-memory reference does not pay.
-  const targets = selected(['rill', 'rill-memory', ...POSTGRES_TARGETS, 'ref-memory', 'floor']);
+  // which the in-memory reference does not pay. The durable floors fan out after their
+  // flush, as rill does: the least a durable server's delivery can take here.
+  const targets = selected(['rill', 'rill-memory', ...POSTGRES_TARGETS, 'ref-memory', 'floor', 'durable-floor', 'sqlite-floor']);
   if (targets.includes('rill-pg-2')) rows.push(sameP50, sameP99, crossP50, crossP99, awayP50, awayP99);
   await liveWorkload(s, 'sse', targets, async (t, round) => {
     const spec = { subscribers: s.sseSubscribers, messagesPerS: s.sseMessagesPerS, durationS: s.sseDurationS, warmupMessages: s.sseWarmupMessages, stream: `sse-${round}` };

@@ -15,38 +15,16 @@
  */
 import { createServer, type ServerResponse } from 'node:http';
 import { answerNoContent, whenBodyRead } from './bare.js';
+import { destroyHeld, fanOut, followed, hold, holdSseReader, isSseRead, pathOf, type Held } from './held-readers.js';
 
 const port = Number(process.argv[2]);
-const readers = new Map<string, Set<ServerResponse>>();
 /** Long-poll: each path's bytes so far (and their count), and the reads held at its end. */
 interface Log {
   parts: Buffer[];
   bytes: number;
 }
 const logs = new Map<string, Log>();
-const polls = new Map<string, Set<ServerResponse>>();
-
-/** Keeps `res` among `held`'s responses for `path` until it closes. */
-function hold(held: Map<string, Set<ServerResponse>>, path: string, res: ServerResponse): void {
-  let set = held.get(path);
-  if (!set) held.set(path, (set = new Set()));
-  const forPath = set;
-  forPath.add(res);
-  res.once('close', () => forPath.delete(res));
-}
-
-function holdSseReader(path: string, res: ServerResponse): void {
-  res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store' });
-  res.write('event: control\ndata: {}\n\n');
-  hold(readers, path, res);
-}
-
-function fanOut(path: string, body: Buffer): void {
-  const held = readers.get(path);
-  if (!held || held.size === 0) return;
-  const event = Buffer.concat([Buffer.from('data:'), body, Buffer.from('\n\n')]);
-  for (const res of held) res.write(event);
-}
+const polls: Held = new Map();
 
 /** Answers a long-poll with `body`, the bytes from `from`. */
 function answerPoll(res: ServerResponse, body: Buffer, from: number): void {
@@ -77,11 +55,11 @@ function answerPolls(path: string, body: Buffer): void {
 
 const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
   const url = req.url ?? '/';
+  const path = pathOf(url);
+  if (isSseRead(req.method, url)) return holdSseReader(path, res);
   const q = url.indexOf('?');
-  const path = q < 0 ? url : url.slice(0, q);
-  if (req.method === 'GET' && q >= 0 && url.includes('live=sse', q)) return holdSseReader(path, res);
   if (req.method === 'GET' && q >= 0 && url.includes('live=long-poll', q)) return longPoll(path, new URLSearchParams(url.slice(q + 1)), res);
-  if (req.method !== 'POST' || (!readers.has(path) && !logs.has(path))) return answerNoContent(res);
+  if (req.method !== 'POST' || (!followed(path) && !logs.has(path))) return answerNoContent(res);
   whenBodyRead(req, (body) => {
     answerNoContent(res);
     fanOut(path, body);
@@ -90,6 +68,6 @@ const server = createServer({ keepAliveTimeout: 5_000 }, (req, res) => {
 });
 server.listen(port, '127.0.0.1', () => process.stdout.write('ready\n'));
 process.on('SIGTERM', () => {
-  for (const set of [...readers.values(), ...polls.values()]) for (const res of set) res.destroy();
+  destroyHeld(polls);
   server.close(() => process.exit(0));
 });
