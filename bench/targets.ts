@@ -58,7 +58,7 @@ export function profileRillInto(dir: string): void {
   mkdirSync(dir, { recursive: true });
   rillNodeFlags = ['--cpu-prof', `--cpu-prof-dir=${resolve(dir)}`];
 }
-/** Node flags for every server process started by startTarget (bench:instructions' `--by-function`). */
+/** Node flags for every server process started by startTarget, rill on PostgreSQL included (bench:instructions' `--by-function`). */
 let allNodeFlags: string[] = [];
 
 export function addNodeFlags(flags: string[]): void {
@@ -485,7 +485,7 @@ async function startPostgresTarget(name: TargetName, extraArgs: string[], startT
       for (const port of ports) {
         const command = [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'postgres', '--postgres-url', database, ...extraArgs];
         // Level info: the nodes log their totals at their stop; otherwise only at their start.
-        started.push(await spawnListening([...launcher, process.execPath, ...rillNodeFlags, ...command], port, 'info', startTimeoutMs));
+        started.push(await spawnListening([...launcher, process.execPath, ...allNodeFlags, ...rillNodeFlags, ...command], port, 'info', startTimeoutMs));
       }
     } catch (error) {
       await Promise.all(started.map((n) => n.stop(10_000)));

@@ -10,7 +10,7 @@ import { type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signToken } from '../../src/auth/sign.js';
 import { RillClient } from '../../src/client/index.js';
-import { launchChromium } from '../helpers/chromium.js';
+import { withChromium } from '../helpers/chromium.js';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 
 const SECRET = new TextEncoder().encode('console-test-secret-of-at-least-32-bytes');
@@ -24,10 +24,7 @@ const token = (bucket: string, can: Array<'read' | 'write' | 'manage' | 'admin'>
 beforeAll(async () => {
   keyDir = mkdtempSync(join(tmpdir(), 'rill-console-auth-'));
   writeFileSync(join(keyDir, 'secret'), SECRET, { mode: 0o600 });
-  [server, browser] = await Promise.all([
-    startServer({ process: true, args: ['--auth-secret-file', join(keyDir, 'secret')] }),
-    launchChromium(),
-  ]);
+  [server, browser] = await withChromium(startServer({ process: true, args: ['--auth-secret-file', join(keyDir, 'secret')] }));
   const admin = new RillClient({ url: server.url, token: await token('*', ['admin']) });
   await admin.bucket('team').create();
   const log = admin.stream('team/log');

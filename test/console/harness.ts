@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { RillClient } from '../../src/client/index.js';
-import { launchChromium } from '../helpers/chromium.js';
+import { withChromium } from '../helpers/chromium.js';
 import { removeDir, startServer, type ServerProcess, type StartOptions } from '../helpers/server.js';
 
 export interface Opened {
@@ -44,7 +44,7 @@ export function consoleHarness(serverOptions?: () => Pick<StartOptions, 'store' 
 
   beforeAll(async () => {
     console.log(`console screenshots: ${shots}`);
-    [server, browser] = await Promise.all([startServer({ ...serverOptions?.(), process: true }), launchChromium()]);
+    [server, browser] = await withChromium(startServer({ ...serverOptions?.(), process: true }));
     api = new RillClient({ url: server.url });
   });
   afterAll(async () => {

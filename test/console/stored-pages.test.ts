@@ -14,7 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { signToken } from '../../src/auth/sign.js';
 import { RillClient } from '../../src/client/index.js';
 import { extensionUrl } from '../../src/protocol/extensions.js';
-import { launchChromium } from '../helpers/chromium.js';
+import { withChromium } from '../helpers/chromium.js';
 import { removeDir, startServer, type ServerProcess } from '../helpers/server.js';
 import { until } from '../helpers/waits.js';
 
@@ -41,10 +41,7 @@ const token = (can: Array<'read' | 'admin'>) => signToken(SECRET, { grants: [{ b
 beforeAll(async () => {
   keyDir = mkdtempSync(join(tmpdir(), 'rill-stored-pages-'));
   writeFileSync(join(keyDir, 'secret'), SECRET, { mode: 0o600 });
-  [server, browser] = await Promise.all([
-    startServer({ process: true, args: ['--auth-secret-file', join(keyDir, 'secret')] }),
-    launchChromium(),
-  ]);
+  [server, browser] = await withChromium(startServer({ process: true, args: ['--auth-secret-file', join(keyDir, 'secret')] }));
   [admin, reader] = await Promise.all([token(['admin']), token(['read'])]);
   const api = new RillClient({ url: server.url, token: admin });
   await api.bucket('site').create();
