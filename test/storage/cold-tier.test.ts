@@ -31,7 +31,11 @@ import { sharedDatabase } from '../helpers/postgres.js';
 import { seededRandom } from '../helpers/seed.js';
 import { startTestS3, TEST_BUCKET, type TestS3 } from '../helpers/s3.js';
 import { removeDir, tempDataDir } from '../helpers/server.js';
+import { until } from '../helpers/waits.js';
 import { appendRequest, createRequest } from './fixtures.js';
+
+/** The backends holding an advisory lock on the test's database: a cold tier's upload lock. */
+const ADVISORY_LOCK_HOLDERS = `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`;
 
 const rng = seededRandom();
 const SETTINGS = {
@@ -365,9 +369,13 @@ describe('cold tier on PostgreSQL: two nodes on one database and one bucket', ()
     // A's node dies as far as PostgreSQL knows: its lock connection ends, and the lock with it.
     const admin = new pg.Client(url);
     await admin.connect();
-    const { rows } = await admin.query<{ pid: number }>(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
-    expect(rows).toHaveLength(1);
-    await admin.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
+    const lockHolders = async () => (await admin.query<{ pid: number }>(ADVISORY_LOCK_HOLDERS)).rows;
+    const holders = await lockHolders();
+    expect(holders).toHaveLength(1);
+    await admin.query('SELECT pg_terminate_backend($1)', [holders[0]!.pid]);
+    // pg_terminate_backend only signals the backend; the lock is free once it has exited
+    // (B's pass right after found it still held once, and uploaded nothing).
+    await until(async () => (await lockHolders()).length === 0, "the upload lock of A's terminated connection released");
     await admin.end();
     await b.tier.uploader.pass();
     expect(b.tier.stats().uploads).toBeGreaterThan(0);
