@@ -34,6 +34,7 @@ export function holdSseReader(path: string, res: ServerResponse): void {
   hold(sseReaders, path, res);
 }
 
+/** Whether `path` has had an SSE reader: a POST to it is read and fanned out. */
 export function followed(path: string): boolean {
   return sseReaders.has(path);
 }
