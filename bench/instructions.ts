@@ -2,10 +2,14 @@
  * `npm run bench:instructions`: the instructions a server's event loop executes per
  * append, counted by valgrind's callgrind. Times move with whatever else the machine
  * does (a round of the floor here took 46 to 73 µs of CPU per request in one run);
- * instruction counts do not: the same build counts the same within a fraction of a
- * percent, whatever the other core is doing. So a change to the append path can be
- * judged in one run, by its count against the one before it, and the floor's count
- * says what HTTP on Node costs in the same units.
+ * instruction counts move far less: the floor's, and each part of a request's path,
+ * count the same within a fraction of a percent. rill's totals move a few percent with
+ * the machine's load (108,700-115,100 a plain append for one build in one session):
+ * how many appends form a batch follows the fsync's pace (see DEFAULT_CONCURRENCY), and
+ * work driven by the clock (sweeps, the access log's flush) is counted over a window
+ * valgrind stretches. So judge a change to the append path by several runs against the
+ * build before it, made alternately, or by the parts of the profile it touches; the
+ * floor's count says what HTTP on Node costs in the same units.
  *
  *   node .bench/build/instructions.js [--only rill,rill-auth,rill-memory,floor] [--appends N]
  *                                     [--warmup N] [--streams N] [--producers] [--rill path/to/dist/bin/rill.js] [--out FILE]
