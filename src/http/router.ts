@@ -108,6 +108,23 @@ export function segmentsAfterFirst(pathname: string): string[] {
   return segments;
 }
 
+/** The characters encodeURIComponent leaves as they are: A-Z a-z 0-9 - _ . ! ~ * ' ( ). */
+const UNRESERVED = new Uint8Array(128);
+for (const c of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.!~*'()") UNRESERVED[c.charCodeAt(0)] = 1;
+
+/**
+ * `encodeURIComponent(segment)`, without the call for a segment it would leave as it is
+ * (most names): the call goes through V8's runtime, about 600 instructions a short name
+ * under callgrind, and routing an append took about 340 fewer with this loop.
+ */
+export function encodeSegment(segment: string): string {
+  for (let i = 0; i < segment.length; i++) {
+    const code = segment.charCodeAt(i);
+    if (code >= 128 || UNRESERVED[code] === 0) return encodeURIComponent(segment);
+  }
+  return segment;
+}
+
 function decodeSegments(pathname: string): string[] | undefined {
   const segments = segmentsAfterFirst(pathname);
   // Most paths have nothing to decode; decoding every segment anyway was 3% of an append.
@@ -144,7 +161,7 @@ function routeBucketStream(bucket: string, segments: string[]): Route {
   const id = segments[1]!;
   const problem = streamIdProblem(id);
   if (problem !== null) return invalid(problem);
-  const stream = { key: bucketStreamKey(bucket, id), bucket, id, path: `/${bucket}/${encodeURIComponent(id)}`, affinity: false };
+  const stream = { key: bucketStreamKey(bucket, id), bucket, id, path: `/${bucket}/${encodeSegment(id)}`, affinity: false };
   return withExtension(stream, segments.slice(2)) ?? notFound();
 }
 
@@ -168,7 +185,7 @@ function routeAffinity(bucket: string, segments: string[]): Route {
   const problem = affinityStreamProblem(bucket, affinityKey, local);
   if (problem !== null) return invalid(problem);
   const id = affinityStreamId(affinityKey, local);
-  const path = `/${bucket}/${encodeURIComponent(affinityKey)}/${encodeURIComponent(local)}`;
+  const path = `/${bucket}/${encodeSegment(affinityKey)}/${encodeSegment(local)}`;
   const stream = { key: bucketStreamKey(bucket, id), bucket, id, path, affinity: true };
   return withExtension(stream, segments.slice(3)) ?? notFound();
 }
@@ -246,7 +263,7 @@ function routeV1(segments: string[], search: string): Route {
   const name = single ? segments[2]! : nameSegments.join('/');
   const problem = v1SegmentsProblem(nameSegments, name);
   if (problem !== null) return invalid(problem);
-  const encoded = single ? encodeURIComponent(name) : nameSegments.map(encodeURIComponent).join('/');
+  const encoded = single ? encodeSegment(name) : nameSegments.map(encodeSegment).join('/');
   const stream = { key: v1StreamKey(name), bucket: null, id: name, path: `${V1_ROOT}/${encoded}`, affinity: false };
   const extension = extensionParam(search);
   if (extension === null) return { kind: 'stream', stream };

@@ -7,7 +7,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { resolveStreamReference, route, routeTemplate, segmentsAfterFirst, type Route, type SubscriptionTarget } from '../../src/http/router.js';
+import { encodeSegment, resolveStreamReference, route, routeTemplate, segmentsAfterFirst, type Route, type SubscriptionTarget } from '../../src/http/router.js';
 import {
   isValidStreamId,
   isValidSubscriptionId,
@@ -263,6 +263,18 @@ describe('stream references (Stream-Forked-From)', () => {
 });
 
 describe('path segments', () => {
+  test('encodeSegment encodes as encodeURIComponent does', () => {
+    for (const segment of ['', 'ins-1', "a_b.c!~*'()", 'a b', 'a/b', '%', 'é', '\u{1F600}', 'x?y#z', 'A-Z0-9']) {
+      expect(encodeSegment(segment), segment).toBe(encodeURIComponent(segment));
+    }
+    fc.assert(
+      fc.property(fc.string({ maxLength: 20, unit: fc.oneof(fc.constantFrom('a', 'Z', '0', '-', '_', '.', '!', '~', '*', "'", '(', ')'), fc.string({ minLength: 1, maxLength: 1, unit: 'grapheme' })) }), (segment) => {
+        expect(encodeSegment(segment)).toBe(encodeURIComponent(segment));
+      }),
+      { seed: testSeed(), numRuns: 1000 },
+    );
+  });
+
   test("segmentsAfterFirst splits as split('/').slice(1) does, empty segments and paths without '/' included", () => {
     for (const path of ['', '/', '//', 'a', 'a/b', '/v1/stream/a', '/v1/stream/a/', 'http://host/x/y', '*']) {
       expect(segmentsAfterFirst(path), path).toEqual(path.split('/').slice(1));

@@ -181,7 +181,7 @@ export class RecentChunks {
       list.pop();
       if (list.length === 0 && this.byStream.get(streamId) === list) this.byStream.delete(streamId);
       this.lastId = lastId;
-      this.count(-1, -chunk.data.length, -largeBytes);
+      this.uncount(1, chunk.data.length, largeBytes);
     });
   }
 
@@ -229,7 +229,7 @@ export class RecentChunks {
     if (!list) return;
     this.byStream.delete(streamId);
     const { bytes, largeBytes } = sizesOf(list);
-    this.count(-list.length, -bytes, -largeBytes);
+    this.uncount(list.length, bytes, largeBytes);
     this.undo?.push(() => {
       this.byStream.set(streamId, list);
       this.count(list.length, bytes, largeBytes);
@@ -260,7 +260,7 @@ export class RecentChunks {
     const taken = list.splice(0, n);
     if (list.length === 0) this.byStream.delete(streamId);
     const { bytes, largeBytes } = sizesOf(taken);
-    this.count(-n, -bytes, -largeBytes);
+    this.uncount(n, bytes, largeBytes);
     this.undo?.push(() => {
       list.unshift(...taken);
       if (!this.byStream.has(streamId)) this.byStream.set(streamId, list);
@@ -281,5 +281,17 @@ export class RecentChunks {
     this.rows += rows;
     this.bytes += bytes;
     this.largeBytes += largeBytes;
+  }
+
+  /**
+   * count's inverse, by subtraction: `count(-n, -bytes, -largeBytes)` passed -0 for no
+   * large bytes, a double, which turned the counters into doubles on the first indexing
+   * slice and deoptimized `add` and `HeldWrites.addAppend` (run unoptimized for the
+   * next few thousand appends: about 2,000 instructions an append in that stretch).
+   */
+  private uncount(rows: number, bytes: number, largeBytes: number): void {
+    this.rows -= rows;
+    this.bytes -= bytes;
+    this.largeBytes -= largeBytes;
   }
 }
