@@ -41,6 +41,7 @@ const USES_POSTGRES = [
   'test/storage/postgres-batches.test.ts',
   'test/storage/postgres-optimistic.test.ts',
   'test/storage/postgres-hints.test.ts',
+  'test/storage/postgres-array-params.test.ts',
   'test/storage/records.test.ts',
   'test/storage/subscriptions.test.ts',
   'test/storage/subscription-queries.test.ts',

@@ -8,6 +8,7 @@
 import type { StreamState } from '../../core/types.js';
 import type { ChunkSource, StoredChunk } from '../chain.js';
 import { MissingState } from '../missing.js';
+import { withArrayParams } from './array-params.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 
 /** A pool or a client inside a transaction. */
@@ -28,10 +29,11 @@ function statementName(text: string): string | undefined {
 
 /**
  * A connection whose statements are prepared: PostgreSQL parses and plans each text once
- * per connection instead of once per batch.
+ * per connection instead of once per batch. Their array parameters are sent in the text
+ * form arrayParam makes.
  */
 export function preparing(client: { query(config: { name?: string; text: string; values?: unknown[] }): Promise<{ rows: unknown[] }> }): Queryable {
-  return { query: (text, values) => client.query({ name: statementName(text), text, values }) as never };
+  return { query: (text, values) => client.query({ name: statementName(text), text, values: values && withArrayParams(values) }) as never };
 }
 
 /** Every chunk of a stream starting at or after the one that holds `from`, and before `hi`. */
