@@ -24,7 +24,6 @@ import { copyFileSync, mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { AppendRequest } from '../../src/core/types.js';
 import { appendAnswer } from '../../src/http/writes.js';
@@ -32,7 +31,7 @@ import { MemoryStore } from '../../src/storage/memory/engine.js';
 import { SqliteStore } from '../../src/storage/sqlite/engine.js';
 import { PostgresStore } from '../../src/storage/postgres/engine.js';
 import { sharedDatabase } from '../helpers/postgres.js';
-import { emptyDatabaseOver } from '../storage/fixtures.js';
+import { emptyDatabaseOver, keptConnection } from '../storage/fixtures.js';
 import type { Store } from '../../src/storage/store.js';
 import { testSeed } from '../helpers/seed.js';
 import { MAX_NUMBER, STREAM_TYPE, OTHER_TYPE, SETTINGS, PRODUCER_IDS, STREAM_NAMES, hex, SeedModel, type Write, type Answer } from './seed-model.js';
@@ -217,6 +216,9 @@ const TINY_SEALS = { sealRows: 3, sealBytes: 64, stepRows: 1 };
 /** Never seals within a history: every producer change stays held until the restart. */
 const NO_SEALS = { sealRows: 1e9, sealBytes: 1e12, stepRows: 1 };
 
+/** PostgreSQL histories run four at a time, each lane on a database of its own. */
+const POSTGRES_LANES = 4;
+
 const ENGINES: EngineKind[] = [
   { name: 'memory', open: (_dir, _lane, clock) => new MemoryStore({ producers: SETTINGS, nowMs: clock }), restartable: false },
   { name: 'sqlite', open: (dir, _lane, clock) => new SqliteStore({ dataDir: dir, producers: SETTINGS, nowMs: clock }), restartable: true, filesInDir: true },
@@ -237,11 +239,11 @@ const ENGINES: EngineKind[] = [
   {
     name: 'postgres',
     open: async (_dir, lane, clock) => PostgresStore.open({ url: await laneDatabase(lane), producers: SETTINGS, nowMs: clock }),
-    empty: async (lane) => emptyDatabaseOver(await laneCleaner(lane)),
+    empty: async (lane) => emptyDatabaseOver(await laneCleaners[lane]!(await laneDatabase(lane))),
     // 120 histories (49 s at 200 here, one at a time): npm test stays near 12 minutes; RILL_MODEL_RUNS_POSTGRES runs more.
     runs: Number(process.env.RILL_MODEL_RUNS_POSTGRES ?? 120),
     // Its time is round trips: four histories at a time, each lane on a database of its own.
-    lanes: 4,
+    lanes: POSTGRES_LANES,
     restartable: true,
   },
 ];
@@ -256,24 +258,12 @@ function laneDatabase(lane: number): Promise<string> {
 
 /**
  * A connection per lane that empties its database before each history, kept for the whole
- * file: a connection per history cost a PostgreSQL backend and a SCRAM exchange each (about
- * 20 ms). The store of each history still connects on its own, as a server does.
+ * file (keptConnection): a connection per history cost a PostgreSQL backend and a SCRAM
+ * exchange each (about 20 ms). The store of each history still connects on its own, as a
+ * server does.
  */
-const laneCleaners = new Map<number, Promise<pg.Client>>();
-
-function laneCleaner(lane: number): Promise<pg.Client> {
-  if (!laneCleaners.has(lane)) {
-    laneCleaners.set(
-      lane,
-      laneDatabase(lane).then(async (url) => {
-        const client = new pg.Client(url);
-        await client.connect();
-        return client;
-      }),
-    );
-  }
-  return laneCleaners.get(lane)!;
-}
+// The random histories run on lanes 0 to POSTGRES_LANES - 1, the steered ones beside them on one more.
+const laneCleaners = Array.from({ length: POSTGRES_LANES + 1 }, () => keptConnection());
 
 /** tmpfs when there is one: this test checks rules and restarts, the crash tests check fsync. */
 function scratchDir(): string {
@@ -312,7 +302,6 @@ function emptyStoreOf(engine: EngineKind): Promise<string> {
 
 afterAll(async () => {
   for (const dir of await Promise.all(emptyStores.values())) rmSync(dir, { recursive: true, force: true });
-  for (const client of await Promise.all(laneCleaners.values())) await client.end();
 });
 
 function requestOf(w: Write, incarnation: string): AppendRequest {

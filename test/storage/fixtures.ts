@@ -182,7 +182,7 @@ export function usePostgresNodes(clock: TestClock): { node(): Promise<PostgresSt
  * (about 30 ms of CPU). The stores under test still connect on their own. Call at collection
  * (it registers an afterAll).
  */
-function keptConnection(): (url: string) => Promise<pg.Client> {
+export function keptConnection(): (url: string) => Promise<pg.Client> {
   let client: Promise<pg.Client> | null = null;
   afterAll(async () => {
     const kept = await client?.catch(() => null);
