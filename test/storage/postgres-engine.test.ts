@@ -12,6 +12,7 @@ import { v1StreamKey } from '../../src/protocol/ids.js';
 import { PostgresStore } from '../../src/storage/postgres/engine.js';
 import { SCHEMA_VERSION } from '../../src/storage/postgres/schema.js';
 import { sharedDatabase } from '../helpers/postgres.js';
+import { until } from '../helpers/waits.js';
 import { appendRequest, createRequest, emptyDatabase, expectAppended, expectCreated, mustGet, randomBytes, readAll, refusal, seededRandom, TestClock } from './fixtures.js';
 
 let url: string;
@@ -340,6 +341,38 @@ describe('large reads', () => {
     const fresh = randomBytes(random, 1_200_000);
     expectAppended(await store.run('append', { name, request: appendRequest(fresh) }));
     expect((await catchUp(0, null)).equals(fresh)).toBe(true);
+  });
+
+  it('a bulk read whose connection dies while it waits fails alone: the next one gets every byte', async () => {
+    const store = await node();
+    const name = v1StreamKey('cut');
+    await store.run('createStream', createRequest(name));
+    const data = randomBytes(seededRandom(43), 600_000);
+    expectAppended(await store.run('append', { name, request: appendRequest(data) }));
+    const stream = await mustGet(store, name);
+    const waiting = "FROM pg_stat_activity WHERE query LIKE 'COPY%' AND wait_event_type = 'Lock'";
+    const locker = new pg.Client(url);
+    await locker.connect();
+    try {
+      // The COPY waits for the lock, so its connection is cut before any of its output.
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE chunks IN ACCESS EXCLUSIVE MODE');
+      const failed = store.readChunks(stream, 0, 600_000).then(
+        () => null,
+        (error: unknown) => error,
+      );
+      await until(async () => (await sql(`SELECT pid ${waiting}`)).length === 1, 'a COPY waiting for the lock');
+      await sql(`SELECT pg_terminate_backend(pid) ${waiting}`);
+      expect(await failed).toBeInstanceOf(Error);
+    } finally {
+      await locker.query('ROLLBACK');
+      await locker.end();
+    }
+    for (let read = 0; read < 3; read++) {
+      const chunks = await store.readChunks(stream, 0, 600_000);
+      expect(Buffer.concat(chunks.map((c) => c.data)).equals(data)).toBe(true);
+    }
+    expect(store.stats.bulkReads).toBe(3);
   });
 
   it('a small window is one prepared query, not a COPY', async () => {

@@ -7,6 +7,8 @@
  * is built from integers only, and it cannot share a pipelined connection: it runs on a
  * pool of its own (engine.ts).
  */
+import type { Connection } from 'pg';
+import { to as copyTo, type CopyToStreamQuery } from 'pg-copy-streams';
 import type { StoredChunk } from '../chain.js';
 import { WINDOW_SQL } from './chunks.js';
 
@@ -29,9 +31,8 @@ export function copyWindowSql(streamId: number, from: number, hi: number): strin
 }
 
 /**
- * Bytes of a COPY's output, taken as they arrive (each CopyData message a copy of its
- * own, as pg-protocol reuses the buffer a message was sliced from); a value within one
- * message is a view of it, one spanning messages is joined.
+ * Bytes of a COPY's output, taken as they arrive (views of the socket's reads, which
+ * nothing reuses); a value within one part is a view of it, one spanning parts is joined.
  */
 export class CopyReader {
   private readonly parts: Buffer[] = [];
@@ -93,33 +94,40 @@ export function chunksFromCopy(reader: CopyReader): StoredChunk[] {
   }
 }
 
-/** Messages a COPY's query object is handed by pg's client (see `Submittable` in pg). */
-interface Connection {
-  query(text: string): void;
-}
-
 /**
- * A COPY TO STDOUT run as a pg "submittable": pg hands it the connection's messages while
- * it is the active query. Resolves with the chunks once the server is ready again.
+ * A COPY TO STDOUT run as a pg "submittable", its output read by pg-copy-streams. While
+ * the COPY runs, that library takes the connection's socket from pg's parser and hands on
+ * the CopyData payloads as views of the socket's reads. pg's parser would gather each row
+ * (a whole chunk, up to megabytes) into a buffer it grows by doubling and reuses, which
+ * had to be copied again: about 3.5 bytes allocated per byte served, and a V8 mark-compact
+ * every few megabytes (docs/performance.md). Resolves with the chunks once the output has
+ * ended and the server is ready again.
  */
 export class CopyWindow {
   private readonly reader = new CopyReader();
+  private readonly output: CopyToStreamQuery;
+  private outputEnded = false;
+  private serverReady = false;
   private settled = false;
   readonly done: Promise<StoredChunk[]>;
   private settle!: { resolve: (chunks: StoredChunk[]) => void; reject: (error: Error) => void };
   /** Set by pg when the client has a query timeout: told the outcome, so that it stops its timer. */
   callback?: (error?: Error) => void;
 
-  constructor(private readonly text: string) {
+  constructor(readonly text: string) {
     this.done = new Promise((resolve, reject) => (this.settle = { resolve, reject }));
+    this.output = copyTo(text);
+    this.output.on('data', (bytes: Buffer) => this.reader.push(bytes));
+    this.output.on('end', () => {
+      this.outputEnded = true;
+      this.complete();
+    });
+    // The server's errors and a lost connection reach handleError through pg.
+    this.output.on('error', () => {});
   }
 
   submit(connection: Connection): void {
-    connection.query(this.text);
-  }
-
-  handleCopyData(message: { chunk: Buffer }): void {
-    this.reader.push(Buffer.from(message.chunk));
+    this.output.submit(connection);
   }
 
   handleCommandComplete(): void {}
@@ -130,7 +138,13 @@ export class CopyWindow {
   }
 
   handleReadyForQuery(): void {
-    if (this.settled) return;
+    this.serverReady = true;
+    this.complete();
+  }
+
+  /** Both orders happen: pg may see ReadyForQuery before the output's end is emitted. */
+  private complete(): void {
+    if (!this.outputEnded || !this.serverReady || this.settled) return;
     let chunks: StoredChunk[] = [];
     try {
       chunks = chunksFromCopy(this.reader);
