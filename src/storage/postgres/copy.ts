@@ -114,7 +114,7 @@ export class CopyWindow {
   /** Set by pg when the client has a query timeout: told the outcome, so that it stops its timer. */
   callback?: (error?: Error) => void;
 
-  constructor(readonly text: string) {
+  constructor(text: string) {
     this.done = new Promise((resolve, reject) => (this.settle = { resolve, reject }));
     this.output = copyTo(text);
     this.output.on('data', (bytes: Buffer) => this.reader.push(bytes));
@@ -142,7 +142,10 @@ export class CopyWindow {
     this.complete();
   }
 
-  /** Both orders happen: pg may see ReadyForQuery before the output's end is emitted. */
+  /**
+   * Either may come first: pg-copy-streams hands the bytes after CopyDone back to pg's
+   * parser before it ends its output, but ReadyForQuery may also arrive in a later read.
+   */
   private complete(): void {
     if (!this.outputEnded || !this.serverReady || this.settled) return;
     let chunks: StoredChunk[] = [];
