@@ -122,23 +122,30 @@ async function postgresUrlFor(options: StartOptions, dataDir: string): Promise<s
   return url;
 }
 
+/** A test server's store: the one asked for, else PostgreSQL when postgresUrlFor gives a database. */
+function storeOf(options: StartOptions): 'sqlite' | 'memory' | 'postgres' {
+  if (options.store !== undefined) return options.store;
+  return options.postgresUrl || process.env.RILL_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';
+}
+
 /**
  * A test server's data directory: the test's own, or a fresh one (`made`: removed again if
- * the server does not start). A memory store keeps nothing on disk, so it gets a path that is
- * never made: an empty directory per memory server was left behind by every test that had no
- * reason to remove it.
+ * the server does not start). Only SQLite keeps anything there: a memory or PostgreSQL store
+ * gets a path that is never made (still a key of its own for postgresUrlFor's database). An
+ * empty directory per such server was left behind by every test that did not remove it
+ * (remote-readers' PostgreSQL server, one per full run).
  */
-function dataDirFor(options: StartOptions): { dataDir: string; made: boolean } {
+function dataDirFor(options: StartOptions, store: 'sqlite' | 'memory' | 'postgres'): { dataDir: string; made: boolean } {
   if (options.dataDir !== undefined) return { dataDir: options.dataDir, made: false };
-  if (options.store === 'memory') return { dataDir: join(tmpdir(), `rill-test-memory-${randomUUID()}`), made: false };
+  if (store !== 'sqlite') return { dataDir: join(tmpdir(), `rill-test-${store}-${randomUUID()}`), made: false };
   return { dataDir: tempDataDir(), made: true };
 }
 
-/** The `rill serve` arguments of a test server; the store is chosen as postgresUrlFor says. */
+/** The `rill serve` arguments of a test server, on the store storeOf says. */
 async function serveArgs(options: StartOptions, port: number): Promise<{ args: string[]; dataDir: string; made: boolean }> {
-  const { dataDir, made } = dataDirFor(options);
+  const store = storeOf(options);
+  const { dataDir, made } = dataDirFor(options, store);
   const postgresUrl = await postgresUrlFor(options, dataDir);
-  const store = options.store ?? (postgresUrl ? 'postgres' : 'sqlite');
   const postgres = postgresUrl ? ['--postgres-url', postgresUrl] : [];
   const args = ['--host', '127.0.0.1', '--port', String(port), '--store', store, '--data', dataDir, ...postgres, ...(options.args ?? [])];
   return { args, dataDir, made };
