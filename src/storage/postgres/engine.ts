@@ -384,18 +384,21 @@ export class PostgresStore extends BatchedStore {
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
-    this.readNext(stream, from, maxBytes);
     const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes), this.readAhead.take);
-    return this.read(() => withLoads(() => chunksFromChain(source, stream, from, maxBytes)));
+    const chunks = await this.read(() => withLoads(() => chunksFromChain(source, stream, from, maxBytes)));
+    // Not before: two windows loading at once share the cores with each other (and with the
+    // reader), and the one asked for now comes later (docs/performance.md).
+    this.readNext(stream, from, maxBytes);
+    return chunks;
   }
 
   /**
    * A read of a large window that stops short of the tail is likely followed by one of the
-   * next (a catch-up): that one is read meanwhile (read-ahead.ts). Only for readChunks,
-   * whose reader goes on exactly where the window ends (readRange's, JSON and text, go on
-   * from a message or character boundary before it); only from the stream's own chunks,
-   * where the next read's load is the same window; and only a window large enough to be
-   * loaded in bulk, which is what the read ahead is taken for.
+   * next (a catch-up): that one is read while this one goes out (read-ahead.ts). Only for
+   * readChunks, whose reader goes on exactly where the window ends (readRange's, JSON and
+   * text, go on from a message or character boundary before it); only from the stream's
+   * own chunks, where the next read's load is the same window; and only a window large
+   * enough to be loaded in bulk, which is what the read ahead is taken for.
    */
   private readNext(stream: StreamState, from: number, maxBytes: number): void {
     const hi = from + maxBytes;
