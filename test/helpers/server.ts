@@ -114,18 +114,19 @@ function exited(child: ChildProcess): Promise<number | null> {
  */
 const databaseOfDir = new Map<string, Promise<string>>();
 
-async function postgresUrlFor(options: StartOptions, dataDir: string): Promise<string | null> {
-  if (options.postgresUrl) return options.postgresUrl;
-  if (options.store !== undefined || process.env.RILL_TEST_STORE !== 'postgres') return null;
-  let url = databaseOfDir.get(dataDir);
-  if (!url) databaseOfDir.set(dataDir, (url = import('./postgres.js').then((m) => m.sharedDatabase())));
-  return url;
-}
-
-/** A test server's store: the one asked for, else PostgreSQL when postgresUrlFor gives a database. */
+/** A test server's store: the one asked for, else PostgreSQL with a URL or in the `postgres` project. */
 function storeOf(options: StartOptions): 'sqlite' | 'memory' | 'postgres' {
   if (options.store !== undefined) return options.store;
   return options.postgresUrl || process.env.RILL_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';
+}
+
+/** The test's URL, or a database of the data directory's own for a store storeOf chose. */
+async function postgresUrlFor(options: StartOptions, store: ReturnType<typeof storeOf>, dataDir: string): Promise<string | null> {
+  if (options.postgresUrl) return options.postgresUrl;
+  if (options.store !== undefined || store !== 'postgres') return null;
+  let url = databaseOfDir.get(dataDir);
+  if (!url) databaseOfDir.set(dataDir, (url = import('./postgres.js').then((m) => m.sharedDatabase())));
+  return url;
 }
 
 /**
@@ -135,7 +136,7 @@ function storeOf(options: StartOptions): 'sqlite' | 'memory' | 'postgres' {
  * empty directory per such server was left behind by every test that did not remove it
  * (remote-readers' PostgreSQL server, one per full run).
  */
-function dataDirFor(options: StartOptions, store: 'sqlite' | 'memory' | 'postgres'): { dataDir: string; made: boolean } {
+function dataDirFor(options: StartOptions, store: ReturnType<typeof storeOf>): { dataDir: string; made: boolean } {
   if (options.dataDir !== undefined) return { dataDir: options.dataDir, made: false };
   if (store !== 'sqlite') return { dataDir: join(tmpdir(), `rill-test-${store}-${randomUUID()}`), made: false };
   return { dataDir: tempDataDir(), made: true };
@@ -145,7 +146,7 @@ function dataDirFor(options: StartOptions, store: 'sqlite' | 'memory' | 'postgre
 async function serveArgs(options: StartOptions, port: number): Promise<{ args: string[]; dataDir: string; made: boolean }> {
   const store = storeOf(options);
   const { dataDir, made } = dataDirFor(options, store);
-  const postgresUrl = await postgresUrlFor(options, dataDir);
+  const postgresUrl = await postgresUrlFor(options, store, dataDir);
   const postgres = postgresUrl ? ['--postgres-url', postgresUrl] : [];
   const args = ['--host', '127.0.0.1', '--port', String(port), '--store', store, '--data', dataDir, ...postgres, ...(options.args ?? [])];
   return { args, dataDir, made };
