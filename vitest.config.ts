@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import { EVENT_TIMEOUT_MS } from './test/helpers/waits.js';
 import { LongFirst } from './test/support/long-first.js';
 
 /**
@@ -101,6 +102,9 @@ export default defineConfig({
     // of the run's 7 minutes. No test sets the environment or mocks a module.
     isolate: false,
     sequence: { sequencer: LongFirst },
+    // expect.poll waits for an event, as `until` does (test/helpers/waits.ts): its default
+    // of 1 s was a wall-clock bound a loaded machine could reach without a bug.
+    expect: { poll: { timeout: EVENT_TIMEOUT_MS } },
     setupFiles: ['test/support/seed-report.ts'],
     reporters: ['default', './test/support/failure-summary.ts'],
     projects: [
