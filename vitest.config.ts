@@ -37,6 +37,7 @@ const USES_POSTGRES = [
   'test/storage/contract.test.ts',
   'test/storage/cold-tier.test.ts',
   'test/http/cold-tier.test.ts',
+  'test/http/postgres-catch-up.test.ts',
   'test/crash/cold-sigkill.test.ts',
   'test/storage/postgres-engine.test.ts',
   'test/storage/postgres-batches.test.ts',

@@ -18,7 +18,7 @@ import { tokenExpiryOf } from './access.js';
 import type { HandlerContext } from './context.js';
 import { header, parseQuery, incarnationOf } from './request.js';
 import { handleRecordRead } from './record-reads.js';
-import { answerHeaders, send, sendError, type HeaderMap } from './response.js';
+import { answerHeaders, bodyWriter, send, sendError, type HeaderMap } from './response.js';
 import { extensionHeaders, storedBodyHeaders } from './stream-headers.js';
 import type { StreamAddress } from './router.js';
 import { countServed, holdLiveUsage } from './usage.js';
@@ -124,14 +124,35 @@ export function cacheHeaders(req: IncomingMessage, upToDate: boolean): HeaderMap
   return { 'cache-control': upToDate ? 'no-cache' : 'public, max-age=60, stale-while-revalidate=300', vary };
 }
 
-function sendData(req: IncomingMessage, res: ServerResponse, stream: StreamState, from: number, window: ReadWindow, extra: HeaderMap): void {
-  const etag = etagFor(stream, from, window.next);
-  const upToDate = window.next >= stream.tail;
+/** The headers of an answer with the bytes `[from, next)`, and whether the reader holds them already (304). */
+function dataHeaders(req: IncomingMessage, stream: StreamState, from: number, next: number, extra: HeaderMap): { headers: HeaderMap; unchanged: boolean } {
+  const etag = etagFor(stream, from, next);
   // Object.assign rather than spread: see send().
-  const headers = Object.assign(positionHeaders(stream, window.next), { etag }, cacheHeaders(req, upToDate), extra);
-  if (etagMatches(req, etag)) return send(res, 304, headers);
+  const headers = Object.assign(positionHeaders(stream, next), { etag }, cacheHeaders(req, next >= stream.tail), extra);
+  return { headers, unchanged: etagMatches(req, etag) };
+}
+
+function sendData(req: IncomingMessage, res: ServerResponse, stream: StreamState, from: number, window: ReadWindow, extra: HeaderMap): void {
+  const { headers, unchanged } = dataHeaders(req, stream, from, window.next, extra);
+  if (unchanged) return send(res, 304, headers);
   const rendered = body(req, stream, window);
   send(res, 200, Object.assign(headers, storedBodyHeaders(rendered.contentType)), rendered.payload);
+}
+
+/**
+ * sendData for a catch-up of a plain stream on an engine that hands bytes on as they load
+ * (store.ts, streamChunks): the window's end is known before it loads (a plain window is
+ * every byte up to `maxBytes` or the tail), so the head leaves with the first bytes. A
+ * failure before them is answered as any read's; after them, the response is cut (send).
+ */
+async function streamData(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, stream: StreamState, from: number, maxBytes: number, extra: HeaderMap): Promise<void> {
+  const next = Math.min(stream.tail, from + maxBytes);
+  countServedBytes(req, ctx, stream, next - from);
+  const { headers, unchanged } = dataHeaders(req, stream, from, next, extra);
+  if (unchanged) return send(res, 304, headers);
+  const body = bodyWriter(res, Object.assign(headers, storedBodyHeaders(stream.config.contentType)), next - from);
+  await ctx.store.streamChunks!(stream, from, maxBytes, body.write);
+  body.end();
 }
 
 export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, address: StreamAddress, search: string): Promise<void> {
@@ -152,6 +173,9 @@ export async function handleRead(req: IncomingMessage, res: ServerResponse, ctx:
   if (query.request.live === 'sse') return startSse(req, res, ctx, { address, stream: plan.stream, position: plan.position, query, extensions, records: null });
   if (query.request.live === 'long-poll') return longPoll(req, res, ctx, { address, first: plan.stream, position: plan.position, query }, offsetAnswers(req, res, extensions));
   if (query.request.offset?.kind === 'now') return sendTail(res, plan.stream, extensions);
+  if (ctx.store.streamChunks && req.method === 'GET' && !isJsonContentType(plan.stream.config.contentType)) {
+    return streamData(req, res, ctx, plan.stream, plan.position, query.maxBytes, extensions);
+  }
   const window = await readWindow(ctx.store, plan.stream, plan.position, query.maxBytes, false);
   countRead(req, ctx, plan.stream, window);
   sendData(req, res, plan.stream, plan.position, window, extensions);
@@ -207,8 +231,13 @@ function offsetAnswers(req: IncomingMessage, res: ServerResponse, extensions: He
 /** Adds a read's bytes to the reader's usage, and its bytes and messages on a JSON stream (one per line) to the metrics. */
 export function countRead(req: IncomingMessage, ctx: HandlerContext, stream: StreamState, window: ReadWindow): void {
   countServed(req, ctx, stream.bucket, window.length);
-  if (ctx.metrics === null) return;
-  ctx.metrics.readServed(window.length, isJsonContentType(stream.config.contentType) ? countJsonMessages(window.data) : 0);
+  ctx.metrics?.readServed(window.length, isJsonContentType(stream.config.contentType) ? countJsonMessages(window.data) : 0);
+}
+
+/** countRead for a plain stream's bytes, counted before they load. */
+function countServedBytes(req: IncomingMessage, ctx: HandlerContext, stream: StreamState, bytes: number): void {
+  countServed(req, ctx, stream.bucket, bytes);
+  ctx.metrics?.readServed(bytes, 0);
 }
 
 /** `offset=now` without live: no data, the tail position. */

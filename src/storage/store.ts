@@ -194,6 +194,14 @@ export interface Store extends SubscriptionReads {
    * last may be cut), so callers can tell where each message starts.
    */
   readChunks(stream: StreamState, from: number, maxBytes: number): Promise<Array<{ start: number; data: Buffer }>>;
+  /**
+   * Optional: the bytes of `readChunks`, exactly `[from, min(tail, from + maxBytes))`, handed
+   * to `write` in order as they load, for an engine whose loads arrive over time (PostgreSQL's
+   * large windows): a response sends the first while the last arrive. Resolves once all are
+   * handed on; a failure may come after some were. A store laid over an engine that reads
+   * otherwise (the cold tier) must not pass the engine's on.
+   */
+  streamChunks?(stream: StreamState, from: number, maxBytes: number, write: (bytes: Buffer) => void): Promise<void>;
   /** The body of the stream's visible snapshot. */
   snapshotBody(stream: StreamState): Promise<Buffer | null>;
   /** The append that starts at or contains `position`, or null at the tail. */
@@ -258,3 +266,4 @@ export interface StreamCacheCounters {
 
 /** The counters of a store without a stream cache. */
 export const NO_CACHE: StreamCacheCounters = Object.freeze({ hits: 0, misses: 0, entries: 0, bytes: 0 });
+

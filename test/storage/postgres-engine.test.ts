@@ -378,6 +378,68 @@ describe('large reads', () => {
     expect(store.stats.bulkReads).toBe(3);
   });
 
+  it('streamChunks hands on the bytes of readChunks in pieces as the COPY arrives, cut where the window is', async () => {
+    const store = await node();
+    const random = seededRandom(44);
+    const name = v1StreamKey('streamed');
+    await store.run('createStream', createRequest(name));
+    const parts = [300_000, 5, 700_000, 1, 450_000].map((n) => randomBytes(random, n));
+    for (const part of parts) expectAppended(await store.run('append', { name, request: appendRequest(part) }));
+    const fork = `${name}-fork`;
+    const own = randomBytes(random, 400_000);
+    expectCreated(await store.run('createStream', createRequest(fork, { contentType: null, fork: { sourceName: name, offset: 300_005, subOffset: 0 }, data: own })));
+    const all = Buffer.concat(parts);
+    const forkAll = Buffer.concat([all.subarray(0, 300_005), own]);
+    const [stream, forked] = [await mustGet(store, name), await mustGet(store, fork)];
+    const streamed = async (of: typeof stream, from: number, maxBytes: number): Promise<Buffer[]> => {
+      const pieces: Buffer[] = [];
+      await store.streamChunks(of, from, maxBytes, (bytes) => pieces.push(Buffer.from(bytes)));
+      return pieces;
+    };
+    // Windows starting and ending inside appends, at their edges, past the tail; one below the bulk size.
+    for (const [from, maxBytes] of [[0, 600_000], [1, 1_000_000], [299_999, 300_007], [300_005, 4_000_000], [1_000_004, 100_000], [450_000, 300_000]] as const) {
+      const bulkReads = store.stats.bulkReads;
+      const pieces = await streamed(stream, from, maxBytes);
+      expect(Buffer.concat(pieces).equals(all.subarray(from, from + maxBytes))).toBe(true);
+      if (maxBytes >= 256 * 1024) {
+        expect(store.stats.bulkReads).toBeGreaterThan(bulkReads);
+        // A window of many socket reads goes out as it arrives, not as one buffer at its end.
+        expect(pieces.length).toBeGreaterThan(Math.ceil(Math.min(maxBytes, all.length - from) / (1024 * 1024)));
+      }
+    }
+    // A fork's inherited bytes are read through its chain, as readChunks reads them.
+    for (const from of [0, 300_000, 300_005]) expect(Buffer.concat(await streamed(forked, from, 600_000)).equals(forkAll.subarray(from, from + 600_000))).toBe(true);
+  });
+
+  it("a streamed catch-up reads its next window ahead and takes it, every byte in order, appends meanwhile or not", async () => {
+    const store = await node();
+    const random = seededRandom(45);
+    const name = v1StreamKey('streamed-ahead');
+    await store.run('createStream', createRequest(name));
+    const parts = Array.from({ length: 6 }, () => randomBytes(random, 300_000));
+    for (const part of parts) expectAppended(await store.run('append', { name, request: appendRequest(part) }));
+    const catchUp = async (appendAt: number | null): Promise<Buffer> => {
+      const read: Buffer[] = [];
+      for (let position = 0, n = 0; ; n++) {
+        if (n === appendAt) {
+          const more = randomBytes(random, 300_000);
+          parts.push(more);
+          expectAppended(await store.run('append', { name, request: appendRequest(more) }));
+        }
+        const stream = await mustGet(store, name);
+        if (position >= stream.tail) return Buffer.concat(read);
+        await store.streamChunks(stream, position, 512 * 1024, (bytes) => {
+          read.push(Buffer.from(bytes));
+          position += bytes.length;
+        });
+      }
+    };
+    expect((await catchUp(null)).equals(Buffer.concat(parts))).toBe(true);
+    expect(store.stats.readAheads).toBeGreaterThan(0);
+    expect(store.stats.readAheadsTaken).toBeGreaterThan(0);
+    expect((await catchUp(1)).equals(Buffer.concat(parts))).toBe(true);
+  });
+
   it('a small window is one prepared query, not a COPY', async () => {
     const store = await node();
     const name = v1StreamKey('small');

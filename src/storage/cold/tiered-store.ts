@@ -170,6 +170,8 @@ export function withColdTier(inner: Store, cold: ColdTier): TieredStore {
     cold,
     run: ((kind, input) => cold.run(inner, kind, input)) as Store['run'],
     readChunks: (stream, from, maxBytes) => cold.readChunks(stream, from, maxBytes),
+    // The engine's would read only its own table: the history moved out would be missing.
+    streamChunks: undefined,
     readRange: async (stream, from, maxBytes) => {
       const parts = await cold.readChunks(stream, from, maxBytes);
       return parts.length === 1 ? parts[0]!.data : Buffer.concat(parts.map((p) => p.data));

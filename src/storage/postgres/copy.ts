@@ -18,6 +18,10 @@ const HEADER_BYTES = SIGNATURE.length + 8;
 
 /** The rows of `copyWindowSql`: start (int8) and data (bytea) per chunk. */
 const FIELDS = 2;
+/** A row's field count, the start's length and value, and the data's length. */
+const ROW_HEAD_BYTES = 2 + 4 + 8 + 4;
+/** The field count that ends the output (the trailer). */
+const TRAILER = -1;
 
 function integer(value: number): string {
   if (!Number.isSafeInteger(value)) throw new Error(`invariant: COPY statement built from ${value}`);
@@ -32,65 +36,200 @@ export function copyWindowSql(streamId: number, from: number, hi: number): strin
 
 /**
  * Bytes of a COPY's output, taken as they arrive (views of the socket's reads, which
- * nothing reuses); a value within one part is a view of it, one spanning parts is joined.
+ * nothing reuses); a field within one read is a view of it, one spanning reads is joined.
  */
 export class CopyReader {
-  private readonly parts: Buffer[] = [];
+  private parts: Buffer[] = [];
   private part = 0;
   private offset = 0;
+  /** Bytes pushed and not yet taken. */
+  available = 0;
 
   push(bytes: Buffer): void {
+    // Parts taken are dropped now and then, not on each step: a shift is a copy of the list.
+    if (this.part > 64) {
+      this.parts = this.parts.slice(this.part);
+      this.part = 0;
+    }
     this.parts.push(bytes);
+    this.available += bytes.length;
   }
 
-  /** The next `n` bytes. */
+  /** The next `n` bytes, all of them available. */
   take(n: number): Buffer {
-    const current = this.parts[this.part];
-    if (current && this.offset + n <= current.length) {
-      const view = current.subarray(this.offset, this.offset + n);
-      this.advance(n);
-      return view;
-    }
+    const current = this.parts[this.part]!;
+    if (this.offset + n <= current.length) return this.takeSome(n);
     const out = Buffer.allocUnsafe(n);
-    for (let filled = 0; filled < n; ) {
-      const source = this.parts[this.part];
-      if (!source) throw new Error('binary COPY output ended inside a value');
-      const copied = source.copy(out, filled, this.offset, Math.min(source.length, this.offset + n - filled));
-      filled += copied;
-      this.advance(copied);
-    }
+    for (let filled = 0; filled < n; ) filled += this.takeSome(n - filled).copy(out, filled);
     return out;
   }
 
-  private advance(n: number): void {
+  /** The next `n` bytes, all of them available, left to be taken. */
+  peek(n: number): Buffer {
+    const current = this.parts[this.part]!;
+    if (this.offset + n <= current.length) return current.subarray(this.offset, this.offset + n);
+    const out = Buffer.allocUnsafe(n);
+    let filled = current.copy(out, 0, this.offset);
+    for (let i = this.part + 1; filled < n; i++) filled += this.parts[i]!.copy(out, filled, 0, n - filled);
+    return out;
+  }
+
+  /** Up to `max` of the next bytes, as many as the current read holds (a view of it). */
+  takeSome(max: number): Buffer {
+    const current = this.parts[this.part]!;
+    const n = Math.min(max, current.length - this.offset);
+    const view = current.subarray(this.offset, this.offset + n);
     this.offset += n;
-    while (this.part < this.parts.length && this.offset >= this.parts[this.part]!.length) {
-      this.offset -= this.parts[this.part]!.length;
-      this.parts[this.part++] = Buffer.alloc(0);
+    this.available -= n;
+    if (this.offset === current.length) {
+      this.parts[this.part++] = EMPTY;
+      this.offset = 0;
     }
+    return view;
   }
 }
 
-/** A field's length; both columns are NOT NULL, so never -1 (null). */
-function fieldLength(reader: CopyReader): number {
-  const length = reader.take(4).readInt32BE(0);
-  if (length < 0) throw new Error('binary COPY row with a null field');
-  return length;
+const EMPTY = Buffer.alloc(0);
+
+/** Where a COPY's rows go as they are parsed: each row's start and length, then its value in order, in pieces. */
+export interface CopyRowSink {
+  row(start: number, bytes: number): void;
+  data(piece: Buffer): void;
 }
 
-/** The chunks in a binary COPY's output of `copyWindowSql`. */
-export function chunksFromCopy(reader: CopyReader): StoredChunk[] {
-  const header = reader.take(HEADER_BYTES);
-  if (!header.subarray(0, SIGNATURE.length).equals(SIGNATURE)) throw new Error('binary COPY output without its signature');
-  reader.take(header.readUInt32BE(SIGNATURE.length + 4));
-  const chunks: StoredChunk[] = [];
-  for (;;) {
-    const fields = reader.take(2).readInt16BE(0);
-    if (fields === -1) return chunks;
+/**
+ * Parses the binary COPY output of `copyWindowSql` as it arrives, handing each value on
+ * as the pieces it came in: a response can send the first rows while the last arrive.
+ */
+export class CopyRowParser {
+  private readonly reader = new CopyReader();
+  private step: 'header' | 'extension' | 'row' | 'value' | 'ended' = 'header';
+  /** Bytes of the header extension or of the current value still to come. */
+  private left = 0;
+
+  constructor(private readonly sink: CopyRowSink) {}
+
+  /** Whether the output's trailer has been read. */
+  get ended(): boolean {
+    return this.step === 'ended';
+  }
+
+  push(bytes: Buffer): void {
+    if (this.step === 'ended') throw new Error('binary COPY output after its trailer');
+    this.reader.push(bytes);
+    while (this.advance());
+  }
+
+  /** Takes the next step the bytes at hand allow; false when it needs more. */
+  private advance(): boolean {
+    const reader = this.reader;
+    switch (this.step) {
+      case 'header': {
+        if (reader.available < HEADER_BYTES) return false;
+        const header = reader.take(HEADER_BYTES);
+        if (!header.subarray(0, SIGNATURE.length).equals(SIGNATURE)) throw new Error('binary COPY output without its signature');
+        this.left = header.readUInt32BE(SIGNATURE.length + 4);
+        this.step = 'extension';
+        return true;
+      }
+      case 'extension':
+        while (this.left > 0 && reader.available > 0) this.left -= reader.takeSome(this.left).length;
+        if (this.left > 0) return false;
+        this.step = 'row';
+        return true;
+      case 'row':
+        return this.rowHead();
+      case 'value':
+        while (this.left > 0 && reader.available > 0) {
+          const piece = reader.takeSome(this.left);
+          this.left -= piece.length;
+          this.sink.data(piece);
+        }
+        if (this.left > 0) return false;
+        this.step = 'row';
+        return true;
+      case 'ended':
+        return false;
+    }
+  }
+
+  /** A row's head (its field count, its start, its value's length), or the trailer. */
+  private rowHead(): boolean {
+    const reader = this.reader;
+    if (reader.available < 2) return false;
+    if (reader.peek(2).readInt16BE(0) === TRAILER) {
+      reader.take(2);
+      this.step = 'ended';
+      return false;
+    }
+    if (reader.available < ROW_HEAD_BYTES) return false;
+    const head = reader.take(ROW_HEAD_BYTES);
+    const fields = head.readInt16BE(0);
     if (fields !== FIELDS) throw new Error(`binary COPY row of ${fields} fields, expected ${FIELDS}`);
-    const start = Number(reader.take(fieldLength(reader)).readBigInt64BE(0));
-    const data = reader.take(fieldLength(reader));
-    chunks.push({ start, data });
+    if (head.readInt32BE(2) !== 8) throw new Error('binary COPY row whose start is not an int8');
+    const start = Number(head.readBigInt64BE(6));
+    this.left = head.readInt32BE(14);
+    if (this.left < 0) throw new Error('binary COPY row with a null value');
+    this.sink.row(start, this.left);
+    this.step = 'value';
+    return true;
+  }
+}
+
+/** Gathers a COPY's rows into chunks: a value that came in one piece is a view of it, one in several is joined once. */
+export class ChunkCollector implements CopyRowSink {
+  readonly chunks: StoredChunk[] = [];
+  private start = 0;
+  private left = 0;
+  private pieces: Buffer[] = [];
+
+  row(start: number, bytes: number): void {
+    this.start = start;
+    this.left = bytes;
+    this.pieces = [];
+    if (bytes === 0) this.chunks.push({ start, data: EMPTY });
+  }
+
+  data(piece: Buffer): void {
+    this.pieces.push(piece);
+    this.left -= piece.length;
+    if (this.left > 0) return;
+    const data = this.pieces.length === 1 ? piece : Buffer.concat(this.pieces);
+    this.chunks.push({ start: this.start, data });
+  }
+}
+
+/**
+ * Hands on the bytes `[from, hi)` of a COPY's rows as they arrive: the rows of
+ * `copyWindowSql(id, from, hi)` run from the one holding `from` to the one holding
+ * `hi - 1`, so the first and the last may be cut.
+ */
+export class WindowWriter implements CopyRowSink {
+  private position = 0;
+  private written = 0;
+
+  constructor(
+    private readonly from: number,
+    private readonly hi: number,
+    private readonly write: (bytes: Buffer) => void,
+  ) {}
+
+  row(start: number): void {
+    this.position = start;
+  }
+
+  data(piece: Buffer): void {
+    const lo = Math.max(this.from - this.position, 0);
+    const hi = Math.min(this.hi - this.position, piece.length);
+    this.position += piece.length;
+    if (hi <= lo) return;
+    this.written += hi - lo;
+    this.write(lo === 0 && hi === piece.length ? piece : piece.subarray(lo, hi));
+  }
+
+  /** Every byte of the window was handed on: a stream's own appends leave no gap below its tail. */
+  assertWhole(): void {
+    if (this.written !== this.hi - this.from) throw new Error(`invariant: a window [${this.from}, ${this.hi}) gave ${this.written} bytes`);
   }
 }
 
@@ -100,24 +239,25 @@ export function chunksFromCopy(reader: CopyReader): StoredChunk[] {
  * the CopyData payloads as views of the socket's reads. pg's parser would gather each row
  * (a whole chunk, up to megabytes) into a buffer it grows by doubling and reuses, which
  * had to be copied again: about 3.5 bytes allocated per byte served, and a V8 mark-compact
- * every few megabytes (docs/performance.md). Resolves with the chunks once the output has
- * ended and the server is ready again.
+ * every few megabytes (docs/performance.md). The rows go to `sink` as they are parsed;
+ * `done` resolves once the output has ended and the server is ready again.
  */
 export class CopyWindow {
-  private readonly reader = new CopyReader();
+  private readonly parser: CopyRowParser;
   private readonly output: CopyToStreamQuery;
   private outputEnded = false;
   private serverReady = false;
   private settled = false;
-  readonly done: Promise<StoredChunk[]>;
-  private settle!: { resolve: (chunks: StoredChunk[]) => void; reject: (error: Error) => void };
+  readonly done: Promise<void>;
+  private settle!: { resolve: () => void; reject: (error: Error) => void };
   /** Set by pg when the client has a query timeout: told the outcome, so that it stops its timer. */
   callback?: (error?: Error) => void;
 
-  constructor(text: string) {
+  constructor(text: string, sink: CopyRowSink) {
     this.done = new Promise((resolve, reject) => (this.settle = { resolve, reject }));
+    this.parser = new CopyRowParser(sink);
     this.output = copyTo(text);
-    this.output.on('data', (bytes: Buffer) => this.reader.push(bytes));
+    this.output.on('data', (bytes: Buffer) => this.parse(bytes));
     this.output.on('end', () => {
       this.outputEnded = true;
       this.complete();
@@ -134,7 +274,7 @@ export class CopyWindow {
 
   /** The server refused the statement, the connection failed or the client timed out: no readiness may follow. */
   handleError(error: Error): void {
-    this.finish(error, []);
+    this.finish(error);
   }
 
   handleReadyForQuery(): void {
@@ -142,26 +282,30 @@ export class CopyWindow {
     this.complete();
   }
 
+  private parse(bytes: Buffer): void {
+    if (this.settled) return;
+    try {
+      this.parser.push(bytes);
+    } catch (error) {
+      // The connection is still inside the COPY: the caller closes it (engine.ts).
+      this.finish(error as Error);
+    }
+  }
+
   /**
    * Either may come first: pg-copy-streams hands the bytes after CopyDone back to pg's
    * parser before it ends its output, but ReadyForQuery may also arrive in a later read.
    */
   private complete(): void {
-    if (!this.outputEnded || !this.serverReady || this.settled) return;
-    let chunks: StoredChunk[] = [];
-    try {
-      chunks = chunksFromCopy(this.reader);
-    } catch (error) {
-      return this.finish(error as Error, []);
-    }
-    this.finish(null, chunks);
+    if (!this.outputEnded || !this.serverReady) return;
+    this.finish(this.parser.ended ? null : new Error('binary COPY output ended inside a row'));
   }
 
-  private finish(error: Error | null, chunks: StoredChunk[]): void {
+  private finish(error: Error | null): void {
     if (this.settled) return;
     this.settled = true;
     this.callback?.(error ?? undefined);
     if (error) this.settle.reject(error);
-    else this.settle.resolve(chunks);
+    else this.settle.resolve();
   }
 }

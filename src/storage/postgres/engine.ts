@@ -12,7 +12,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
-import { ownStart } from '../../core/stream.js';
 import type { StreamState } from '../../core/types.js';
 import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
 import { BatchedStore } from '../batched.js';
@@ -25,9 +24,8 @@ import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { linkFromRow, subscriptionFromRecord, type LinkRow } from '../subscription-columns.js';
 import { PgBatch, type PgColdChunks } from './batch.js';
 import { PgColdRows } from './cold-rows.js';
-import { BULK_MIN_BYTES, preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
-import { ReadAhead } from './read-ahead.js';
-import { copyWindowSql, CopyWindow } from './copy.js';
+import { preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
+import { BulkReads } from './bulk-reads.js';
 import { hintPayloads, HintListener } from './notify.js';
 import { KnownRows, type KnownRow } from './known-rows.js';
 import { gated, GUARD_FAILED, GUARD_SQL, knownRowsFor, NotOptimistic } from './optimistic.js';
@@ -106,16 +104,13 @@ const types = {
 /** Stream rows a node keeps known for optimistic batches (known-rows.ts): about 1 KiB each. */
 const KNOWN_ROWS = 16_384;
 
-/** Bytes of windows a node holds read ahead at once, and how long one waits for its request. */
-const READ_AHEAD_BYTES = 32 * 1024 * 1024;
-const READ_AHEAD_KEEP_MS = 5_000;
 /** Of the pool's size, the share this node opens besides for large reads (copy.ts), at least one. */
 const BULK_SHARE = 4;
 
 export class PostgresStore extends BatchedStore {
   private readonly pool: pg.Pool;
-  /** Connections for large reads as binary COPY, which cannot share a pipelined connection. */
-  private readonly bulkPool: pg.Pool;
+  /** Large reads, on connections of their own (bulk-reads.ts). */
+  private readonly bulk: BulkReads;
   /** The pool, its statements prepared (chunks.ts). */
   private readonly reads: Queryable;
   private readonly hints: HintListener;
@@ -131,7 +126,6 @@ export class PostgresStore extends BatchedStore {
   readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, readAheads: 0, readAheadsTaken: 0, optimistic: 0, stale: 0 };
   /** Stream rows as committed, for optimistic batches (optimistic.ts). */
   private readonly known = new KnownRows(KNOWN_ROWS);
-  private readonly readAhead: ReadAhead;
   readonly remote: RemoteCommits;
   /** How this node connects, for a connection of the cold tier's own (cold-rows.ts). */
   private readonly clientConfig: pg.ClientConfig;
@@ -173,7 +167,7 @@ export class PostgresStore extends BatchedStore {
       types,
     };
     this.clientConfig = { ...config };
-    this.bulkPool = new pg.Pool({ ...config, max: Math.ceil(settings.poolSize / BULK_SHARE) });
+    this.bulk = new BulkReads({ ...config, max: Math.ceil(settings.poolSize / BULK_SHARE) }, this.stats);
     // Statements sent together go out together instead of one per round trip.
     Object.assign(config, { pipeline: true });
     this.pool = new pg.Pool(config);
@@ -186,14 +180,11 @@ export class PostgresStore extends BatchedStore {
     };
     // A connection that drops while idle in the pool is replaced on its next use; without
     // a listener the error would end the process.
-    for (const pool of [this.pool, this.bulkPool]) {
-      pool.on('error', () => {});
-      pool.on('connect', (client) => client.on('error', () => {}));
-    }
+    this.pool.on('error', () => {});
+    this.pool.on('connect', (client) => client.on('error', () => {}));
     this.hints = new HintListener({ ...config, types }, this.nodeId, prepared);
     // Rows another node changed would fail an optimistic batch's guard: not tried on them.
     this.hints.onHint((names) => this.known.forget(names));
-    this.readAhead = new ReadAhead(this.copyWindow, READ_AHEAD_BYTES, READ_AHEAD_KEEP_MS, this.stats);
     this.remote = {
       onHint: (listener) => this.hints.onHint(listener),
       versions: (names) => this.versions(names),
@@ -379,51 +370,34 @@ export class PostgresStore extends BatchedStore {
   }
 
   async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
-    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes), this.readAhead.take);
+    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes), this.bulk.load);
     return this.read(() => withLoads(() => readFromChain(source, stream, from, maxBytes)));
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
-    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes), this.readAhead.take);
+    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes), this.bulk.load);
     const chunks = await this.read(() => withLoads(() => chunksFromChain(source, stream, from, maxBytes)));
-    // Not before: two windows loading at once share the cores with each other (and with the
-    // reader), and the one asked for now comes later (docs/performance.md).
-    this.readNext(stream, from, maxBytes);
+    this.bulk.readNext(stream, from, maxBytes);
     return chunks;
   }
 
   /**
-   * A read of a large window that stops short of the tail is likely followed by one of the
-   * next (a catch-up): that one is read while this one goes out (read-ahead.ts). Only for
-   * readChunks, whose reader goes on exactly where the window ends (readRange's, JSON and
-   * text, go on from a message or character boundary before it); only from the stream's
-   * own chunks, where the next read's load is the same window; and only a window large
-   * enough to be loaded in bulk, which is what the read ahead is taken for.
+   * readChunks' bytes handed on as they arrive (store.ts): a large window of the stream's
+   * own chunks goes from its COPY's output to `write` as it is parsed, so that a response
+   * sends its first megabytes while PostgreSQL sends the last. Not backpressured: the COPY
+   * runs at the database's pace and its connection goes back to the pool as soon, whatever
+   * the reader's pace, and what waits to be sent is the window a reply would hold anyway.
    */
-  private readNext(stream: StreamState, from: number, maxBytes: number): void {
-    const hi = from + maxBytes;
-    if (hi >= stream.tail || from < ownStart(stream) || maxBytes < BULK_MIN_BYTES) return;
-    const next = Math.min(stream.tail, hi + maxBytes);
-    if (next - hi >= BULK_MIN_BYTES) this.readAhead.readNext(stream.id, hi, next);
-  }
-
-  /** A large window of chunks as binary COPY (copy.ts), on a connection of the bulk pool. */
-  private readonly copyWindow = async (streamId: number, from: number, hi: number): Promise<StoredChunk[]> => {
-    const client = await this.bulkPool.connect();
-    const copy = new CopyWindow(copyWindowSql(streamId, from, hi));
-    let failed = true;
-    try {
-      void client.query(copy as never);
-      const chunks = await copy.done;
-      failed = false;
-      this.stats.reads++;
-      this.stats.bulkReads++;
-      return chunks;
-    } finally {
-      // After a failure the connection may still be inside the COPY: it is closed, not reused.
-      client.release(failed);
+  async streamChunks(stream: StreamState, from: number, maxBytes: number, write: (bytes: Buffer) => void): Promise<void> {
+    const hi = Math.min(stream.tail, from + maxBytes);
+    if (!this.bulk.streams(stream, from, hi)) {
+      for (const chunk of await this.readChunks(stream, from, maxBytes)) write(chunk.data);
+      return;
     }
-  };
+    // Outside read(): a broken invariant is not the database being unreachable (503).
+    (await this.read(() => this.bulk.stream(stream.id, from, hi, write))).assertWhole();
+    this.bulk.readNext(stream, from, maxBytes);
+  }
 
   async chunkAt(stream: StreamState, position: number): Promise<StoredChunk | null> {
     const source = new ReadSource(this.reads, position + 1);
@@ -593,8 +567,7 @@ export class PostgresStore extends BatchedStore {
   }
 
   private async shutDown(): Promise<void> {
-    this.readAhead?.clear();
     await this.hints.close();
-    await Promise.all([this.pool.end().catch(() => {}), this.bulkPool.end().catch(() => {})]);
+    await Promise.all([this.pool.end().catch(() => {}), this.bulk.close()]);
   }
 }

@@ -42,6 +42,11 @@ export class ReadAhead {
     return ahead.rows.catch(() => this.load(streamId, from, hi));
   };
 
+  /** Whether the window `[from, hi)` is held, read ahead or being read. */
+  holds(streamId: number, from: number, hi: number): boolean {
+    return this.windows.has(`${streamId}:${from}:${hi}`);
+  }
+
   /** Starts reading `[from, hi)`, expected to be asked for next, unless held already or over the budget. */
   readNext(streamId: number, from: number, hi: number): void {
     const key = `${streamId}:${from}:${hi}`;
