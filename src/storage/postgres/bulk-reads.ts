@@ -6,9 +6,8 @@
 import pg from 'pg';
 import { ownStart } from '../../core/stream.js';
 import type { StreamState } from '../../core/types.js';
-import type { StoredChunk } from '../chain.js';
 import { BULK_MIN_BYTES, type BulkLoad } from './chunks.js';
-import { ChunkCollector, copyWindowSql, CopyWindow, WindowWriter, type CopyRowSink } from './copy.js';
+import { copyWindowSql, CopyWindow, LoadedRows, WindowWriter, type CopyRowSink } from './copy.js';
 import { ReadAhead } from './read-ahead.js';
 
 /** Bytes of windows a node holds read ahead at once, and how long one waits for its request. */
@@ -26,8 +25,6 @@ export interface BulkReadStats {
 export class BulkReads {
   private readonly pool: pg.Pool;
   private readonly ahead: ReadAhead;
-  /** A window's chunks: the one read ahead, or a COPY now (ReadSource's bulk load, chunks.ts). */
-  readonly load: BulkLoad;
 
   constructor(
     config: pg.PoolConfig,
@@ -38,9 +35,11 @@ export class BulkReads {
     // a listener the error would end the process.
     this.pool.on('error', () => {});
     this.pool.on('connect', (client) => client.on('error', () => {}));
-    this.ahead = new ReadAhead(this.window, READ_AHEAD_BYTES, READ_AHEAD_KEEP_MS, stats);
-    this.load = this.ahead.take;
+    this.ahead = new ReadAhead(this.rows, READ_AHEAD_BYTES, READ_AHEAD_KEEP_MS, stats);
   }
+
+  /** A window's chunks: the one read ahead, or a COPY now (ReadSource's bulk load, chunks.ts). */
+  readonly load: BulkLoad = async (streamId, from, hi) => (await this.ahead.take(streamId, from, hi)).chunks();
 
   /**
    * A read of a large window that stops short of the tail is likely followed by one of the
@@ -61,25 +60,28 @@ export class BulkReads {
   }
 
   /**
-   * Whether `stream` would hand on `[from, hi)` as it arrives: a large window of the
-   * stream's own chunks that is not read ahead already (a fork's inherited history is
-   * read through the chain, chain.ts).
+   * Whether `stream` hands on `[from, hi)` as it arrives: a large window of the stream's own
+   * chunks (a fork's inherited history is read through the chain, chain.ts).
    */
   streams(stream: StreamState, from: number, hi: number): boolean {
-    return hi - from >= BULK_MIN_BYTES && from >= ownStart(stream) && !this.ahead.holds(stream.id, from, hi);
+    return hi - from >= BULK_MIN_BYTES && from >= ownStart(stream);
   }
 
-  /** The bytes `[from, hi)` of a stream's own chunks, handed to `write` as the COPY's output is parsed. */
+  /**
+   * The bytes `[from, hi)` of a stream's own chunks, handed to `write` as the COPY's output
+   * is parsed, or as they were read ahead.
+   */
   async stream(streamId: number, from: number, hi: number, write: (bytes: Buffer) => void): Promise<WindowWriter> {
+    if (this.ahead.holds(streamId, from, hi)) return (await this.ahead.take(streamId, from, hi)).replay(from, hi, write);
     const writer = new WindowWriter(from, hi, write);
     await this.copy(copyWindowSql(streamId, from, hi), writer);
     return writer;
   }
 
-  private readonly window = async (streamId: number, from: number, hi: number): Promise<StoredChunk[]> => {
-    const collector = new ChunkCollector();
-    await this.copy(copyWindowSql(streamId, from, hi), collector);
-    return collector.chunks;
+  private readonly rows = async (streamId: number, from: number, hi: number): Promise<LoadedRows> => {
+    const rows = new LoadedRows();
+    await this.copy(copyWindowSql(streamId, from, hi), rows);
+    return rows;
   };
 
   private async copy(text: string, sink: CopyRowSink): Promise<void> {

@@ -8,9 +8,9 @@
  * pool of its own (engine.ts).
  */
 import type { Connection } from 'pg';
-import { to as copyTo, type CopyToStreamQuery } from 'pg-copy-streams';
 import type { StoredChunk } from '../chain.js';
 import { WINDOW_SQL } from './chunks.js';
+import { readCopyOut } from './copy-out.js';
 
 /** The signature, flags and extension length that open a binary COPY (PostgreSQL's "COPY" page). */
 const SIGNATURE = Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1');
@@ -176,26 +176,62 @@ export class CopyRowParser {
   }
 }
 
-/** Gathers a COPY's rows into chunks: a value that came in one piece is a view of it, one in several is joined once. */
-export class ChunkCollector implements CopyRowSink {
-  readonly chunks: StoredChunk[] = [];
-  private start = 0;
-  private left = 0;
-  private pieces: Buffer[] = [];
+/**
+ * A COPY's rows as they came: their values in the pieces the parser handed on (views of
+ * the socket's reads), and each row's start and length. Kept so, a window read ahead is
+ * sent as it is (replay) or made into chunks for the reads that take chunks (chunks).
+ */
+export class LoadedRows implements CopyRowSink {
+  private readonly starts: number[] = [];
+  private readonly lengths: number[] = [];
+  private readonly pieces: Buffer[] = [];
 
   row(start: number, bytes: number): void {
-    this.start = start;
-    this.left = bytes;
-    this.pieces = [];
-    if (bytes === 0) this.chunks.push({ start, data: EMPTY });
+    this.starts.push(start);
+    this.lengths.push(bytes);
   }
 
   data(piece: Buffer): void {
     this.pieces.push(piece);
-    this.left -= piece.length;
-    if (this.left > 0) return;
-    const data = this.pieces.length === 1 ? piece : Buffer.concat(this.pieces);
-    this.chunks.push({ start: this.start, data });
+  }
+
+  /** Each row's pieces in order, to `row` then `data` (a piece never holds two rows' bytes). */
+  private visit(sink: CopyRowSink): void {
+    let piece = 0;
+    for (let i = 0; i < this.starts.length; i++) {
+      sink.row(this.starts[i]!, this.lengths[i]!);
+      for (let left = this.lengths[i]!; left > 0; piece++) {
+        sink.data(this.pieces[piece]!);
+        left -= this.pieces[piece]!.length;
+      }
+    }
+  }
+
+  /** The rows as chunks: a value that came in one piece is a view of it, one in several is joined once. */
+  chunks(): StoredChunk[] {
+    const chunks: StoredChunk[] = [];
+    let pieces: Buffer[] = [];
+    let start = 0;
+    let left = 0;
+    this.visit({
+      row: (rowStart, bytes) => {
+        [start, left, pieces] = [rowStart, bytes, []];
+        if (bytes === 0) chunks.push({ start, data: EMPTY });
+      },
+      data: (piece) => {
+        pieces.push(piece);
+        left -= piece.length;
+        if (left === 0) chunks.push({ start, data: pieces.length === 1 ? piece : Buffer.concat(pieces) });
+      },
+    });
+    return chunks;
+  }
+
+  /** The rows' bytes `[from, hi)` handed to `write` as a WindowWriter hands them on. */
+  replay(from: number, hi: number, write: (bytes: Buffer) => void): WindowWriter {
+    const writer = new WindowWriter(from, hi, write);
+    this.visit(writer);
+    return writer;
   }
 }
 
@@ -234,17 +270,13 @@ export class WindowWriter implements CopyRowSink {
 }
 
 /**
- * A COPY TO STDOUT run as a pg "submittable", its output read by pg-copy-streams. While
- * the COPY runs, that library takes the connection's socket from pg's parser and hands on
- * the CopyData payloads as views of the socket's reads. pg's parser would gather each row
- * (a whole chunk, up to megabytes) into a buffer it grows by doubling and reuses, which
- * had to be copied again: about 3.5 bytes allocated per byte served, and a V8 mark-compact
- * every few megabytes (docs/performance.md). The rows go to `sink` as they are parsed;
- * `done` resolves once the output has ended and the server is ready again.
+ * A COPY TO STDOUT run as a pg "submittable", so that pg's query timeout and error
+ * handling hold for it as for any query; its output is read by copy-out.ts, and its rows go
+ * to `sink` as they are parsed. `done` resolves once the output has ended and the server is
+ * ready again.
  */
 export class CopyWindow {
   private readonly parser: CopyRowParser;
-  private readonly output: CopyToStreamQuery;
   private outputEnded = false;
   private serverReady = false;
   private settled = false;
@@ -253,21 +285,22 @@ export class CopyWindow {
   /** Set by pg when the client has a query timeout: told the outcome, so that it stops its timer. */
   callback?: (error?: Error) => void;
 
-  constructor(text: string, sink: CopyRowSink) {
+  constructor(
+    private readonly text: string,
+    sink: CopyRowSink,
+  ) {
     this.done = new Promise((resolve, reject) => (this.settle = { resolve, reject }));
     this.parser = new CopyRowParser(sink);
-    this.output = copyTo(text);
-    this.output.on('data', (bytes: Buffer) => this.parse(bytes));
-    this.output.on('end', () => {
-      this.outputEnded = true;
-      this.complete();
-    });
-    // The server's errors and a lost connection reach handleError through pg.
-    this.output.on('error', () => {});
   }
 
   submit(connection: Connection): void {
-    this.output.submit(connection);
+    readCopyOut(connection, this.text, {
+      data: (bytes) => this.parse(bytes),
+      end: () => {
+        this.outputEnded = true;
+        this.complete();
+      },
+    });
   }
 
   handleCommandComplete(): void {}
@@ -292,10 +325,7 @@ export class CopyWindow {
     }
   }
 
-  /**
-   * Either may come first: pg-copy-streams hands the bytes after CopyDone back to pg's
-   * parser before it ends its output, but ReadyForQuery may also arrive in a later read.
-   */
+  /** CopyDone comes first, ReadyForQuery in the same read of the socket or a later one. */
   private complete(): void {
     if (!this.outputEnded || !this.serverReady) return;
     this.finish(this.parser.ended ? null : new Error('binary COPY output ended inside a row'));

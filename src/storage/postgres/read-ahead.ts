@@ -10,12 +10,14 @@
  * every read is checked against before it reads. Windows are kept for a few seconds and
  * within a byte budget; one not asked for by then is dropped.
  */
-import type { StoredChunk } from '../chain.js';
-import type { BulkLoad } from './chunks.js';
+import type { LoadedRows } from './copy.js';
+
+/** Loads the rows of a window `[from, hi)` of a stream's own chunks. */
+export type RowsLoad = (streamId: number, from: number, hi: number) => Promise<LoadedRows>;
 
 interface Ahead {
   bytes: number;
-  rows: Promise<StoredChunk[]>;
+  rows: Promise<LoadedRows>;
   timer: NodeJS.Timeout;
 }
 
@@ -24,7 +26,7 @@ export class ReadAhead {
   private heldBytes = 0;
 
   constructor(
-    private readonly load: BulkLoad,
+    private readonly load: RowsLoad,
     private readonly maxBytes: number,
     private readonly keepMs: number,
     /** Windows read ahead, and those a request then took. */
@@ -32,7 +34,7 @@ export class ReadAhead {
   ) {}
 
   /** The window `[from, hi)` of a stream's own chunks: the one read ahead, or a load now. */
-  readonly take: BulkLoad = (streamId, from, hi) => {
+  take(streamId: number, from: number, hi: number): Promise<LoadedRows> {
     const key = `${streamId}:${from}:${hi}`;
     const ahead = this.windows.get(key);
     if (!ahead) return this.load(streamId, from, hi);
@@ -40,7 +42,7 @@ export class ReadAhead {
     this.counts.readAheadsTaken++;
     // A read ahead that failed is not the request's failure: it reads for itself.
     return ahead.rows.catch(() => this.load(streamId, from, hi));
-  };
+  }
 
   /** Whether the window `[from, hi)` is held, read ahead or being read. */
   holds(streamId: number, from: number, hi: number): boolean {
