@@ -46,6 +46,8 @@ export class CopyReader {
   available = 0;
 
   push(bytes: Buffer): void {
+    // An empty part would be one that takeSome cannot take from.
+    if (bytes.length === 0) return;
     // Parts taken are dropped now and then, not on each step: a shift is a copy of the list.
     if (this.part > 64) {
       this.parts = this.parts.slice(this.part);
