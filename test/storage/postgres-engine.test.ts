@@ -7,7 +7,7 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isExpired } from '../../src/core/stream.js';
-import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
+import { DEFAULT_PRODUCER_SETTINGS, type StreamState } from '../../src/core/types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
 import { PostgresStore } from '../../src/storage/postgres/engine.js';
 import { SCHEMA_VERSION } from '../../src/storage/postgres/schema.js';
@@ -284,21 +284,36 @@ describe('state loaded in the middle of a batch', () => {
   });
 });
 
+/** Windows of a stream read the two ways an engine gives them: as chunks, or handed on as they arrive. */
+const windowReads = {
+  readChunks: async (store: PostgresStore, stream: StreamState, from: number, maxBytes: number) => (await store.readChunks(stream, from, maxBytes)).map((c) => c.data),
+  streamChunks: async (store: PostgresStore, stream: StreamState, from: number, maxBytes: number) => {
+    // Kept as handed on (views of the socket's reads, which nothing may reuse).
+    const pieces: Buffer[] = [];
+    await store.streamChunks(stream, from, maxBytes, (bytes) => pieces.push(bytes));
+    return pieces;
+  },
+};
+
+/** A stream of `sizes` appended in order and a fork of it at 300,005 with 400,000 bytes of its own. */
+async function streamAndFork(store: PostgresStore, seed: number, name: string, sizes: number[]) {
+  const random = seededRandom(seed);
+  const key = v1StreamKey(name);
+  await store.run('createStream', createRequest(key));
+  const parts = sizes.map((n) => randomBytes(random, n));
+  for (const part of parts) expectAppended(await store.run('append', { name: key, request: appendRequest(part) }));
+  const own = randomBytes(random, 400_000);
+  expectCreated(await store.run('createStream', createRequest(`${key}-fork`, { contentType: null, fork: { sourceName: key, offset: 300_005, subOffset: 0 }, data: own })));
+  const all = Buffer.concat(parts);
+  const forkAll = Buffer.concat([all.subarray(0, 300_005), own]);
+  return { stream: await mustGet(store, key), forked: await mustGet(store, `${key}-fork`), all, forkAll };
+}
+
 describe('large reads', () => {
   it('a window of 256 KiB or more is read as binary COPY, byte for byte what was appended, a fork\'s inherited bytes too', async () => {
     const store = await node();
-    const random = seededRandom(41);
-    const name = v1StreamKey('large');
-    await store.run('createStream', createRequest(name));
     // Values larger than a CopyData message's share of a socket read, and values of one byte.
-    const parts = [300_000, 5, 700_000, 1].map((n) => randomBytes(random, n));
-    for (const part of parts) expectAppended(await store.run('append', { name, request: appendRequest(part) }));
-    const fork = `${name}-fork`;
-    const own = randomBytes(random, 400_000);
-    expectCreated(await store.run('createStream', createRequest(fork, { contentType: null, fork: { sourceName: name, offset: 300_005, subOffset: 0 }, data: own })));
-    const all = Buffer.concat(parts);
-    const forkAll = Buffer.concat([all.subarray(0, 300_005), own]);
-    const [stream, forked] = [await mustGet(store, name), await mustGet(store, fork)];
+    const { stream, forked, all, forkAll } = await streamAndFork(store, 41, 'large', [300_000, 5, 700_000, 1]);
     for (const from of [0, 1, 299_999, 300_003, 450_000]) {
       expect((await store.readRange(stream, from, 4 * 1024 * 1024)).equals(all.subarray(from))).toBe(true);
       expect((await store.readRange(forked, from, 4 * 1024 * 1024)).equals(forkAll.subarray(from))).toBe(true);
@@ -309,7 +324,7 @@ describe('large reads', () => {
     expect(store.stats.bulkReads).toBeGreaterThan(0);
   });
 
-  it("a catch-up's next window is read while the last one goes out, and gives what reading it then would, appends meanwhile or not", async () => {
+  it.each(Object.keys(windowReads) as Array<keyof typeof windowReads>)("a catch-up's next window is read while the last one goes out, and gives what reading it then would, appends meanwhile or not (%s)", async (how) => {
     const store = await node();
     const random = seededRandom(42);
     const name = v1StreamKey('ahead');
@@ -327,9 +342,10 @@ describe('large reads', () => {
         }
         const stream = await mustGet(store, name);
         if (position >= stream.tail) return Buffer.concat(read);
-        const chunks = await store.readChunks(stream, position, windowBytes);
-        for (const chunk of chunks) read.push(chunk.data);
-        position += chunks.reduce((sum, chunk) => sum + chunk.data.length, 0);
+        for (const bytes of await windowReads[how](store, stream, position, windowBytes)) {
+          read.push(bytes);
+          position += bytes.length;
+        }
       }
     };
     expect((await catchUp(0, null)).equals(Buffer.concat(parts))).toBe(true);
@@ -380,22 +396,8 @@ describe('large reads', () => {
 
   it('streamChunks hands on the bytes of readChunks in pieces as the COPY arrives, cut where the window is', async () => {
     const store = await node();
-    const random = seededRandom(44);
-    const name = v1StreamKey('streamed');
-    await store.run('createStream', createRequest(name));
-    const parts = [300_000, 5, 700_000, 1, 450_000].map((n) => randomBytes(random, n));
-    for (const part of parts) expectAppended(await store.run('append', { name, request: appendRequest(part) }));
-    const fork = `${name}-fork`;
-    const own = randomBytes(random, 400_000);
-    expectCreated(await store.run('createStream', createRequest(fork, { contentType: null, fork: { sourceName: name, offset: 300_005, subOffset: 0 }, data: own })));
-    const all = Buffer.concat(parts);
-    const forkAll = Buffer.concat([all.subarray(0, 300_005), own]);
-    const [stream, forked] = [await mustGet(store, name), await mustGet(store, fork)];
-    const streamed = async (of: typeof stream, from: number, maxBytes: number): Promise<Buffer[]> => {
-      const pieces: Buffer[] = [];
-      await store.streamChunks(of, from, maxBytes, (bytes) => pieces.push(Buffer.from(bytes)));
-      return pieces;
-    };
+    const { stream, forked, all, forkAll } = await streamAndFork(store, 44, 'streamed', [300_000, 5, 700_000, 1, 450_000]);
+    const streamed = (of: StreamState, from: number, maxBytes: number) => windowReads.streamChunks(store, of, from, maxBytes);
     // Windows starting and ending inside appends, at their edges, past the tail; one below the bulk size.
     for (const [from, maxBytes] of [[0, 600_000], [1, 1_000_000], [299_999, 300_007], [300_005, 4_000_000], [1_000_004, 100_000], [450_000, 300_000]] as const) {
       const bulkReads = store.stats.bulkReads;
@@ -409,35 +411,6 @@ describe('large reads', () => {
     }
     // A fork's inherited bytes are read through its chain, as readChunks reads them.
     for (const from of [0, 300_000, 300_005]) expect(Buffer.concat(await streamed(forked, from, 600_000)).equals(forkAll.subarray(from, from + 600_000))).toBe(true);
-  });
-
-  it("a streamed catch-up reads its next window ahead and takes it, every byte in order, appends meanwhile or not", async () => {
-    const store = await node();
-    const random = seededRandom(45);
-    const name = v1StreamKey('streamed-ahead');
-    await store.run('createStream', createRequest(name));
-    const parts = Array.from({ length: 6 }, () => randomBytes(random, 300_000));
-    for (const part of parts) expectAppended(await store.run('append', { name, request: appendRequest(part) }));
-    const catchUp = async (appendAt: number | null): Promise<Buffer> => {
-      const read: Buffer[] = [];
-      for (let position = 0, n = 0; ; n++) {
-        if (n === appendAt) {
-          const more = randomBytes(random, 300_000);
-          parts.push(more);
-          expectAppended(await store.run('append', { name, request: appendRequest(more) }));
-        }
-        const stream = await mustGet(store, name);
-        if (position >= stream.tail) return Buffer.concat(read);
-        await store.streamChunks(stream, position, 512 * 1024, (bytes) => {
-          read.push(Buffer.from(bytes));
-          position += bytes.length;
-        });
-      }
-    };
-    expect((await catchUp(null)).equals(Buffer.concat(parts))).toBe(true);
-    expect(store.stats.readAheads).toBeGreaterThan(0);
-    expect(store.stats.readAheadsTaken).toBeGreaterThan(0);
-    expect((await catchUp(1)).equals(Buffer.concat(parts))).toBe(true);
   });
 
   it('a small window is one prepared query, not a COPY', async () => {
