@@ -3,9 +3,10 @@
  * a BYTEA value comes as hex (twice its size), which pg-protocol decodes into a string
  * and pg-types back into bytes. For a 4 MiB catch-up response that was most of the
  * node's time (docs/performance.md, issue 41). In binary COPY the server sends the bytes
- * as stored and the client copies them once. COPY takes no parameters, so the statement
- * is built from integers only, and it cannot share a pipelined connection: it runs on a
- * pool of its own (engine.ts).
+ * as stored, and they reach a response as the views of the socket's reads that
+ * copy-out.ts hands on (joined only where a chunk is asked for whole). COPY takes no
+ * parameters, so the statement is built from integers only, and it cannot share a
+ * pipelined connection: it runs on a pool of its own (bulk-reads.ts).
  */
 import type { Connection } from 'pg';
 import type { StoredChunk } from '../chain.js';
