@@ -7,6 +7,14 @@
 const NEWLINE = 0x0a;
 
 /**
+ * Where a read of a stream's bytes from `from`, of at most `maxBytes`, ends: a window of a
+ * plain stream holds every byte up to there, so its end is known before it is read.
+ */
+export function windowEnd(tail: number, from: number, maxBytes: number): number {
+  return Math.min(tail, from + maxBytes);
+}
+
+/**
  * Bytes of `window` a response may carry when the reader asked for at most `limitBytes`.
  * `window` is longer than the limit only when it was read further to finish a message.
  * A JSON response holds the most whole messages that fit the limit or, when the first

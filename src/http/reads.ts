@@ -2,6 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { nextCursor } from '../core/cursor.js';
 import { parseRecordQuery, type RecordQuery } from '../core/records.js';
+import { windowEnd } from '../core/window.js';
 import { alignmentProbe, endsStream, misalignedReadError, planLiveResume, planRead, type LiveMode, type ReadRequest } from '../core/read.js';
 import type { StreamState } from '../core/types.js';
 import { isJsonContentType } from '../protocol/content-type.js';
@@ -146,8 +147,8 @@ function sendData(req: IncomingMessage, res: ServerResponse, stream: StreamState
  * failure before them is answered as any read's; after them, the response is cut (send).
  */
 async function streamData(req: IncomingMessage, res: ServerResponse, ctx: HandlerContext, stream: StreamState, from: number, maxBytes: number, extra: HeaderMap): Promise<void> {
-  const next = Math.min(stream.tail, from + maxBytes);
-  countServedBytes(req, ctx, stream, next - from);
+  const next = windowEnd(stream.tail, from, maxBytes);
+  countBytesRead(req, ctx, stream, next - from, 0);
   const { headers, unchanged } = dataHeaders(req, stream, from, next, extra);
   if (unchanged) return send(res, 304, headers);
   const body = bodyWriter(res, Object.assign(headers, storedBodyHeaders(stream.config.contentType)), next - from);
@@ -230,14 +231,13 @@ function offsetAnswers(req: IncomingMessage, res: ServerResponse, extensions: He
 
 /** Adds a read's bytes to the reader's usage, and its bytes and messages on a JSON stream (one per line) to the metrics. */
 export function countRead(req: IncomingMessage, ctx: HandlerContext, stream: StreamState, window: ReadWindow): void {
-  countServed(req, ctx, stream.bucket, window.length);
-  ctx.metrics?.readServed(window.length, isJsonContentType(stream.config.contentType) ? countJsonMessages(window.data) : 0);
+  countBytesRead(req, ctx, stream, window.length, isJsonContentType(stream.config.contentType) ? countJsonMessages(window.data) : 0);
 }
 
-/** countRead for a plain stream's bytes, counted before they load. */
-function countServedBytes(req: IncomingMessage, ctx: HandlerContext, stream: StreamState, bytes: number): void {
+/** countRead by its figures: a streamed read counts its bytes before they load. */
+function countBytesRead(req: IncomingMessage, ctx: HandlerContext, stream: StreamState, bytes: number, messages: number): void {
   countServed(req, ctx, stream.bucket, bytes);
-  ctx.metrics?.readServed(bytes, 0);
+  ctx.metrics?.readServed(bytes, messages);
 }
 
 /** `offset=now` without live: no data, the tail position. */

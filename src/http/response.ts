@@ -96,13 +96,18 @@ export function send(res: ServerResponse, status: number, headers: HeaderMap, bo
   else res.end();
 }
 
-function sendParts(res: ServerResponse, status: number, headers: HeaderMap, parts: readonly Buffer[]): void {
-  if (parts.length === 1) return send(res, status, headers, parts[0]);
+/** The head of an answer whose body of `length` bytes is written after it. */
+function writeHeadOfLength(res: ServerResponse, status: number, headers: HeaderMap, length: number): void {
   const all = withBaseHeaders(res, headers);
-  let length = 0;
-  for (const part of parts) length += part.length;
   all['content-length'] = String(length);
   res.writeHead(status, all);
+}
+
+function sendParts(res: ServerResponse, status: number, headers: HeaderMap, parts: readonly Buffer[]): void {
+  if (parts.length === 1) return send(res, status, headers, parts[0]);
+  let length = 0;
+  for (const part of parts) length += part.length;
+  writeHeadOfLength(res, status, headers, length);
   if (res.req.method === 'HEAD') return void res.end();
   // Corked: the head and every part leave in one writev.
   res.cork();
@@ -124,9 +129,7 @@ export function bodyWriter(res: ServerResponse, headers: HeaderMap, length: numb
   };
   const start = (): void => {
     started = true;
-    const all = withBaseHeaders(res, headers);
-    all['content-length'] = String(length);
-    res.writeHead(200, all);
+    writeHeadOfLength(res, 200, headers, length);
   };
   return {
     write: (bytes) => {

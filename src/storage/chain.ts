@@ -4,6 +4,7 @@
  * which only supplies raw access to its own chunks.
  */
 import type { StreamState } from '../core/types.js';
+import { windowEnd } from '../core/window.js';
 
 export interface StoredChunk {
   start: number;
@@ -55,7 +56,7 @@ function collect(source: ChunkSource, stream: StreamState, from: number, end: nu
 
 /** The stored appends covering `[from, min(tail, from + maxBytes))`, cut to that range. */
 export function chunksFromChain(source: ChunkSource, stream: StreamState, from: number, maxBytes: number): StoredChunk[] {
-  const end = Math.min(stream.tail, from + maxBytes);
+  const end = windowEnd(stream.tail, from, maxBytes);
   const parts: StoredChunk[] = [];
   if (from < end) collect(source, stream, from, end, parts);
   return parts;

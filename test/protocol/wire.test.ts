@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { nextCursor, CURSOR_EPOCH_MS, CURSOR_INTERVAL_MS } from '../../src/core/cursor.js';
-import { usableLength, utf8SafeLength } from '../../src/core/window.js';
+import { usableLength, utf8SafeLength, windowEnd } from '../../src/core/window.js';
 import { contentTypesMatch, isJsonContentType, isTextualContentType, normalizeContentType } from '../../src/protocol/content-type.js';
 import { frameJsonBody, JsonFramer, MAX_JSON_DEPTH, ndjsonToArray, splitStoredJson, type JsonFrameResult } from '../../src/protocol/json.js';
 import { encodeOffset, parseOffsetToken } from '../../src/protocol/offset.js';
@@ -211,6 +211,12 @@ describe('JSON framing', () => {
 });
 
 describe('read windows', () => {
+  test('a window ends at its limit or at the tail, whichever comes first', () => {
+    expect(windowEnd(100, 10, 50)).toBe(60);
+    expect(windowEnd(100, 60, 50)).toBe(100);
+    expect(windowEnd(100, 100, 50)).toBe(100);
+  });
+
   test('JSON windows end after a whole message unless they reach the tail', () => {
     const bytes = Buffer.from('{"a":1}\n{"b":2}\n{"c"');
     expect(usableLength(bytes, true, false)).toBe(16);

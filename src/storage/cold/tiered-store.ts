@@ -11,6 +11,7 @@
  */
 import { coldBacklogRefusal, coldRangeOf } from '../../core/cold-tier.js';
 import type { StreamState } from '../../core/types.js';
+import { windowEnd } from '../../core/window.js';
 import type { StoredChunk } from '../chain.js';
 import { bytesAdded } from '../disk-space.js';
 import { ColdBacklogError, CommandFailedError } from '../errors.js';
@@ -104,7 +105,7 @@ export class ColdTier<H extends ColdHost = ColdHost> {
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
-    const end = Math.min(stream.tail, from + maxBytes);
+    const end = windowEnd(stream.tail, from, maxBytes);
     const plan: Part[] = [];
     if (from < end) {
       const planned = this.plan(stream, from, end, plan);

@@ -6,6 +6,7 @@
 import pg from 'pg';
 import { ownStart } from '../../core/stream.js';
 import type { StreamState } from '../../core/types.js';
+import { windowEnd } from '../../core/window.js';
 import { BULK_MIN_BYTES, type BulkLoad } from './chunks.js';
 import { copyWindowSql, CopyWindow, LoadedRows, WindowWriter, type CopyRowSink } from './copy.js';
 import { ReadAhead } from './read-ahead.js';
@@ -55,7 +56,7 @@ export class BulkReads {
   readNext(stream: StreamState, from: number, maxBytes: number): void {
     const hi = from + maxBytes;
     if (hi >= stream.tail || from < ownStart(stream) || maxBytes < BULK_MIN_BYTES) return;
-    const next = Math.min(stream.tail, hi + maxBytes);
+    const next = windowEnd(stream.tail, hi, maxBytes);
     if (next - hi >= BULK_MIN_BYTES) this.ahead.readNext(stream.id, hi, next);
   }
 

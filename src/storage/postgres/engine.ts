@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { LinkView, SubscriptionState } from '../../core/subscription-types.js';
 import type { StreamState } from '../../core/types.js';
+import { windowEnd } from '../../core/window.js';
 import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
 import { BatchedStore } from '../batched.js';
 import { CommitOutcomeUnknownError, ReadUnavailableError } from '../errors.js';
@@ -370,12 +371,12 @@ export class PostgresStore extends BatchedStore {
   }
 
   async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
-    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes), this.bulk.load);
+    const source = new ReadSource(this.reads, windowEnd(stream.tail, from, maxBytes), this.bulk.load);
     return this.read(() => withLoads(() => readFromChain(source, stream, from, maxBytes)));
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
-    const source = new ReadSource(this.reads, Math.min(stream.tail, from + maxBytes), this.bulk.load);
+    const source = new ReadSource(this.reads, windowEnd(stream.tail, from, maxBytes), this.bulk.load);
     const chunks = await this.read(() => withLoads(() => chunksFromChain(source, stream, from, maxBytes)));
     this.bulk.readNext(stream, from, maxBytes);
     return chunks;
@@ -389,7 +390,7 @@ export class PostgresStore extends BatchedStore {
    * the reader's pace, and what waits to be sent is the window a reply would hold anyway.
    */
   async streamChunks(stream: StreamState, from: number, maxBytes: number, write: (bytes: Buffer) => void): Promise<void> {
-    const hi = Math.min(stream.tail, from + maxBytes);
+    const hi = windowEnd(stream.tail, from, maxBytes);
     if (!this.bulk.streams(stream, from, hi)) {
       for (const chunk of await this.readChunks(stream, from, maxBytes)) write(chunk.data);
       return;
