@@ -302,10 +302,11 @@ async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
   const spread = `SSE fan-out ${s.sseSubscribers} subscribers over ${s.sseSpreadStreams} streams, ${s.sseSpreadMessagesPerS} msg/s`;
   const spreadP50: Row = { key: 'sse-spread-p50', label: `${spread} p50`, unit: 'ms', better: 'lower', rounds: {} };
   const spreadP99: Row = { key: 'sse-spread-p99', label: `${spread} p99`, unit: 'ms', better: 'lower', rounds: {} };
+  const spreadWriter: Row = { key: 'sse-spread-writer-p50', label: `${spread}, the writer's appends p50`, unit: 'ms', better: 'lower', rounds: {} };
   // Issue 41's shape on two nodes: the writer on the first, all the subscribers on the second.
   const awayP50: Row = { key: 'sse-away-p50', label: `SSE fan-out, all ${s.sseSubscribers} subscribers on another node than the writer's p50`, unit: 'ms', better: 'lower', rounds: {} };
   const awayP99: Row = { key: 'sse-away-p99', label: `SSE fan-out, all ${s.sseSubscribers} subscribers on another node than the writer's p99`, unit: 'ms', better: 'lower', rounds: {} };
-  rows.push(p50, p99, spreadP50, spreadP99);
+  rows.push(p50, p99, spreadP50, spreadP99, spreadWriter);
   // rill in memory beside it: what the durable commit (the WAL's fdatasync) adds to delivery,
   // which the in-memory reference does not pay. The durable floors fan out after their
   // flush, as rill does: the least a durable server's delivery can take here.
@@ -329,9 +330,10 @@ async function sseWorkload(s: BenchSettings, rows: Row[]): Promise<void> {
     const spreadSpec = { ...spec, messagesPerS: s.sseSpreadMessagesPerS, stream: `sse-spread-${round}`, streams: s.sseSpreadStreams };
     await prepareSse(t.url, spreadSpec);
     const sr = await runSse(t.urls, spreadSpec);
-    progress(`SSE fan-out over ${s.sseSpreadStreams} streams: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${sr.p50Ms.toFixed(2)} ms p99 ${sr.p99Ms.toFixed(2)} ms, ${sr.delivered}/${sr.expected} delivered`);
+    progress(`SSE fan-out over ${s.sseSpreadStreams} streams: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: p50 ${sr.p50Ms.toFixed(2)} ms p99 ${sr.p99Ms.toFixed(2)} ms, ${sr.delivered}/${sr.expected} delivered; the writer's appends p50 ${sr.writerP50Ms.toFixed(2)} ms`);
     push(spreadP50, t.name, sr.p50Ms);
     push(spreadP99, t.name, sr.p99Ms);
+    push(spreadWriter, t.name, sr.writerP50Ms);
     if (t.urls.length < 2) return;
     const awaySpec = { ...spec, stream: `sse-away-${round}`, awayFromWriter: true };
     await prepareSse(t.url, awaySpec);

@@ -68,8 +68,8 @@ test('npm run bench runs end to end on --quick', () => {
   // Long-poll readers got their messages from every server, the floor's included.
   const longPoll = results.rows.find((r) => r.key === 'longpoll-p50')!;
   for (const server of ['rill', 'ref-memory', 'floor']) expect(longPoll.rounds[server]?.every((v) => v > 0), server).toBe(true);
-  // SSE readers got their messages from every floor, the durable ones after their flush.
-  for (const key of ['sse-p50', 'sse-spread-p50']) {
+  // SSE readers got their messages from every floor, the durable ones after their flush, and the writer its answers.
+  for (const key of ['sse-p50', 'sse-spread-p50', 'sse-spread-writer-p50']) {
     const row = results.rows.find((r) => r.key === key)!;
     for (const server of ['floor', 'durable-floor', 'sqlite-floor']) expect(row.rounds[server]?.every((v) => v > 0), `${key} ${server}`).toBe(true);
   }

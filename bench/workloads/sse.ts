@@ -39,6 +39,11 @@ export interface SseLatencies {
 }
 
 export interface SseResult extends SseLatencies {
+  /**
+   * The writer's appends, from send to answer: a server that hands a commit to its readers
+   * before it answers the writer moves latency from one to the other, so both are shown.
+   */
+  writerP50Ms: number;
   /** The subscribers on the node the writer writes to. */
   writersNode: SseLatencies;
   /** The subscribers on the other nodes; null with one node. */
@@ -148,7 +153,8 @@ export async function runSse(bases: string | string[], spec: SseSpec): Promise<S
     await publishAtRate(writer, spec, spec.warmupMessages);
     await sleep(500);
     for (const l of latenciesUs) l.length = 0;
-    const sent = await publishAtRate(writer, spec, Math.max(1, Math.round(spec.messagesPerS * spec.durationS)));
+    const appendsUs: number[] = [];
+    const sent = await publishAtRate(writer, spec, Math.max(1, Math.round(spec.messagesPerS * spec.durationS)), appendsUs);
     await sleep(500);
     const on = (node: number) => Array.from({ length: spec.subscribers }, (_, i) => nodeOf(i)).filter((n) => n === node).length;
     const others = latenciesUs.slice(1).flat();
@@ -159,6 +165,7 @@ export async function runSse(bases: string | string[], spec: SseSpec): Promise<S
       ...latencies(latenciesUs.flat(), sent, reached(spec.subscribers)),
       writersNode: latencies(latenciesUs[0]!, sent, reached(on(0))),
       otherNodes: nodes.length > 1 ? latencies(others, sent, reached(otherSubscribers)) : null,
+      writerP50Ms: percentile(appendsUs.sort((a, b) => a - b), 50) / 1000,
     };
   } finally {
     for (const s of subs) s.socket.destroy();

@@ -46,8 +46,11 @@ export function streamOf(spec: Publishing, k: number): string {
   return spec.streams === undefined ? spec.stream : `${spec.stream}-${k % spec.streams}`;
 }
 
-/** Appends `messages` stamped messages at the given rate; answers how many were sent. */
-export async function publishAtRate(base: string, spec: Publishing, messages: number): Promise<number> {
+/**
+ * Appends `messages` stamped messages at the given rate; answers how many were sent.
+ * `appendLatenciesUs`, when given, gets each append's time from its send to its answer.
+ */
+export async function publishAtRate(base: string, spec: Publishing, messages: number, appendLatenciesUs?: number[]): Promise<number> {
   const intervalMs = 1000 / spec.messagesPerS;
   let sent = 0;
   const start = performance.now();
@@ -57,7 +60,9 @@ export async function publishAtRate(base: string, spec: Publishing, messages: nu
     const due = start + n * intervalMs;
     const wait = due - performance.now();
     if (wait > 0) await sleep(wait);
+    const sentUs = nowMicros();
     await append(base, streamOf(spec, n), STAMPED_CONTENT_TYPE, stampedBody(n));
+    appendLatenciesUs?.push(nowMicros() - sentUs);
     sent++;
   }
   return sent;
