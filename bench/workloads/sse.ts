@@ -165,7 +165,7 @@ export async function runSse(bases: string | string[], spec: SseSpec): Promise<S
       ...latencies(latenciesUs.flat(), sent, reached(spec.subscribers)),
       writersNode: latencies(latenciesUs[0]!, sent, reached(on(0))),
       otherNodes: nodes.length > 1 ? latencies(others, sent, reached(otherSubscribers)) : null,
-      writerP50Ms: percentile(appendsUs.sort((a, b) => a - b), 50) / 1000,
+      writerP50Ms: latencies(appendsUs, sent, 1).p50Ms,
     };
   } finally {
     for (const s of subs) s.socket.destroy();

@@ -3,12 +3,13 @@
  * connections of their own (a COPY cannot share a pipelined connection), read ahead of a
  * catch-up's next request (read-ahead.ts), or handed on to a response as they arrive.
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { ownStart } from '../../core/stream.js';
 import type { StreamState } from '../../core/types.js';
 import { windowEnd } from '../../core/window.js';
 import { BULK_MIN_BYTES, type BulkLoad } from './chunks.js';
 import { copyWindowSql, CopyWindow, LoadedRows, WindowWriter, type CopyRowSink } from './copy.js';
+import { openPool } from './pool.js';
 import { ReadAhead } from './read-ahead.js';
 
 /** Bytes of windows a node holds read ahead at once, and how long one waits for its request. */
@@ -31,11 +32,7 @@ export class BulkReads {
     config: pg.PoolConfig,
     private readonly stats: BulkReadStats,
   ) {
-    this.pool = new pg.Pool(config);
-    // A connection that drops while idle in the pool is replaced on its next use; without
-    // a listener the error would end the process.
-    this.pool.on('error', () => {});
-    this.pool.on('connect', (client) => client.on('error', () => {}));
+    this.pool = openPool(config);
     this.ahead = new ReadAhead(this.rows, READ_AHEAD_BYTES, READ_AHEAD_KEEP_MS, stats);
   }
 

@@ -27,6 +27,7 @@ import { PgBatch, type PgColdChunks } from './batch.js';
 import { PgColdRows } from './cold-rows.js';
 import { preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
 import { BulkReads } from './bulk-reads.js';
+import { openPool } from './pool.js';
 import { hintPayloads, HintListener } from './notify.js';
 import { KnownRows, type KnownRow } from './known-rows.js';
 import { gated, GUARD_FAILED, GUARD_SQL, knownRowsFor, NotOptimistic } from './optimistic.js';
@@ -171,7 +172,7 @@ export class PostgresStore extends BatchedStore {
     this.bulk = new BulkReads({ ...config, max: Math.ceil(settings.poolSize / BULK_SHARE) }, this.stats);
     // Statements sent together go out together instead of one per round trip.
     Object.assign(config, { pipeline: true });
-    this.pool = new pg.Pool(config);
+    this.pool = openPool(config);
     const prepared = preparing(this.pool);
     this.reads = {
       query: (text, values) => {
@@ -179,10 +180,6 @@ export class PostgresStore extends BatchedStore {
         return prepared.query(text, values);
       },
     };
-    // A connection that drops while idle in the pool is replaced on its next use; without
-    // a listener the error would end the process.
-    this.pool.on('error', () => {});
-    this.pool.on('connect', (client) => client.on('error', () => {}));
     this.hints = new HintListener({ ...config, types }, this.nodeId, prepared);
     // Rows another node changed would fail an optimistic batch's guard: not tried on them.
     this.hints.onHint((names) => this.known.forget(names));
