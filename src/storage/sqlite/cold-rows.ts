@@ -11,6 +11,7 @@ import type { StreamState } from '../../core/types.js';
 import type { StoredChunk } from '../chain.js';
 import type { ColdCandidate, ColdHost, ColdSegmentRow, HotLevel } from '../cold/host.js';
 import { appendsOfRow, type StoredChunkRow } from './chunk-rows.js';
+import { BOUND_LIMIT } from './statements.js';
 import { RECORD_ROW_LAG_BYTES } from './stream-rows.js';
 import { segmentOf, type SegmentColumns } from '../cold/segment-columns.js';
 
@@ -33,7 +34,7 @@ export class SqliteColdRows implements ColdHost {
     private readonly engine: SqliteColdEngine,
   ) {
     this.sql = {
-      streamsAfter: db.prepare<[number, number], { id: number; tail: number }>('SELECT id, tail FROM streams WHERE deleted = 0 AND id > ? ORDER BY id LIMIT ?'),
+      streamsAfter: db.prepare<[number, number], { id: number; tail: number }>(`SELECT id, tail FROM streams WHERE deleted = 0 AND id > ? ORDER BY id LIMIT ${BOUND_LIMIT}`),
       streamRow: db.prepare<[number], { id: number; tail: number }>('SELECT id, tail FROM streams WHERE deleted = 0 AND id = ?'),
       firstRow: db.prepare<[number], { start: number }>('SELECT start FROM chunks WHERE stream_id = ? ORDER BY start LIMIT 1'),
       lastRow: db.prepare<[number], { start: number }>('SELECT start FROM chunks WHERE stream_id = ? ORDER BY start DESC LIMIT 1'),
@@ -50,7 +51,7 @@ export class SqliteColdRows implements ColdHost {
       coldEnd: db.prepare<[number], { end: number | null }>('SELECT max(end_offset) AS end FROM cold_segments WHERE stream_id = ?'),
       withStreams: db.prepare<[number], SegmentColumns & { earliest_offset: number | null; fork_refs: number | null }>(
         `SELECT c.*, s.earliest_offset, s.fork_refs FROM cold_segments c LEFT JOIN streams s ON s.id = c.stream_id
-           WHERE s.id IS NULL OR (s.fork_refs = 0 AND c.end_offset <= s.earliest_offset) LIMIT ?`,
+           WHERE s.id IS NULL OR (s.fork_refs = 0 AND c.end_offset <= s.earliest_offset) LIMIT ${BOUND_LIMIT}`,
       ),
       forget: db.prepare<[number, number]>('DELETE FROM cold_segments WHERE stream_id = ? AND start = ?'),
       coldBytes: db.prepare<[], { bytes: number | null }>('SELECT sum(end_offset - start) AS bytes FROM cold_segments'),

@@ -11,6 +11,15 @@ import { STREAM_VALUE_COLUMNS, streamColumnValues, type StreamRow } from '../str
 import type { StoredChunkRow } from './chunk-rows.js';
 import { preparedOnFirstUse } from './first-use.js';
 
+/**
+ * A bound LIMIT, written `LIMIT ${BOUND_LIMIT}`. SQLite (3.53 here) plans with the value
+ * of a parameter that stands alone as a LIMIT, so it prepares such a statement again
+ * every time that parameter is bound, that is on every run (a listing's SELECT paid
+ * 30 µs of its 73 µs for it, measured with better-sqlite3). Through a cast the value
+ * stays out of the plan, and the statement is prepared once.
+ */
+export const BOUND_LIMIT = 'CAST(? AS INTEGER)';
+
 /** A stream state as the named parameters of `insertStream`. */
 export function streamParams(s: StreamState): Record<string, unknown> {
   const params: Record<string, unknown> = { id: s.id };
@@ -120,10 +129,10 @@ export function prepareStatements(db: Database.Database): Statements {
       `SELECT * FROM streams WHERE bucket = ? AND deleted = 0 AND expiry_ms IS NOT NULL AND expiry_ms <= ?`,
     ),
     ageDue: () => db.prepare<[number, number], StreamRow>(
-      `SELECT * FROM streams WHERE age_due_ms IS NOT NULL AND deleted = 0 AND age_due_ms <= ? ORDER BY age_due_ms LIMIT ?`,
+      `SELECT * FROM streams WHERE age_due_ms IS NOT NULL AND deleted = 0 AND age_due_ms <= ? ORDER BY age_due_ms LIMIT ${BOUND_LIMIT}`,
     ),
     expired: () => db.prepare<[number, number], StreamRow>(
-      `SELECT * FROM streams WHERE expiry_ms IS NOT NULL AND deleted = 0 AND expiry_ms <= ? ORDER BY expiry_ms LIMIT ?`,
+      `SELECT * FROM streams WHERE expiry_ms IS NOT NULL AND deleted = 0 AND expiry_ms <= ? ORDER BY expiry_ms LIMIT ${BOUND_LIMIT}`,
     ),
     nextId: () => db.prepare<[], { value: string }>(`SELECT value FROM meta WHERE key = 'next_stream_id'`),
     setNextId: () => db.prepare<[string]>(`UPDATE meta SET value = ? WHERE key = 'next_stream_id'`),
@@ -153,12 +162,12 @@ export function prepareStatements(db: Database.Database): Statements {
     // The streams not deleted after an id, each with where its last indexed chunk ends.
     heldPage: () => db.prepare<[number, number], HeldRow>(
       `SELECT id, tail, earliest_offset, record_first, record_next, (SELECT start + length(data) FROM chunks WHERE stream_id = s.id ORDER BY start DESC LIMIT 1) AS indexed_end
-         FROM streams s WHERE deleted = 0 AND id > ? ORDER BY id LIMIT ?`,
+         FROM streams s WHERE deleted = 0 AND id > ? ORDER BY id LIMIT ${BOUND_LIMIT}`,
     ),
     bucketHeldPage: () => db.prepare<[string, string, number], BucketHeldRow>(
       `SELECT id, name, tail, max(earliest_offset, coalesce(fork_offset, 0)) AS own_start,
               (SELECT start + length(data) FROM chunks WHERE stream_id = s.id ORDER BY start DESC LIMIT 1) AS indexed_end
-         FROM streams s WHERE bucket = ? AND deleted = 0 AND name > ? ORDER BY name LIMIT ?`,
+         FROM streams s WHERE bucket = ? AND deleted = 0 AND name > ? ORDER BY name LIMIT ${BOUND_LIMIT}`,
     ),
     chunkContaining: () => db.prepare<[number, number], StoredChunkRow>(
       `SELECT start, data, bounds FROM chunks WHERE stream_id = ? AND start <= ? ORDER BY start DESC LIMIT 1`,
@@ -175,7 +184,7 @@ export function prepareStatements(db: Database.Database): Statements {
     producerCount: () => db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM producers WHERE stream_id = ?'),
     // BINARY collation: ids in UTF-8 byte order, as the other engines list them.
     producersAfter: () =>
-      db.prepare<[number, string, number], ProducerValues>(`SELECT ${PRODUCER_COLUMNS.join(', ')} FROM producers WHERE stream_id = ? AND producer_id > ? ORDER BY producer_id LIMIT ?`).raw(),
+      db.prepare<[number, string, number], ProducerValues>(`SELECT ${PRODUCER_COLUMNS.join(', ')} FROM producers WHERE stream_id = ? AND producer_id > ? ORDER BY producer_id LIMIT ${BOUND_LIMIT}`).raw(),
     upsertProducer: () => db.prepare<[number, ...ProducerValues]>(
       `INSERT OR REPLACE INTO producers (stream_id, ${PRODUCER_COLUMNS.join(', ')}) VALUES (?, ${PRODUCER_COLUMNS.map(() => '?').join(', ')})`,
     ),

@@ -26,6 +26,7 @@ import type { SubscriptionTxn } from '../executor.js';
 import { linkedTail, pendingAt } from '../../core/subscription-queries.js';
 import type { StreamRows } from './stream-rows.js';
 import { preparedOnFirstUse } from './first-use.js';
+import { BOUND_LIMIT } from './statements.js';
 
 type RecordRow = { record: string };
 
@@ -43,19 +44,19 @@ function prepare(db: Database.Database) {
     scopeKeys: () => db.prepare<[string], { key: string }>('SELECT key FROM subscriptions WHERE scope = ? ORDER BY key'),
     // Keys from `from` on (the scope's first key, or after the page's last), in key order.
     subscriptionsFrom: () => db.prepare<[string, string, number], RecordRow & { key: string }>(
-      'SELECT key, record FROM subscriptions WHERE key >= ? AND key > ? ORDER BY key LIMIT ?',
+      `SELECT key, record FROM subscriptions WHERE key >= ? AND key > ? ORDER BY key LIMIT ${BOUND_LIMIT}`,
     ),
     link: () => db.prepare<[string, string], LinkRow>('SELECT * FROM subscription_links WHERE sub_key = ? AND stream = ?'),
     putLink: () => db.prepare<[LinkRow]>(`INSERT OR REPLACE INTO subscription_links (${LINK_COLUMNS.join(', ')}) VALUES (${named(LINK_COLUMNS)})`),
     deleteLink: () => db.prepare<[string, string]>('DELETE FROM subscription_links WHERE sub_key = ? AND stream = ?'),
     deleteStreamLinks: () => db.prepare<[string]>('DELETE FROM subscription_links WHERE stream = ?'),
     countLinks: () => db.prepare<[string], { n: number }>('SELECT count(*) AS n FROM subscription_links WHERE sub_key = ?'),
-    linksAfter: () => db.prepare<[string, string, number], LinkRow>('SELECT * FROM subscription_links WHERE sub_key = ? AND path > ? ORDER BY path LIMIT ?'),
+    linksAfter: () => db.prepare<[string, string, number], LinkRow>(`SELECT * FROM subscription_links WHERE sub_key = ? AND path > ? ORDER BY path LIMIT ${BOUND_LIMIT}`),
     // Every link's stream and cursor, in path order, from the index alone (arrays: 10,000 rows a call).
     cursors: () => db.prepare<[string], [string, number]>('SELECT stream, acked FROM subscription_links WHERE sub_key = ? ORDER BY path').raw(),
     undeletedFrom: () => db.prepare<[string], { name: string }>('SELECT name FROM streams WHERE name >= ? AND deleted = 0 ORDER BY name'),
     linkIndex: () => db.prepare<[string, string, number], { stream: string; sub_key: string }>(
-      'SELECT stream, sub_key FROM subscription_links WHERE (stream, sub_key) > (?, ?) ORDER BY stream, sub_key LIMIT ?',
+      `SELECT stream, sub_key FROM subscription_links WHERE (stream, sub_key) > (?, ?) ORDER BY stream, sub_key LIMIT ${BOUND_LIMIT}`,
     ),
     dueByTime: () => db.prepare<[number], { key: string }>('SELECT key FROM subscriptions WHERE due_ms <= ?'),
     idle: () => db.prepare<[], { key: string }>('SELECT key FROM subscriptions WHERE awake = 0'),
