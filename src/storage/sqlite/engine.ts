@@ -37,7 +37,7 @@ import { DEFAULT_RECENT_INDEXING, HeldWrites, type RecentIndexing } from './held
 import { ProducerCache } from './producer-cache.js';
 import { makeDatabasePrivate } from './private-files.js';
 import { migrate } from './schema.js';
-import { BOUND_LIMIT, prepareStatements, type Statements } from './statements.js';
+import { prepareStatements, type Statements } from './statements.js';
 import { StreamRows } from './stream-rows.js';
 import { SqliteSubscriptions } from './subscriptions.js';
 import { SqliteTxn } from './txn.js';
@@ -457,7 +457,7 @@ export class SqliteStore extends BatchedStore {
   async listBuckets(after: string | null, limit: number): Promise<BucketListing> {
     const seen = this.durability.lastCommit();
     const now = this.now();
-    const rows = this.db.prepare<[string, number], { id: string; created_at_ms: number }>(`SELECT id, created_at_ms FROM buckets WHERE id > ? ORDER BY id LIMIT ${BOUND_LIMIT}`).all(after ?? '', limit + 1);
+    const rows = this.sql.bucketsAfter.all(after ?? '', limit + 1);
     const buckets = rows.slice(0, limit).map((row) => ({ id: row.id, createdAtMs: row.created_at_ms, streamCount: this.sql.bucketLive.get(row.id, now)!.n }));
     return this.answerWhenDurable(seen, { buckets, nextAfter: rows.length > limit ? buckets[buckets.length - 1]!.id : null });
   }

@@ -76,6 +76,7 @@ export interface Statements {
   deleteBucket: Database.Statement<[string]>;
   bucketUndeleted: Database.Statement<[string], { n: number }>;
   bucketLive: Database.Statement<[string, number], { n: number }>;
+  bucketsAfter: Database.Statement<[string, number], { id: string; created_at_ms: number }>;
   listFrom: Database.Statement<[string, string, string, number], { name: string }>;
   insertChunk: Database.Statement<[number, number, Buffer, Buffer | null]>;
   insertBatch: Database.Statement<[number, Buffer, string | null]>;
@@ -146,6 +147,7 @@ export function prepareStatements(db: Database.Database): Statements {
     bucketLive: () => db.prepare<[string, number], { n: number }>(
       `SELECT count(*) AS n FROM streams WHERE bucket = ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?)`,
     ),
+    bucketsAfter: () => db.prepare<[string, number], { id: string; created_at_ms: number }>(`SELECT id, created_at_ms FROM buckets WHERE id > ? ORDER BY id LIMIT ${BOUND_LIMIT}`),
     // Names compare as UTF-8 bytes (BINARY collation), the order listings promise.
     listFrom: () => db.prepare<[string, string, string, number], { name: string }>(
       `SELECT name FROM streams WHERE bucket = ? AND name >= ? AND name > ? AND deleted = 0 AND (expiry_ms IS NULL OR expiry_ms > ?) ORDER BY name`,
