@@ -9,7 +9,8 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import { infoLineWriter } from './logger.js';
+import { AccessLines } from './access-line.js';
+import { infoLines } from './logger.js';
 import type { RillMetrics } from './metrics.js';
 
 /** A client's own request id is kept when it is this short and plain; otherwise one is made. */
@@ -55,14 +56,15 @@ export class RequestLog {
    * URL; an id checked against CLIENT_ID), so there is nothing in it to redact.
    */
   private readonly lines: Logger;
-  /** The line made here and queued on the logger's destination, when it writes JSON (logger.ts). */
-  private readonly writeLine: ((members: string) => void) | null;
+  /** Lines made by rill and queued on the logger's destination, when it writes JSON (logger.ts). */
+  private readonly accessLines: AccessLines | null;
 
   constructor(private readonly options: RequestLogOptions) {
     this.random = options.random ?? Math.random;
     this.rate = options.log.isLevelEnabled('info') ? options.accessLogRate : 0;
     this.lines = options.log.child({}, { redact: [] });
-    this.writeLine = infoLineWriter(options.log, 'request');
+    const lines = infoLines(options.log, 'request');
+    this.accessLines = lines && new AccessLines(lines);
   }
 
   /**
@@ -92,38 +94,12 @@ export class RequestLog {
       // The response's bytes on the wire, its head included.
       const bytes = socket.bytesWritten - writtenBefore;
       const completed = res.writableFinished;
-      if (this.writeLine === null) return void this.lines.info({ reqId: id, method: req.method, route, status, durationMs: durationMicros / 1000, bytes, completed }, 'request');
+      const method = req.method ?? '';
+      if (this.accessLines === null) return void this.lines.info({ reqId: id, method, route, status, durationMs: durationMicros / 1000, bytes, completed }, 'request');
       // The id matched CLIENT_ID or was made here: nothing in it to escape.
-      this.writeLine(`"reqId":"${id}","method":${quoted(req.method ?? '')},"route":${quoted(route)},"status":${status},"durationMs":${millisText(durationMicros)},"bytes":${bytes},"completed":${completed}`);
+      this.accessLines.write({ reqId: id, method, route, status, durationMicros, bytes, completed });
     };
   }
-}
-
-/** JSON text of methods and route templates, made once each: both come from small fixed sets. */
-const quotedTexts = new Map<string, string>();
-/** Bounds the map whatever reaches it. */
-const QUOTED_TEXTS_MAX = 1_000;
-
-function quoted(text: string): string {
-  let json = quotedTexts.get(text);
-  if (json === undefined) {
-    json = JSON.stringify(text);
-    if (quotedTexts.size < QUOTED_TEXTS_MAX) quotedTexts.set(text, json);
-  }
-  return json;
-}
-
-/** The decimals of each thousandth as JavaScript prints a number: '' for none, '.5' for 500, '.025' for 25. */
-const THOUSANDTHS = Array.from({ length: 1000 }, (_, i) => (i === 0 ? '' : `.${String(i).padStart(3, '0').replace(/0+$/, '')}`));
-
-/**
- * `String(micros / 1000)` for a whole, non-negative count of microseconds, without printing
- * a fraction digit by digit (V8's shortest-form conversion cost about 900 instructions a
- * line). The two agree: a quotient with three decimals prints as those decimals.
- */
-export function millisText(micros: number): string {
-  const whole = Math.floor(micros / 1000);
-  return `${whole}${THOUSANDTHS[micros - whole * 1000]!}`;
 }
 
 function isAppendRoute(route: string): boolean {

@@ -6,8 +6,9 @@
 import { spawn } from 'node:child_process';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger, infoLineWriter, redactUrl } from '../../src/ops/logger.js';
-import { millisText, RequestLog } from '../../src/ops/request-log.js';
+import { AccessLines, millisText, type AccessFields } from '../../src/ops/access-line.js';
+import { createLogger, infoLines, redactUrl } from '../../src/ops/logger.js';
+import { RequestLog } from '../../src/ops/request-log.js';
 import { CLI } from '../helpers/server.js';
 import { memoryLogger, startInProcess, type Running } from './ops-helpers.js';
 
@@ -75,17 +76,28 @@ describe('access lines made without pino', () => {
   it('are, byte for byte, the lines pino writes for the same fields (the time apart), and none when info is off', async () => {
     const made = memoryLogger();
     const byPino = memoryLogger();
-    const write = infoLineWriter(made.log, 'request')!;
-    expect(write).not.toBeNull();
-    const fields = { reqId: 'a-1', method: 'POST', route: '/{bucket}/{stream}', status: 204, durationMs: 1.25, bytes: 356, completed: true };
-    write('"reqId":"a-1","method":"POST","route":"/{bucket}/{stream}","status":204,"durationMs":1.25,"bytes":356,"completed":true');
-    byPino.log.info(fields, 'request');
-    await expect.poll(() => made.text() !== '' && byPino.text() !== '', POLL).toBe(true);
-    const untimed = (text: string) => text.replace(/"time":\d+/, '"time":0');
+    const lines = infoLines(made.log, 'request')!;
+    expect(lines).not.toBeNull();
+    const access = new AccessLines(lines);
+    const cases: AccessFields[] = [
+      { reqId: 'a-1', method: 'POST', route: '/{bucket}/{stream}', status: 204, durationMicros: 1250, bytes: 356, completed: true },
+      // The same method, route and status again (its text kept), and one not completed.
+      { reqId: 'a-2', method: 'POST', route: '/{bucket}/{stream}', status: 204, durationMicros: 7, bytes: 0, completed: false },
+      { reqId: 'a-3', method: 'GET', route: '/{bucket}/{stream}', status: 0, durationMicros: 86_400_000_123, bytes: 12_345_678, completed: false },
+      { reqId: 'a-4', method: 'PUT', route: '/v1/stream/{name}', status: 503, durationMicros: 1_000, bytes: 1, completed: true },
+      { reqId: 'a-5', method: 'GET', route: '/caf\u00e9/"q"', status: 404, durationMicros: 999, bytes: 80, completed: true },
+    ];
+    for (const fields of cases) {
+      access.write(fields);
+      const { reqId, method, route, status, durationMicros, bytes, completed } = fields;
+      byPino.log.info({ reqId, method, route, status, durationMs: durationMicros / 1000, bytes, completed }, 'request');
+    }
+    await expect.poll(() => made.lines.length === cases.length && byPino.lines.length === cases.length, POLL).toBe(true);
+    const untimed = (text: string) => text.replace(/"time":\d+/g, '"time":0');
     expect(untimed(made.text())).toBe(untimed(byPino.text()));
-    expect(infoLineWriter(memoryLogger('warn').log, 'request')).toBeNull();
+    expect(infoLines(memoryLogger('warn').log, 'request')).toBeNull();
     // A child has bindings of its own that such a line would leave out: it logs through pino.
-    expect(infoLineWriter(made.log.child({ part: 'x' }), 'request')).toBeNull();
+    expect(infoLines(made.log.child({ part: 'x' }), 'request')).toBeNull();
   });
 
   it('print a duration as JavaScript prints the number of milliseconds', () => {
@@ -150,12 +162,14 @@ describe('from a rill process', () => {
   /** Runs `node args`, answers its standard output as lines once it exits; `ready` sees it while it runs. */
   function run(args: string[], ready: (child: ReturnType<typeof spawn>, output: () => string) => void): Promise<string[]> {
     const child = spawn(process.execPath, args, { env: { ...process.env, RILL_LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'inherit'] });
-    let output = '';
+    // Joined as bytes: a character split between two chunks must not be decoded in halves.
+    const chunks: Buffer[] = [];
+    const output = () => Buffer.concat(chunks).toString();
     child.stdout.on('data', (d: Buffer) => {
-      output += d.toString();
-      ready(child, () => output);
+      chunks.push(d);
+      ready(child, output);
     });
-    return new Promise((resolve) => child.once('exit', () => resolve(output.split('\n').filter((l) => l !== ''))));
+    return new Promise((resolve) => child.once('exit', () => resolve(output().split('\n').filter((l) => l !== ''))));
   }
 
   it("writes every request's line, in order, before the lines logged after it, the last ones at SIGTERM", async () => {
@@ -175,19 +189,33 @@ describe('from a rill process', () => {
     expect(order).toEqual(['held-1', 'held-2', 'held-3', 'held-4', 'held-5', 'draining', 'stopped']);
   });
 
-  it('writes the lines still held when the process exits', async () => {
-    const logger = new URL('../../dist/ops/logger.js', import.meta.url).href;
-    const script = `import { createLogger, infoLineWriter } from ${JSON.stringify(logger)};
+  /** Lines of the script's own access lines, held and then written, the second of them not ASCII. */
+  const heldLinesScript = (thenWhat: string) => `import { AccessLines } from ${JSON.stringify(new URL('../../dist/ops/access-line.js', import.meta.url).href)};
+      import { createLogger, infoLines } from ${JSON.stringify(new URL('../../dist/ops/logger.js', import.meta.url).href)};
       const log = createLogger({ level: 'info', pretty: false });
       log.info('first');
       // Once 'first' is written: a write still in flight at exit is the thread pool's to finish, in no set order.
       log.flush(() => {
-        const write = infoLineWriter(log, 'request');
-        for (let i = 0; i < 3; i++) write(\`"reqId":"exit-\${i}"\`);
-        process.exit(0);
+        const access = new AccessLines(infoLines(log, 'request'));
+        const line = (reqId, route) => access.write({ reqId, method: 'GET', route, status: 200, durationMicros: 5, bytes: 9, completed: true });
+        line('held-0', '/a');
+        line('held-1', '/\u00e9t\u00e9/\u{1F30A}');
+        line('held-2', '/a');
+        ${thenWhat}
       });`;
-    const lines = await run(['--input-type=module', '-e', script], () => {});
-    expect(lines.map((l) => (JSON.parse(l) as { reqId?: string; msg: string }).reqId ?? (JSON.parse(l) as { msg: string }).msg)).toEqual(['first', 'exit-0', 'exit-1', 'exit-2']);
+  const routes = ['/a', '/\u00e9t\u00e9/\u{1F30A}', '/a'];
+
+  it('writes the lines still held when the process exits', async () => {
+    const lines = (await run(['--input-type=module', '-e', heldLinesScript('process.exit(0);')], () => {})).map((l) => JSON.parse(l) as { reqId?: string; route?: string; msg: string });
+    expect(lines.map((l) => l.reqId ?? l.msg)).toEqual(['first', 'held-0', 'held-1', 'held-2']);
+    expect(lines.slice(1).map((l) => l.route)).toEqual(routes);
+  });
+
+  it('writes held lines that are not ASCII as they were made, when another line releases them', async () => {
+    const script = heldLinesScript("log.info('last'); log.flush(() => process.exit(0));");
+    const lines = (await run(['--input-type=module', '-e', script], () => {})).map((l) => JSON.parse(l) as { reqId?: string; route?: string; msg: string });
+    expect(lines.map((l) => l.reqId ?? l.msg)).toEqual(['first', 'held-0', 'held-1', 'held-2', 'last']);
+    expect(lines.slice(1, 4).map((l) => l.route)).toEqual(routes);
   });
 });
 
