@@ -14,18 +14,13 @@ import { isAscii, type InfoLines } from './logger.js';
 /** The decimals of each thousandth as JavaScript prints a number: '' for none, '.5' for 500, '.025' for 25. */
 const THOUSANDTHS = Array.from({ length: 1000 }, (_, i) => (i === 0 ? '' : `.${String(i).padStart(3, '0').replace(/0+$/, '')}`));
 
-/** A duration's decimals and what follows them up to the byte count. */
-const DECIMALS_THEN_BYTES = THOUSANDTHS.map((decimals) => `${decimals},"bytes":`);
-
 /**
- * `String(micros / 1000)` for a whole, non-negative count of microseconds, without printing
- * a fraction digit by digit (V8's shortest-form conversion cost about 900 instructions a
- * line). The two agree: a quotient with three decimals prints as those decimals.
+ * A duration's decimals and what follows them up to the byte count. Its whole milliseconds
+ * and these print `String(micros / 1000)` for a whole count of microseconds without V8's
+ * shortest-form conversion of a fraction (about 900 instructions a line): a quotient with
+ * three decimals prints as those decimals.
  */
-export function millisText(micros: number): string {
-  const whole = Math.floor(micros / 1000);
-  return `${whole}${THOUSANDTHS[micros - whole * 1000]!}`;
-}
+const DECIMALS_THEN_BYTES = THOUSANDTHS.map((decimals) => `${decimals},"bytes":`);
 
 /** Bounds the pieces kept for method, route and status triples, whatever reaches them. */
 const MIDDLES_MAX = 2_000;
@@ -67,8 +62,9 @@ export class AccessLines {
     let middle = this.middles.get(fields.route)?.get(fields.method)?.get(fields.status);
     if (middle === undefined) {
       middle = `","method":${JSON.stringify(fields.method)},"route":${JSON.stringify(fields.route)},"status":${fields.status},"durationMs":`;
-      ascii &&= isAscii(middle);
-      if (ascii) this.keep(fields, middle);
+      const middleAscii = isAscii(middle);
+      if (middleAscii) this.keep(fields, middle);
+      ascii &&= middleAscii;
     }
     const whole = Math.floor(fields.durationMicros / 1000);
     const decimals = DECIMALS_THEN_BYTES[fields.durationMicros - whole * 1000]!;
