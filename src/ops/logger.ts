@@ -218,6 +218,7 @@ export function infoLines(log: Logger, msg: string): InfoLines | null {
   };
 }
 
+/** Whether every character of `text` is ASCII, so that its Latin-1 and UTF-8 bytes are the same. */
 export function isAscii(text: string): boolean {
   return /^[\x00-\x7f]*$/.test(text);
 }
