@@ -88,13 +88,13 @@ export class RequestLog {
       const seconds = (performance.now() - startedMs) / 1000;
       const route = (res as Routed)[ROUTE] ?? 'unrouted';
       const status = res.headersSent ? res.statusCode : 0;
-      metrics?.request(route, req.method ?? '', status, seconds, req.method === 'POST' && isAppendRoute(route));
+      const method = req.method ?? '';
+      metrics?.request(route, method, status, seconds, method === 'POST' && isAppendRoute(route));
       if (status < 500 && (rate === 0 || (rate < 1 && this.random() >= rate))) return;
       const durationMicros = Math.round(seconds * 1e6);
       // The response's bytes on the wire, its head included.
       const bytes = socket.bytesWritten - writtenBefore;
       const completed = res.writableFinished;
-      const method = req.method ?? '';
       if (this.accessLines === null) return void this.lines.info({ reqId: id, method, route, status, durationMs: durationMicros / 1000, bytes, completed }, 'request');
       // The id matched CLIENT_ID or was made here: nothing in it to escape.
       this.accessLines.write({ reqId: id, method, route, status, durationMicros, bytes, completed });

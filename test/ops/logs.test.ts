@@ -192,7 +192,7 @@ describe('from a rill process', () => {
     expect(order).toEqual(['held-1', 'held-2', 'held-3', 'held-4', 'held-5', 'draining', 'stopped']);
   });
 
-  /** Lines of the script's own access lines, held and then written, the second of them not ASCII. */
+  /** A script that holds three access lines, the second of them not ASCII, then does `thenWhat`. */
   const heldLinesScript = (thenWhat: string) => `import { AccessLines } from ${JSON.stringify(new URL('../../dist/ops/access-line.js', import.meta.url).href)};
       import { createLogger, infoLines } from ${JSON.stringify(new URL('../../dist/ops/logger.js', import.meta.url).href)};
       const log = createLogger({ level: 'info', pretty: false });
