@@ -8,6 +8,7 @@ import { protocolError, type ProtocolError } from '../protocol/errors.js';
 import { PRODUCER_OUTCOME } from '../protocol/headers.js';
 import type { ProducerHeaders } from '../protocol/parse.js';
 import type { ProducerAck, ProducerRecord, ProducerSettings, ProducerView, Receipt, StreamState } from './types.js';
+import { compareUtf8 } from './utf8-order.js';
 
 /** Who the writer is to the stream, once identity checks passed. */
 export type ProducerStanding =
@@ -139,7 +140,7 @@ export function judgeOrder(standing: ProducerStanding, req: ProducerHeaders): Pr
  */
 export function compareEvictionOrder(a: { id: string; lastSeenMs: number }, b: { id: string; lastSeenMs: number }): number {
   if (a.lastSeenMs !== b.lastSeenMs) return a.lastSeenMs - b.lastSeenMs;
-  return Buffer.compare(Buffer.from(a.id, 'utf8'), Buffer.from(b.id, 'utf8'));
+  return compareUtf8(a.id, b.id);
 }
 
 /**

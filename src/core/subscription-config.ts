@@ -11,6 +11,7 @@ import {
   type SubscriptionConfig,
   type SubscriptionLimits,
 } from './subscription-types.js';
+import { compareUtf8 } from './utf8-order.js';
 import { checkWebhookUrl } from './webhook-url.js';
 
 export type ConfigRefusal = { code: 'BAD_REQUEST' | 'WEBHOOK_URL_REJECTED' | 'SUBSCRIPTION_FULL'; message: string };
@@ -82,7 +83,7 @@ function parseStreams(value: unknown, limits: SubscriptionLimits, checkPath: Pat
     if (problem !== null) return bad(`stream "${item}": ${problem}`);
     paths.add(path);
   }
-  return [...paths].sort(compareBytes);
+  return [...paths].sort(compareUtf8);
 }
 
 function parseDelivery(
@@ -121,9 +122,4 @@ export function wakeStreamRefusal(wakeStream: string | null, exists: boolean): C
 /** The configuration's canonical text: equal configurations, however sent, give equal text (its hash is their identity). */
 export function canonicalConfig(config: SubscriptionConfig): string {
   return JSON.stringify([config.type, config.pattern, config.streams, config.webhookUrl, config.wakeStream, config.leaseTtlMs, config.description]);
-}
-
-/** Bytewise order of UTF-8 strings, as the stores sort paths. */
-export function compareBytes(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }

@@ -6,6 +6,7 @@
  */
 import { dueAtMs } from '../core/subscription-queries.js';
 import type { LinkView, SubscriptionLink, SubscriptionState } from '../core/subscription-types.js';
+import { compareUtf8 } from '../core/utf8-order.js';
 
 /** A row of `subscriptions`. Booleans are 0 and 1, as in every other table. */
 export interface SubscriptionRow {
@@ -66,12 +67,7 @@ export function linkFromRow(row: LinkRow): SubscriptionLink {
   return { subKey: row.sub_key, stream: row.stream, path: row.path, explicit: row.explicit === 1, glob: row.glob === 1, ackedOffset: row.acked };
 }
 
-/** Keys and paths sort as UTF-8 bytes, like SQLite's BINARY and PostgreSQL's "C" collation (not UTF-16 code units). */
-export function compareBytewise(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b));
-}
-
 /** Link views sorted by path, the first `limit` of them. */
 export function firstByPath(views: LinkView[], limit: number): LinkView[] {
-  return views.sort((a, b) => compareBytewise(a.link.path, b.link.path)).slice(0, limit);
+  return views.sort((a, b) => compareUtf8(a.link.path, b.link.path)).slice(0, limit);
 }

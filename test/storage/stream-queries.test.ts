@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { isCollectable, isListed } from '../../src/core/stream.js';
 import type { StreamState } from '../../src/core/types.js';
 import type { Store } from '../../src/storage/store.js';
-import { compareBytewise } from '../../src/storage/subscription-columns.js';
+import { byBytes } from '../helpers/order.js';
 import { seededRandom, testSeed, type Rng } from '../helpers/seed.js';
 import { appendRequest, createRequest, everyEngine, storeForBlock, TestClock, type EngineUnderTest } from './fixtures.js';
 import { inTxn } from './txn-harness.js';
@@ -62,14 +62,14 @@ function differentialTest(engine: EngineUnderTest): void {
         const nowMs = clock.nowMs;
         const stored = (await Promise.all(names.map((name) => store.getStream(name)))).filter((s): s is StreamState => s !== undefined);
         const context = `bucket ${n} at +${nowMs - T0} ms: ${JSON.stringify(stored.map((s) => [s.name, s.deleted, s.config.ttlSeconds, s.config.expiresAtMs, s.lastAccessMs]))}`;
-        const listed = stored.filter((s) => isListed(s, nowMs)).map((s) => s.name.slice(`b/${bucket}/`.length)).sort(compareBytewise);
-        const collectable = stored.filter((s) => isCollectable(s, nowMs)).map((s) => s.name).sort(compareBytewise);
+        const listed = stored.filter((s) => isListed(s, nowMs)).map((s) => s.name.slice(`b/${bucket}/`.length)).sort(byBytes);
+        const collectable = stored.filter((s) => isCollectable(s, nowMs)).map((s) => s.name).sort(byBytes);
         expect((await store.listStreams(bucket, '', null, 1_000)).names, context).toEqual(listed);
         expect((await store.getBucket(bucket))?.streamCount, context).toBe(listed.length);
         const inBucket = await inTxn(store, (txn) => txn.expiredBucketStreams(bucket, nowMs).map((s) => s.name));
-        expect(inBucket.sort(compareBytewise), context).toEqual(collectable);
+        expect(inBucket.sort(byBytes), context).toEqual(collectable);
         const anywhere = await inTxn(store, (txn) => txn.expiredStreams(nowMs, 10_000).map((s) => s.name));
-        expect(anywhere.filter((name) => name.startsWith(`b/${bucket}/`)).sort(compareBytewise), context).toEqual(collectable);
+        expect(anywhere.filter((name) => name.startsWith(`b/${bucket}/`)).sort(byBytes), context).toEqual(collectable);
       }
     });
   });

@@ -16,7 +16,8 @@ import type { LinkView, SubscriptionLink, SubscriptionState, WakeState } from '.
 import type { StreamState } from '../../src/core/types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
 import type { Store } from '../../src/storage/store.js';
-import { compareBytewise, firstByPath } from '../../src/storage/subscription-columns.js';
+import { firstByPath } from '../../src/storage/subscription-columns.js';
+import { byBytes } from '../helpers/order.js';
 import { seededRandom, testSeed, type Rng } from '../helpers/seed.js';
 import { createRequest, everyEngine, storeForBlock, subscriptionState, TestClock, type EngineUnderTest } from './fixtures.js';
 import { inTxn } from './txn-harness.js';
@@ -91,7 +92,7 @@ function differentialTests(engine: EngineUnderTest): void {
         const mine = new Set(state.subscriptions.map((s) => s.key));
         const expectedDue = state.subscriptions.filter((sub) => isDue(sub, state.nowMs, () => viewsOf(state, streams, sub.key).some(isPending))).map((s) => s.key);
         const due = (await target.dueSubscriptions(state.nowMs, 10_000)).filter((key) => mine.has(key));
-        expect(due, `state ${n} at ${state.nowMs - T0} ms: ${JSON.stringify(state)}`).toEqual(expectedDue.sort(compareBytewise));
+        expect(due, `state ${n} at ${state.nowMs - T0} ms: ${JSON.stringify(state)}`).toEqual(expectedDue.sort(byBytes));
         for (const sub of state.subscriptions) {
           const expected = firstByPath(viewsOf(state, streams, sub.key).filter(isPending), 100).map((v) => [v.link.path, v.tail]);
           const pending = await inTxn(target, (txn) => txn.subscriptions.pendingLinks(sub.key, 100));

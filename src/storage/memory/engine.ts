@@ -15,7 +15,7 @@ import type { Txn } from '../executor.js';
 import { summarizeProducers } from '../../core/producer.js';
 import { descendantsEarliest } from '../../core/snapshot.js';
 import type { BucketInfo, BucketListing, HeldTotals, ProducerListing, StoreOptions, StoreTotals, StreamListing } from '../store.js';
-import { compareBytewise } from '../subscription-columns.js';
+import { compareUtf8 } from '../../core/utf8-order.js';
 import { MemorySubscriptions } from './subscriptions.js';
 
 interface StreamData {
@@ -263,8 +263,8 @@ export class MemoryStore extends BatchedStore {
     const ids = [...this.streams.values()]
       .filter((s) => s.bucket === bucket && isListed(s, now))
       .map((s) => s.name.slice(keyPrefix.length))
-      .filter((id) => id.startsWith(prefix) && (after === null || compareBytewise(id, after) > 0))
-      .sort(compareBytewise);
+      .filter((id) => id.startsWith(prefix) && (after === null || compareUtf8(id, after) > 0))
+      .sort(compareUtf8);
     const names = ids.slice(0, limit);
     return { names, nextAfter: ids.length > limit ? names[names.length - 1]! : null };
   }
@@ -307,8 +307,8 @@ export class MemoryStore extends BatchedStore {
 
   async listProducers(stream: StreamState, after: string | null, limit: number): Promise<ProducerListing> {
     const all = [...(this.data.get(stream.id)?.producers.values() ?? [])]
-      .filter((p) => after === null || compareBytewise(p.id, after) > 0)
-      .sort((a, b) => compareBytewise(a.id, b.id));
+      .filter((p) => after === null || compareUtf8(p.id, after) > 0)
+      .sort((a, b) => compareUtf8(a.id, b.id));
     const producers = all.slice(0, limit);
     return { producers, nextAfter: all.length > limit ? producers[producers.length - 1]!.id : null };
   }

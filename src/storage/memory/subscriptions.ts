@@ -7,7 +7,8 @@ import type { StreamState } from '../../core/types.js';
 import type { SubscriptionReads } from '../store.js';
 import type { SubscriptionTxn } from '../executor.js';
 import { isDue, isPending, linkedTail } from '../../core/subscription-queries.js';
-import { compareBytewise, firstByPath } from '../subscription-columns.js';
+import { compareUtf8 } from '../../core/utf8-order.js';
+import { firstByPath } from '../subscription-columns.js';
 
 export class MemorySubscriptions implements SubscriptionTxn {
   private readonly subscriptions = new Map<string, SubscriptionState>();
@@ -75,7 +76,7 @@ export class MemorySubscriptions implements SubscriptionTxn {
   }
 
   links(subKey: string, afterPath: string | null, limit: number): LinkView[] {
-    const after = (link: SubscriptionLink) => afterPath === null || compareBytewise(link.path, afterPath) > 0;
+    const after = (link: SubscriptionLink) => afterPath === null || compareUtf8(link.path, afterPath) > 0;
     return firstByPath(this.views(subKey).filter((v) => after(v.link)), limit);
   }
 
@@ -87,7 +88,7 @@ export class MemorySubscriptions implements SubscriptionTxn {
     return [...this.streams()]
       .filter((s) => !s.deleted && s.name.startsWith(keyPrefix))
       .map((s) => ({ name: s.name, tail: s.tail }))
-      .sort((a, b) => compareBytewise(a.name, b.name))
+      .sort((a, b) => compareUtf8(a.name, b.name))
       .slice(0, limit);
   }
 
@@ -96,8 +97,8 @@ export class MemorySubscriptions implements SubscriptionTxn {
     getSubscription: async (key) => this.getSubscription(key),
     listSubscriptions: async (scope, afterKey, limit) =>
       [...this.subscriptions.values()]
-        .filter((s) => (scope === null || s.key.startsWith(`${scope}/`)) && (afterKey === null || compareBytewise(s.key, afterKey) > 0))
-        .sort((a, b) => compareBytewise(a.key, b.key))
+        .filter((s) => (scope === null || s.key.startsWith(`${scope}/`)) && (afterKey === null || compareUtf8(s.key, afterKey) > 0))
+        .sort((a, b) => compareUtf8(a.key, b.key))
         .slice(0, limit)
         .map((s) => structuredClone(s)),
     subscriptionLinks: async (subKey, afterPath, limit) => this.links(subKey, afterPath, limit),
@@ -113,7 +114,7 @@ export class MemorySubscriptions implements SubscriptionTxn {
 
   private linkIndex(after: { stream: string; subKey: string } | null, limit: number): Array<{ stream: string; subKey: string }> {
     const order = (a: { stream: string; subKey: string }, b: { stream: string; subKey: string }) =>
-      compareBytewise(a.stream, b.stream) || compareBytewise(a.subKey, b.subKey);
+      compareUtf8(a.stream, b.stream) || compareUtf8(a.subKey, b.subKey);
     const all: Array<{ stream: string; subKey: string }> = [];
     for (const [subKey, links] of this.linksBySub) for (const stream of links.keys()) all.push({ stream, subKey });
     return all.filter((entry) => after === null || order(entry, after) > 0).sort(order).slice(0, limit);
@@ -121,7 +122,7 @@ export class MemorySubscriptions implements SubscriptionTxn {
 
   private due(nowMs: number, limit: number): string[] {
     const keys = [...this.subscriptions.values()].filter((s) => isDue(s, nowMs, () => this.pendingLinks(s.key, 1).length > 0)).map((s) => s.key);
-    return keys.sort(compareBytewise).slice(0, limit);
+    return keys.sort(compareUtf8).slice(0, limit);
   }
 
   private views(subKey: string): LinkView[] {

@@ -17,9 +17,9 @@
  */
 import type { LinkView, SubscriptionLink, SubscriptionState } from '../../core/subscription-types.js';
 import type { StreamState } from '../../core/types.js';
+import { compareUtf8 } from '../../core/utf8-order.js';
 import type { MissingState } from '../missing.js';
 import {
-  compareBytewise,
   firstByPath,
   linkFromRow,
   subscriptionFromRecord,
@@ -209,7 +209,7 @@ export class PgSubscriptions implements SubscriptionTxn {
       return { rows, tails };
     });
     const views = rows.map((row) => this.view(linkFromRow(row), row));
-    for (const link of mine) if (compareBytewise(link.path, after) > 0) views.push(this.view(link, tails.get(link.stream)));
+    for (const link of mine) if (compareUtf8(link.path, after) > 0) views.push(this.view(link, tails.get(link.stream)));
     return firstByPath(views, limit);
   }
 
@@ -263,7 +263,7 @@ export class PgSubscriptions implements SubscriptionTxn {
       const stream = this.batch.knownStream(name);
       return stream && !stream.deleted && name.startsWith(keyPrefix) ? [{ name, tail: stream.tail }] : [];
     });
-    return [...stored, ...mine].sort((a, b) => compareBytewise(a.name, b.name)).slice(0, limit);
+    return [...stored, ...mine].sort((a, b) => compareUtf8(a.name, b.name)).slice(0, limit);
   }
 
   // ---- helpers -----------------------------------------------------------------------

@@ -11,8 +11,8 @@
  */
 import type Database from 'better-sqlite3';
 import type { LinkView, SubscriptionLink, SubscriptionState } from '../../core/subscription-types.js';
+import { compareUtf8 } from '../../core/utf8-order.js';
 import {
-  compareBytewise,
   LINK_COLUMNS,
   linkFromRow,
   linkRow,
@@ -219,7 +219,7 @@ export class SqliteSubscriptions implements SubscriptionTxn {
   dueSubscriptions(nowMs: number, limit: number): string[] {
     const due = this.sql.dueByTime.all(nowMs).map((row) => row.key);
     for (const { key } of this.sql.idle.all()) if (this.pendingLinks(key, 1).length > 0) due.push(key);
-    return due.sort(compareBytewise).slice(0, limit);
+    return due.sort(compareUtf8).slice(0, limit);
   }
 
   getMeta(key: string): string | undefined {
