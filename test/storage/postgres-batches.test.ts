@@ -11,7 +11,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { AppendOutcome } from '../../src/core/types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
-import { appendRequest, createRequest, expectAppended, readAll, seededRandom, TestClock, usePostgresNodes } from './fixtures.js';
+import { appendRequest, createRequest, expectAppended, randomBytes, readAll, seededRandom, TestClock, usePostgresNodes } from './fixtures.js';
 
 const clock = new TestClock();
 const nodes = usePostgresNodes(clock);
@@ -152,6 +152,64 @@ describe('writes sent ahead on one node', () => {
     expect((await readAll(store, y)).toString()).toBe('b');
   });
 });
+
+describe('what one batch writes', () => {
+  it("appends of many sizes, every byte value among them, read back byte for byte, one past 256 KiB too", async () => {
+    const store = await node();
+    const random = seededRandom(77);
+    const streams = Array.from({ length: 5 }, (_, i) => v1StreamKey(`bytes-${i}`));
+    for (const name of streams) await store.run('createStream', createRequest(name));
+    const sizes = [1, 2, 255, 256, 4096, 70_000, 300_000, ...Array.from({ length: 40 }, () => 1 + random(3000))];
+    const sent = sizes.map((size, i) => ({ name: streams[i % streams.length]!, data: randomBytes(random, size) }));
+    const before = store.stats.batches;
+    // Issued in one turn of the event loop: one batch (batched.ts) writes them all.
+    const outcomes = await Promise.all(sent.map(({ name, data }) => store.run('append', { name, request: appendRequest(data) })));
+    expect(store.stats.batches - before).toBe(1);
+    outcomes.forEach((outcome) => expectAppended(outcome));
+    for (const name of streams) {
+      const expected = Buffer.concat(sent.filter((s) => s.name === name).map((s) => s.data));
+      expect((await readAll(store, name)).equals(expected), name).toBe(true);
+    }
+  });
+
+  it('an optimistic batch locks its rows in the order PostgreSQL sorts their names, past U+FFFF too', async () => {
+    const store = await node();
+    // JavaScript's `<` puts U+1F600 (a surrogate pair) before U+FFFD; the "C" order of the name column, UTF-8 bytes, after it.
+    const names = ['a', 'z', '\ufffd', '\u{1f600}'].map((n) => v1StreamKey(`order-${n}`));
+    const last = names[3]!;
+    for (const name of names) await store.run('createStream', createRequest(name, { contentType: 'text/plain' }));
+    // The first appends load the rows under lock; after them the node knows every one (optimistic.ts).
+    await Promise.all(names.map((name) => store.run('append', { name, request: appendRequest('-', { contentType: 'text/plain' }) })));
+    const holder = await holdRows([last]);
+    try {
+      const optimistic = store.stats.optimistic;
+      const appended = Promise.all([...names].reverse().map((name) => store.run('append', { name, request: appendRequest('+', { contentType: 'text/plain' }) })));
+      await expect.poll(async () => (await waitingOnLocks()) > 0, { timeout: 10_000 }).toBe(true);
+      // Waiting for the last row in that order, the batch holds every row before it.
+      for (const name of names.slice(0, 3)) expect(await lockedElsewhere(name), name).toBe(true);
+      await holder.release();
+      for (const outcome of await appended) expect(expectAppended(outcome).start).toBe(1);
+      expect(store.stats.optimistic - optimistic).toBe(1);
+    } finally {
+      await holder.release().catch(() => {});
+    }
+  });
+});
+
+/** Whether another session holds `name`'s stream row: a lock of it that will not wait fails. */
+async function lockedElsewhere(name: string): Promise<boolean> {
+  const client = new pg.Client(nodes.url());
+  await client.connect();
+  try {
+    await client.query('SELECT id FROM streams WHERE name = $1 FOR UPDATE NOWAIT', [name]);
+    return false;
+  } catch (error) {
+    if ((error as pg.DatabaseError).code === '55P03') return true;
+    throw error;
+  } finally {
+    await client.end();
+  }
+}
 
 /** Sessions of this database waiting for a lock. */
 async function waitingOnLocks(): Promise<number> {

@@ -55,7 +55,7 @@ export function linkKey(subKey: string, stream: string): string {
   return `${subKey}\u0000${stream}`;
 }
 
-/** Appends larger than this are inserted on their own, as binary parameters, not in a hex-encoded array. */
+/** Appends larger than this are inserted on their own, not copied into the batch's one parameter of chunk bytes (insertChunks). */
 const LARGE_CHUNK_BYTES = 256 * 1024;
 
 export class PendingWrites {
@@ -165,6 +165,28 @@ function upsertProducers(records: Array<{ streamId: number; record: ProducerReco
   return { arrays, sql: `INSERT INTO producers (${columns.join(', ')}) ${select} ON CONFLICT (stream_id, producer_id) DO UPDATE SET ${updates}` };
 }
 
+/**
+ * The chunks' bytes go as one binary parameter, each chunk cut from it by position and
+ * length. As a bytea[] they were hex text: twice their size, made by the node and parsed
+ * again by PostgreSQL (issue 41).
+ */
+function insertChunks(chunks: PendingWrites['chunks'], firstParam: number) {
+  const positions: number[] = [];
+  const lengths: number[] = [];
+  let position = 1;
+  for (const c of chunks) {
+    positions.push(position);
+    lengths.push(c.data.length);
+    position += c.data.length;
+  }
+  const [ids, starts, at, length, bytes] = [0, 1, 2, 3, 4].map((i) => `$${firstParam + i}`);
+  return {
+    arrays: [chunks.map((c) => c.streamId), chunks.map((c) => c.start), positions, lengths, Buffer.concat(chunks.map((c) => c.data), position - 1)],
+    sql: `INSERT INTO chunks (stream_id, start, data) SELECT sid, start, substring(${bytes}::bytea FROM at FOR length)
+      FROM unnest(${ids}::bigint[], ${starts}::bigint[], ${at}::integer[], ${length}::integer[]) c(sid, start, at, length)`,
+  };
+}
+
 /** One statement and its parameters. */
 export interface Statement {
   text: string;
@@ -184,19 +206,13 @@ function commonStatement(
 ): Statement | null {
   const parts: string[] = [];
   const values: unknown[] = [];
-  const add = (part: { arrays: unknown[][]; sql: string }) => {
+  const add = (part: { arrays: unknown[]; sql: string }) => {
     parts.push(part.sql);
     values.push(...part.arrays);
   };
   if (streams.appended.length > 0) add(updateAppended(streams.appended, values.length + 1));
   if (streams.others.length > 0) add(upsertStreams(streams.others, values.length + 1));
-  if (chunks.length > 0) {
-    const at = values.length + 1;
-    add({
-      arrays: [chunks.map((c) => c.streamId), chunks.map((c) => c.start), chunks.map((c) => c.data)],
-      sql: `INSERT INTO chunks (stream_id, start, data) SELECT * FROM unnest($${at}::bigint[], $${at + 1}::bigint[], $${at + 2}::bytea[])`,
-    });
-  }
+  if (chunks.length > 0) add(insertChunks(chunks, values.length + 1));
   if (producers.length > 0) add(upsertProducers(producers, values.length + 1));
   if (hints.length > 0) add({ arrays: [hints], sql: `SELECT count(pg_notify('${HINT_CHANNEL}', p)) FROM unnest($${values.length + 1}::text[]) p` });
   if (parts.length === 0) return null;
