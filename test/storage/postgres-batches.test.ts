@@ -172,24 +172,30 @@ describe('what one batch writes', () => {
     }
   });
 
-  it('an optimistic batch locks its rows in the order PostgreSQL sorts their names, past U+FFFF too', async () => {
+  // JavaScript's `<` puts U+1F600 (a surrogate pair) before U+FFFD; the "C" order of the name column, UTF-8 bytes, after it.
+  const ORDERED = ['a', 'z', '\ufffd', '\u{1f600}'];
+
+  it.each([
+    { path: 'an optimistic batch (plain appends to rows the node knows)', producers: false },
+    { path: 'a batch that loads its rows (producer appends)', producers: true },
+  ])('$path locks its rows in the order PostgreSQL sorts their names, past U+FFFF too', async ({ producers }) => {
     const store = await node();
-    // JavaScript's `<` puts U+1F600 (a surrogate pair) before U+FFFD; the "C" order of the name column, UTF-8 bytes, after it.
-    const names = ['a', 'z', '\ufffd', '\u{1f600}'].map((n) => v1StreamKey(`order-${n}`));
-    const last = names[3]!;
+    const names = ORDERED.map((n) => v1StreamKey(`order-${n}`));
+    const request = (data: string, seq: number) =>
+      appendRequest(data, { contentType: 'text/plain', ...(producers ? { producer: { id: 'p', epoch: 0, seq } } : {}) });
     for (const name of names) await store.run('createStream', createRequest(name, { contentType: 'text/plain' }));
     // The first appends load the rows under lock; after them the node knows every one (optimistic.ts).
-    await Promise.all(names.map((name) => store.run('append', { name, request: appendRequest('-', { contentType: 'text/plain' }) })));
-    const holder = await holdRows([last]);
+    await Promise.all(names.map((name) => store.run('append', { name, request: request('-', 0) })));
+    const holder = await holdRows([names[3]!]);
     try {
       const optimistic = store.stats.optimistic;
-      const appended = Promise.all([...names].reverse().map((name) => store.run('append', { name, request: appendRequest('+', { contentType: 'text/plain' }) })));
+      const appended = Promise.all([...names].reverse().map((name) => store.run('append', { name, request: request('+', 1) })));
       await expect.poll(async () => (await waitingOnLocks()) > 0, { timeout: 10_000 }).toBe(true);
       // Waiting for the last row in that order, the batch holds every row before it.
       for (const name of names.slice(0, 3)) expect(await lockedElsewhere(name), name).toBe(true);
       await holder.release();
       for (const outcome of await appended) expect(expectAppended(outcome).start).toBe(1);
-      expect(store.stats.optimistic - optimistic).toBe(1);
+      expect(store.stats.optimistic - optimistic).toBe(producers ? 0 : 1);
     } finally {
       await holder.release().catch(() => {});
     }
