@@ -17,11 +17,8 @@ import type { KnownRow, KnownRows } from './known-rows.js';
  * Locks the rows `$1`, in the order given (the caller gives them in name order), and
  * divides by zero unless every one is there at the version `$2` gives it; answers this
  * transaction's id, for the versions of the rows it writes. Each row is found through
- * the primary key by construction: a subquery that locks is never merged into the outer
- * query, so the lateral one runs once per id, in a nested loop over the arrays. Written
- * as `WHERE id = ANY($1) ORDER BY name`, the planner chose, for a table of a few hundred
- * streams, a scan of every row with the array searched for each (issue 41: half the
- * guard's time).
+ * its key by construction, as the loads in batch.ts find theirs: written as `WHERE id =
+ * ANY($1) ORDER BY name`, the guard was planned as a scan of every stream row (issue 41).
  */
 export const GUARD_SQL = `SELECT 1 / (count(*) = cardinality($1::bigint[]))::int AS ok, pg_current_xact_id()::xid::text AS xid
   FROM unnest($1::bigint[], $2::text[]) e(id, v)

@@ -57,6 +57,8 @@ export function linkKey(subKey: string, stream: string): string {
 
 /** Appends larger than this are inserted on their own, not copied into the batch's one parameter of chunk bytes (insertChunks). */
 const LARGE_CHUNK_BYTES = 256 * 1024;
+/** The most bytes that parameter carries; the appends past it are inserted on their own too. */
+const COMMON_CHUNK_BYTES = 16 * 1024 * 1024;
 
 export class PendingWrites {
   /** A stream's final state, or null when dropped. */
@@ -187,6 +189,19 @@ function insertChunks(chunks: PendingWrites['chunks'], firstParam: number) {
   };
 }
 
+/** The chunks that go in the common statement (small ones, up to COMMON_CHUNK_BYTES in all) and those inserted one by one. */
+function chunksByStatement(chunks: PendingWrites['chunks']) {
+  const together: PendingWrites['chunks'] = [];
+  const alone: PendingWrites['chunks'] = [];
+  let room = COMMON_CHUNK_BYTES;
+  for (const c of chunks) {
+    const small = c.data.length <= LARGE_CHUNK_BYTES && c.data.length <= room;
+    (small ? together : alone).push(c);
+    if (small) room -= c.data.length;
+  }
+  return { together, alone };
+}
+
 /** One statement and its parameters. */
 export interface Statement {
   text: string;
@@ -269,16 +284,15 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
     const write = { stream, values: streamColumnValues(stream) };
     (onlyAppended(stored.get(stream.id), write.values) ? appended : others).push(write);
   }
+  const { together, alone } = chunksByStatement(chunks);
   const common = commonStatement(
     { appended, others },
-    chunks.filter((c) => c.data.length <= LARGE_CHUNK_BYTES),
+    together,
     producers.filter((p) => p.record !== null && live(p.streamId)).map((p) => ({ streamId: p.streamId, record: p.record! })),
     hints,
   );
   if (common) out.push(common);
-  for (const c of chunks) {
-    if (c.data.length > LARGE_CHUNK_BYTES) out.push({ text: 'INSERT INTO chunks (stream_id, start, data) VALUES ($1, $2, $3)', values: [c.streamId, c.start, c.data] });
-  }
+  for (const c of alone) out.push({ text: 'INSERT INTO chunks (stream_id, start, data) VALUES ($1, $2, $3)', values: [c.streamId, c.start, c.data] });
   // After the inserts: a trim may cut into appends of the same batch.
   for (const [streamId, position] of writes.trims) if (live(streamId)) out.push(...trimStatements(streamId, position));
   for (const [streamId, body] of writes.snapshots) {
