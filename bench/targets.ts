@@ -351,6 +351,14 @@ function reachableByPostgres(dir: string): boolean {
   }
 }
 
+/** Whether the bench's PostgreSQL server loads pg_stat_statements (bench/pg-statements.ts). */
+let statementStats = false;
+
+/** Before the bench's PostgreSQL server starts: have it keep pg_stat_statements, planning times included. */
+export function keepStatementStats(): void {
+  statementStats = true;
+}
+
 /**
  * The bench's PostgreSQL server, started on first use: durable, fsync=on and
  * synchronous_commit=on. In the data directory's `postgres` folder, or, where the `postgres`
@@ -359,11 +367,30 @@ function reachableByPostgres(dir: string): boolean {
 export function benchPostgres(): Promise<PostgresServer> {
   postgres ??= (async () => {
     rmSync(postgresDir, { recursive: true, force: true });
-    if (!reachableByPostgres(postgresDir)) return startPostgres({ durable: true });
-    mkdirSync(postgresDir, { recursive: true });
-    return startPostgres({ dataDir: postgresDir, durable: true });
+    const reachable = reachableByPostgres(postgresDir);
+    if (reachable) mkdirSync(postgresDir, { recursive: true });
+    const server = await startPostgres(reachable ? { dataDir: postgresDir, durable: true } : { durable: true });
+    if (statementStats) await loadStatementStats(server);
+    return server;
   })();
   return postgres;
+}
+
+/** A library PostgreSQL loads only at its start: set, then the server killed and started again (a stop would remove a temp dir). */
+async function loadStatementStats(server: PostgresServer): Promise<void> {
+  const settle = async (sql: string[]) => {
+    const client = new pg.Client({ connectionString: server.adminUrl });
+    await client.connect();
+    try {
+      for (const statement of sql) await client.query(statement);
+    } finally {
+      await client.end();
+    }
+  };
+  await settle([`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`, 'ALTER SYSTEM SET pg_stat_statements.track_planning = on']);
+  await server.kill();
+  await server.restart();
+  await settle(['CREATE EXTENSION IF NOT EXISTS pg_stat_statements']);
 }
 
 function adminClient(): Promise<pg.Client> {
