@@ -4,10 +4,11 @@
  */
 
 /**
- * Compares `a` and `b` as their UTF-8 bytes would compare, without encoding them. UTF-8
- * bytes order as code points do. UTF-16 code units order as code points do too, except
- * that the surrogates of U+10000 and beyond (0xD800-0xDFFF) sort below U+E000-U+FFFF;
- * at the first unit that differs, both are moved so that surrogates sort above.
+ * Compares `a` and `b` as their UTF-8 bytes compare (a lone surrogate encoded as U+FFFD,
+ * as Buffer, pg and better-sqlite3 encode it). Outside the surrogates, UTF-16 code units
+ * order as code points, and so as UTF-8, do: the first unit that differs decides, with
+ * nothing encoded. Where a surrogate differs (U+10000 and beyond, which UTF-16 puts below
+ * U+E000-U+FFFF, or a lone one), the strings are encoded and compared.
  */
 export function compareUtf8(a: string, b: string): number {
   const length = Math.min(a.length, b.length);
@@ -15,13 +16,12 @@ export function compareUtf8(a: string, b: string): number {
     const x = a.charCodeAt(i);
     const y = b.charCodeAt(i);
     if (x === y) continue;
-    if (x < 0xd800 || y < 0xd800) return x - y;
-    return codePointRank(x) - codePointRank(y);
+    if (!isSurrogate(x) && !isSurrogate(y)) return x - y;
+    return Buffer.compare(Buffer.from(a), Buffer.from(b));
   }
   return a.length - b.length;
 }
 
-/** A code unit at or above 0xD800 placed where its code point sorts: surrogates above U+FFFF. */
-function codePointRank(unit: number): number {
-  return unit < 0xe000 ? unit + 0x2000 : unit - 0x800;
+function isSurrogate(unit: number): boolean {
+  return unit >= 0xd800 && unit <= 0xdfff;
 }

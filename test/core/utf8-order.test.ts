@@ -3,8 +3,12 @@ import { compareUtf8 } from '../../src/core/utf8-order.js';
 import { byBytes } from '../helpers/order.js';
 import { seededRandom } from '../helpers/seed.js';
 
-/** Characters at the edges where UTF-16 and UTF-8 orders part: ASCII, 2- and 3-byte forms, U+E000 and above, and pairs. */
-const ALPHABET = ['a', 'b', '/', '\u007f', '\u0080', '\u07ff', '\u0800', '\ud7ff', '\ue000', '\uff21', '\ufffd', '\uffff', '\u{10000}', '\u{1f600}', '\u{10ffff}'];
+/**
+ * Characters at the edges where UTF-16 and UTF-8 orders part: ASCII, 2- and 3-byte forms,
+ * U+E000 and above, pairs, and lone surrogates (which encode as U+FFFD, and which two
+ * neighbours can pair).
+ */
+const ALPHABET = ['a', 'b', '/', '\u007f', '\u0080', '\u07ff', '\u0800', '\ud7ff', '\ue000', '\uff21', '\ufffd', '\uffff', '\u{10000}', '\u{1f600}', '\u{10ffff}', '\ud83d', '\ude00', '\udbff'];
 
 describe('compareUtf8', () => {
   it('orders as UTF-8 bytes where UTF-16 code units do not', () => {
@@ -13,6 +17,8 @@ describe('compareUtf8', () => {
     expect(compareUtf8('\ue000', '\u{10000}')).toBeLessThan(0);
     expect(compareUtf8('ab', 'a')).toBeGreaterThan(0);
     expect(compareUtf8('a', 'a')).toBe(0);
+    // A lone surrogate is stored as U+FFFD: the same bytes.
+    expect(compareUtf8('\ud83dA', '\ufffdA')).toBe(0);
   });
 
   it('agrees in sign with the bytes for random strings of edge characters', () => {
