@@ -6,6 +6,8 @@
  * its stream. A node that ran batches side by side (tried for issue 41, see
  * docs/performance.md) must keep all of this: with row locks alone ordering two batches
  * on one stream, the first case failed at once (a producer's seq 1 applied before seq 0).
+ * And what one batch writes: its appends' bytes, sent as one parameter (writes.ts), read
+ * back intact, and its stream rows locked in the name order every batch uses.
  */
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
