@@ -378,7 +378,7 @@ export function benchPostgres(): Promise<PostgresServer> {
 
 /** A library PostgreSQL loads only at its start: set, then the server killed and started again (a stop would remove a temp dir). */
 async function loadStatementStats(server: PostgresServer): Promise<void> {
-  const settle = async (sql: string[]) => {
+  const asAdmin = async (sql: string[]) => {
     const client = new pg.Client({ connectionString: server.adminUrl });
     await client.connect();
     try {
@@ -387,10 +387,10 @@ async function loadStatementStats(server: PostgresServer): Promise<void> {
       await client.end();
     }
   };
-  await settle([`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`, 'ALTER SYSTEM SET pg_stat_statements.track_planning = on']);
+  await asAdmin([`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`, 'ALTER SYSTEM SET pg_stat_statements.track_planning = on']);
   await server.kill();
   await server.restart();
-  await settle(['CREATE EXTENSION IF NOT EXISTS pg_stat_statements']);
+  await asAdmin(['CREATE EXTENSION IF NOT EXISTS pg_stat_statements']);
 }
 
 function adminClient(): Promise<pg.Client> {
