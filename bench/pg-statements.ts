@@ -14,8 +14,7 @@
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
-import { benchPostgres, cpuSecondsOf, keepStatementStats, startTarget, stopBenchPostgres, useRillBuild } from './targets.js';
+import { adminClient, cpuSecondsOf, keepStatementStats, startTarget, stopBenchPostgres, useRillBuild } from './targets.js';
 import { prepareStreams, runAppends, type AppendSpec } from './workloads/appends.js';
 
 interface StatementRow {
@@ -51,9 +50,8 @@ async function main(): Promise<void> {
   if (o.rill !== undefined) useRillBuild(resolve(o.rill));
   keepStatementStats();
   const target = await startTarget('rill-pg', null, [], START_TIMEOUT_MS);
-  const admin = new pg.Client({ connectionString: (await benchPostgres()).adminUrl });
   try {
-    await admin.connect();
+    const admin = await adminClient();
     const spec: AppendSpec = { streams: o.streams, connections: CONNECTIONS, durationS: o.seconds, producers: o.producers, prefix: 'statements' };
     await prepareStreams(target.url, spec);
     await runAppends(target.url, spec);
@@ -79,7 +77,6 @@ async function main(): Promise<void> {
       process.stdout.write(`| ${((ms * 1000) / appends).toFixed(2)} | ${((ms * 1000) / Number(row.calls)).toFixed(1)} | ${row.calls} | ${row.plans} | \`${text}\` |\n`);
     }
   } finally {
-    await admin.end().catch(() => {});
     await target.stop();
     await stopBenchPostgres();
   }

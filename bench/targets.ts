@@ -393,7 +393,8 @@ async function loadStatementStats(server: PostgresServer): Promise<void> {
   await asAdmin(['CREATE EXTENSION IF NOT EXISTS pg_stat_statements']);
 }
 
-function adminClient(): Promise<pg.Client> {
+/** The bench's own connection to its PostgreSQL server (closed by stopBenchPostgres). */
+export function adminClient(): Promise<pg.Client> {
   postgresAdmin ??= (async () => {
     const client = new pg.Client({ connectionString: (await benchPostgres()).adminUrl });
     client.on('error', () => {});
