@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { serveSettingsOf } from '../../src/cli/serve-options.js';
 import { formatBytes, formatDurationMs, parseBytes, parseDurationMs } from '../../src/cli/units.js';
-import { CLI, freePort, removeDir, startServer, tempDataDir } from '../helpers/server.js';
+import { CLI, freePort, PortTaken, removeDir, startServer, tempDataDir } from '../helpers/server.js';
 import { CLI_TEST_TIMEOUT_MS } from '../helpers/cli.js';
 
 /** Runs `rill ARGS` to its end: its exit code and stderr. */
@@ -63,6 +63,8 @@ describe('rill serve', { timeout: CLI_TEST_TIMEOUT_MS }, () => {
         [['restore', short, '--data', server.dataDir], `rill: USAGE: --data ${server.dataDir} already holds a database; add --force to replace it with ${short} (what it holds now is lost)\n`],
       ];
       for (const [args, stderr] of expectations) expect(rillSync(args)).toEqual({ status: 2, stderr });
+      // The test helper knows this refusal, so a probed port taken before the child listens is tried again.
+      await expect(startServer({ process: true, store: 'memory', port: server.port })).rejects.toBeInstanceOf(PortTaken);
     } finally {
       await server.stop();
       removeDir(server.dataDir);

@@ -12,7 +12,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort } from '../../bench/ports.js';
@@ -84,6 +84,7 @@ export function removeDir(dir: string): void {
 
 async function waitHealthy(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  const port = Number(new URL(url).port);
   // What the last probe got, for the error: a refused connection (not listening yet), a status, a hang.
   let lastProbe = 'no probe answered';
   while (Date.now() < deadline) {
@@ -91,14 +92,42 @@ async function waitHealthy(url: string, child: ChildProcess, timeoutMs: number):
     try {
       // Bounded too: a connection that hangs must end in this error, with the server's output.
       const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(Math.max(1, deadline - Date.now())) });
-      if (res.status === 200) return;
-      lastProbe = `status ${res.status}`;
+      // Another process may have taken the port (the child then exits with 2): its answers are not the child's.
+      if (res.status === 200 && listensOn(child.pid!, port)) return;
+      lastProbe = res.status === 200 ? 'answered by a process other than the child' : `status ${res.status}`;
     } catch (error) {
       lastProbe = String((error as { cause?: unknown }).cause ?? error);
     }
     await new Promise((r) => setTimeout(r, 25));
   }
   throw new Error(`rill did not become healthy within ${timeoutMs} ms (pid ${child.pid}; last /healthz probe: ${lastProbe})`);
+}
+
+/** TCP sockets listening on the port, as /proc/net tells them: `socket:[inode]`. */
+function listenersOn(port: number): Set<string> {
+  const hexPort = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const LISTEN = '0A';
+  const sockets = new Set<string>();
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      if (fields[1]?.endsWith(hexPort) && fields[3] === LISTEN) sockets.add(`socket:[${fields[9]}]`);
+    }
+  }
+  return sockets;
+}
+
+/** Whether the process holds a socket listening on the port (Linux: its open files in /proc). */
+function listensOn(pid: number, port: number): boolean {
+  const listeners = listenersOn(port);
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      if (listeners.has(readlinkSync(`/proc/${pid}/fd/${fd}`))) return true;
+    } catch {
+      // The descriptor closed between the listing and the read.
+    }
+  }
+  return false;
 }
 
 function exited(child: ChildProcess): Promise<number | null> {
@@ -214,10 +243,17 @@ async function startServerProcess(options: StartOptions): Promise<ServerProcess>
     try {
       return await startChild(options, options.port ?? (await freePort()));
     } catch (error) {
-      const portTaken = /EADDRINUSE/.test((error as Error).message);
-      if (!portTaken || options.port !== undefined || attempt >= PORT_TRIES) throw error;
+      if (!(error instanceof PortTaken) || options.port !== undefined || attempt >= PORT_TRIES) throw error;
     }
   }
+}
+
+/** The child refused to start because another process listens on its --port. */
+export class PortTaken extends Error {}
+
+/** Whether the binary's output is its refusal of a --port in use (src/cli/serve-checks.ts words it). */
+function refusedPort(output: string, port: number): boolean {
+  return output.includes(`rill: CONFIG: --port ${port}: port ${port} on `) && output.includes(' is in use by another process');
 }
 
 async function startChild(options: StartOptions, port: number): Promise<ServerProcess> {
@@ -233,7 +269,8 @@ async function startChild(options: StartOptions, port: number): Promise<ServerPr
     child.kill('SIGKILL');
     await exited(child);
     if (made) removeDir(dataDir);
-    throw new Error(`${(error as Error).message}\n${output}`);
+    const Failure = refusedPort(output, port) ? PortTaken : Error;
+    throw new Failure(`${(error as Error).message}\n${output}`);
   }
   return {
     url,
