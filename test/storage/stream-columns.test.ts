@@ -1,12 +1,13 @@
 /**
  * The stored form of a stream state (storage/stream-columns.ts): sameBesideTails, the
- * SQLite engine's quick test of whether an update writes any column, must agree with
+ * SQLite engine's quick test of whether an update writes any column, and sameBesideAppend,
+ * PostgreSQL's test of whether its narrow update of an append will do, must agree with
  * comparing the stored values streamColumnValues gives, for a change to any field of a
  * state, fields added to StreamState later included (they are found by walking a state).
  */
 import { describe, expect, it } from 'vitest';
 import type { StreamState } from '../../src/core/types.js';
-import { RECORD_NEXT_COLUMN, sameBesideTails, STREAM_ROW_COLUMNS, streamColumnValues, streamRowOfValues, TAIL_COLUMN } from '../../src/storage/stream-columns.js';
+import { RECORD_NEXT_COLUMN, rowToStream, sameBesideAppend, sameBesideTails, STREAM_ROW_COLUMNS, STREAM_VALUE_COLUMNS, streamColumnValues, streamRowOfValues, TAIL_COLUMN } from '../../src/storage/stream-columns.js';
 
 const base: StreamState = {
   id: 3,
@@ -52,26 +53,53 @@ function leaves(value: unknown, path: string[] = []): string[][] {
   return Object.entries(value).flatMap(([key, inner]) => leaves(inner, [...path, key]));
 }
 
-function columnsEqualBesideTails(a: StreamState, b: StreamState): boolean {
+/** Whether the stored values of a and b are equal but in the columns given. */
+function columnsEqualBeside(a: StreamState, b: StreamState, columns: readonly number[]): boolean {
   const [x, y] = [streamColumnValues(a), streamColumnValues(b)];
-  return x.every((v, i) => i === TAIL_COLUMN || i === RECORD_NEXT_COLUMN || v === y[i]);
+  return x.every((v, i) => columns.includes(i) || v === y[i]);
 }
 
-describe('sameBesideTails', () => {
-  it('agrees with the stored values for a change to any one field, nested ones and nulls included', () => {
-    const variants: StreamState[] = [base, { ...base, fork: null, snapshot: null, bucket: null, lastStreamSeq: null, epochFloor: null, attrs: null }];
-    variants.push({ ...base, config: { contentType: 'text/plain', ttlSeconds: null, expiresAtMs: null } });
-    // Without time marks (a stream under no age limit): the fields are absent.
-    const { timeMarks: _marks, ageDueMs: _due, ...unmarked } = base;
-    variants.push(unmarked);
-    for (const state of variants) {
+const TAILS = [TAIL_COLUMN, RECORD_NEXT_COLUMN];
+/** What an append may change: the tails, the last access and the expiry that follows from it. */
+const APPENDED = [...TAILS, ...(['last_access_ms', 'expiry_ms'] as const).map((c) => STREAM_VALUE_COLUMNS.indexOf(c))];
+
+/** The state as a load of its stored values gives it back. */
+function loaded(state: StreamState): StreamState {
+  return rowToStream(streamRowOfValues([state.id, ...streamColumnValues(state)]));
+}
+
+/** The base state and its forms without nested objects, TTL or time marks. */
+function variants(): StreamState[] {
+  const all: StreamState[] = [base, { ...base, fork: null, snapshot: null, bucket: null, lastStreamSeq: null, epochFloor: null, attrs: null }];
+  all.push({ ...base, config: { contentType: 'text/plain', ttlSeconds: null, expiresAtMs: null } });
+  // Without time marks (a stream under no age limit): the fields are absent.
+  const { timeMarks: _marks, ageDueMs: _due, ...unmarked } = base;
+  all.push(unmarked);
+  return all;
+}
+
+describe('sameBesideTails and sameBesideAppend', () => {
+  it('agree with the stored values for a change to any one field, nested ones and nulls included', () => {
+    for (const state of variants()) {
       expect(sameBesideTails(state, structuredClone(state))).toBe(true);
+      expect(sameBesideAppend(state, structuredClone(state))).toBe(true);
       for (const path of leaves(state)) {
         if (path[0] === 'id') continue;
         const changed = changedAt(state, path);
-        expect(sameBesideTails(changed, state), path.join('.')).toBe(columnsEqualBesideTails(changed, state));
-        expect(sameBesideTails(state, changed), path.join('.')).toBe(columnsEqualBesideTails(state, changed));
+        expect(sameBesideTails(changed, state), path.join('.')).toBe(columnsEqualBeside(changed, state, TAILS));
+        expect(sameBesideTails(state, changed), path.join('.')).toBe(columnsEqualBeside(state, changed, TAILS));
+        expect(sameBesideAppend(changed, state), path.join('.')).toBe(columnsEqualBeside(changed, state, APPENDED));
+        expect(sameBesideAppend(state, changed), path.join('.')).toBe(columnsEqualBeside(state, changed, APPENDED));
       }
+    }
+  });
+
+  it('a state that differs from a loaded one only where an append writes is as a load gives it back (PostgreSQL keeps it unconverted)', () => {
+    for (const state of variants()) {
+      const stored = loaded(state);
+      const appended = { ...stored, tail: stored.tail + 5, recordNext: stored.recordNext + 1, lastAccessMs: stored.lastAccessMs + 1000 };
+      expect(sameBesideAppend(appended, stored)).toBe(true);
+      expect(loaded(appended)).toStrictEqual(appended);
     }
   });
 

@@ -100,7 +100,7 @@ export class PgBatch implements Txn {
   private readonly freeIds: number[] = [];
   private readonly undo = new UndoLog();
   private writes = new PendingWrites();
-  /** Stream rows as this transaction holds them in the database (loaded, or as last sent). */
+  /** Stream rows as this transaction holds them in the database (loaded, or as last sent), each as a load gives it (asStored). */
   private readonly stored = new Map<number, StreamState>();
   /** The version (xmin) of each stream row loaded, as loaded (known-rows.ts). */
   private readonly versions = new Map<number, string>();
@@ -199,7 +199,7 @@ export class PgBatch implements Txn {
     const gone: number[] = [];
     for (const [id, stream] of this.stored) {
       const version = this.written.has(id) ? xid : this.versions.get(id);
-      if (version !== undefined && version !== null) rows.push({ stream: this.written.has(id) ? asStored(stream) : stream, version });
+      if (version !== undefined && version !== null) rows.push({ stream, version });
     }
     for (const [id, stream] of this.byId) if (stream === null) gone.push(id);
     return { rows, gone };
@@ -397,9 +397,10 @@ export class PgBatch implements Txn {
   /** Sends what the batch changed and has not sent yet, and the commit hints when given. */
   async flush(hints: string[] = []): Promise<void> {
     if (this.writes.empty && hints.length === 0) return;
-    const statements = writeStatements(this.writes, this.stored, hints);
+    const { statements, appended } = writeStatements(this.writes, this.stored, hints);
     for (const [id, stream] of this.writes.streams) {
-      if (stream) this.stored.set(id, stream);
+      // An appended stream differs from its stored row only in numbers it stores as they are: it is in stored form already.
+      if (stream) this.stored.set(id, appended.has(id) ? stream : asStored(stream));
       else this.stored.delete(id);
       this.written.add(id);
     }

@@ -8,7 +8,7 @@ import type { BucketState } from '../../core/bucket.js';
 import type { SubscriptionLink, SubscriptionState } from '../../core/subscription-types.js';
 import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { PRODUCER_COLUMNS, producerRow } from '../producer-columns.js';
-import { STREAM_VALUE_COLUMNS, streamColumnValues } from '../stream-columns.js';
+import { sameBesideAppend, STREAM_ROW_COLUMNS, STREAM_VALUE_COLUMNS, streamColumnValues } from '../stream-columns.js';
 import { LINK_COLUMNS, linkRow, SUBSCRIPTION_COLUMNS, subscriptionRow } from '../subscription-columns.js';
 import type { Queryable } from './chunks.js';
 import { HINT_CHANNEL } from './notify.js';
@@ -121,11 +121,27 @@ const SUBSCRIPTION_COLUMN_TYPES: Record<string, string> = { key: 'text', scope: 
 const LINK_COLUMN_TYPES: Record<string, string> = { sub_key: 'text', stream: 'text', path: 'text', explicit: 'smallint', glob: 'smallint' };
 const PRODUCER_COLUMN_TYPES: Record<string, string> = { producer_id: 'text', receipt_closed: 'smallint', digest: 'text', claim_digest: 'text' };
 
-/** `INSERT ... SELECT * FROM unnest($n::type[], ...)` parameters for rows given as value lists. */
-function unnestOf(columns: readonly string[], types: Record<string, string>, rows: unknown[][], firstParam: number) {
-  const arrays = columns.map((_, i) => rows.map((row) => row[i]));
+/**
+ * A part of the common statement: its parameters, and its text given the number of its
+ * first parameter. The text is made only for a shape of statement not made before.
+ */
+interface Part {
+  arrays: unknown[];
+  sql(firstParam: number): string;
+}
+
+/** One array parameter per column (for `unnest`): `valueAt(row, i)` of every row for column i. */
+function columnArrays<R>(rows: readonly R[], columnCount: number, valueAt: (row: R, column: number) => unknown): unknown[][] {
+  const arrays: unknown[][] = [];
+  for (let i = 0; i < columnCount; i++) arrays.push(new Array(rows.length));
+  for (let r = 0; r < rows.length; r++) for (let i = 0; i < columnCount; i++) arrays[i]![r] = valueAt(rows[r]!, i);
+  return arrays;
+}
+
+/** `SELECT * FROM unnest($n::type[], ...)`: the rows of the column arrays from parameter `firstParam` on. */
+function unnestSelect(columns: readonly string[], types: Record<string, string>, firstParam: number): string {
   const casts = columns.map((column, i) => `$${firstParam + i}::${types[column] ?? 'bigint'}[]`);
-  return { arrays, select: `SELECT * FROM unnest(${casts.join(', ')})` };
+  return `SELECT * FROM unnest(${casts.join(', ')})`;
 }
 
 /** Columns an append changes; a stream whose stored row differs in these only is updated narrowly. */
@@ -138,33 +154,42 @@ interface StreamWrite {
   values: unknown[];
 }
 
-/** True when `after` differs from the stored row `stored` only in APPEND_COLUMNS. */
-function onlyAppended(stored: StreamState | undefined, after: readonly unknown[]): boolean {
-  if (stored === undefined) return false;
-  const before = streamColumnValues(stored);
-  for (let i = 0; i < after.length; i++) if (before[i] !== after[i] && !APPEND_COLUMN_AT.includes(i)) return false;
-  return true;
+/** The columns these parts write, the row's key first (STREAM_ROW_COLUMNS for a whole stream row). */
+const APPENDED_ROW_COLUMNS = ['id', ...APPEND_COLUMNS];
+const PRODUCER_ROW_COLUMNS = ['stream_id', ...PRODUCER_COLUMNS];
+
+function updateAppended(states: StreamWrite[]): Part {
+  const columns = APPENDED_ROW_COLUMNS;
+  return {
+    arrays: columnArrays(states, columns.length, (w, i) => (i === 0 ? w.stream.id : w.values[APPEND_COLUMN_AT[i - 1]!])),
+    sql: (first) => {
+      const sets = APPEND_COLUMNS.map((c) => `${c} = v.${c}`).join(', ');
+      return `UPDATE streams s SET ${sets} FROM (${unnestSelect(columns, {}, first)}) v(${columns.join(', ')}) WHERE s.id = v.id`;
+    },
+  };
 }
 
-function updateAppended(states: StreamWrite[], firstParam: number) {
-  const { arrays, select } = unnestOf(['id', ...APPEND_COLUMNS], {}, states.map((w) => [w.stream.id, ...APPEND_COLUMN_AT.map((i) => w.values[i])]), firstParam);
-  const sets = APPEND_COLUMNS.map((c) => `${c} = v.${c}`).join(', ');
-  return { arrays, sql: `UPDATE streams s SET ${sets} FROM (${select}) v(id, ${APPEND_COLUMNS.join(', ')}) WHERE s.id = v.id` };
+function upsertStreams(states: StreamWrite[]): Part {
+  const columns = STREAM_ROW_COLUMNS;
+  return {
+    arrays: columnArrays(states, columns.length, (w, i) => (i === 0 ? w.stream.id : w.values[i - 1])),
+    sql: (first) => {
+      const updates = STREAM_VALUE_COLUMNS.map((c) => `${c} = EXCLUDED.${c}`).join(', ');
+      return `INSERT INTO streams (${columns.join(', ')}) ${unnestSelect(columns, STREAM_COLUMN_TYPES, first)} ON CONFLICT (id) DO UPDATE SET ${updates}`;
+    },
+  };
 }
 
-function upsertStreams(states: StreamWrite[], firstParam: number) {
-  const columns = ['id', ...STREAM_VALUE_COLUMNS];
-  const { arrays, select } = unnestOf(columns, STREAM_COLUMN_TYPES, states.map((w) => [w.stream.id, ...w.values]), firstParam);
-  const updates = STREAM_VALUE_COLUMNS.map((c) => `${c} = EXCLUDED.${c}`).join(', ');
-  return { arrays, sql: `INSERT INTO streams (${columns.join(', ')}) ${select} ON CONFLICT (id) DO UPDATE SET ${updates}` };
-}
-
-function upsertProducers(records: Array<{ streamId: number; record: ProducerRecord }>, firstParam: number) {
-  const columns = ['stream_id', ...PRODUCER_COLUMNS];
+function upsertProducers(records: Array<{ streamId: number; record: ProducerRecord }>): Part {
+  const columns = PRODUCER_ROW_COLUMNS;
   const rows = records.map(({ streamId, record }) => producerRow(streamId, record));
-  const { arrays, select } = unnestOf(columns, PRODUCER_COLUMN_TYPES, rows, firstParam);
-  const updates = PRODUCER_COLUMNS.slice(1).map((c) => `${c} = EXCLUDED.${c}`).join(', ');
-  return { arrays, sql: `INSERT INTO producers (${columns.join(', ')}) ${select} ON CONFLICT (stream_id, producer_id) DO UPDATE SET ${updates}` };
+  return {
+    arrays: columnArrays(rows, columns.length, (row, i) => row[i]),
+    sql: (first) => {
+      const updates = PRODUCER_COLUMNS.slice(1).map((c) => `${c} = EXCLUDED.${c}`).join(', ');
+      return `INSERT INTO producers (${columns.join(', ')}) ${unnestSelect(columns, PRODUCER_COLUMN_TYPES, first)} ON CONFLICT (stream_id, producer_id) DO UPDATE SET ${updates}`;
+    },
+  };
 }
 
 /**
@@ -172,7 +197,7 @@ function upsertProducers(records: Array<{ streamId: number; record: ProducerReco
  * length. As a bytea[] they were hex text: twice their size, made by the node and parsed
  * again by PostgreSQL (issue 41).
  */
-function insertChunks(chunks: PendingWrites['chunks'], firstParam: number) {
+function insertChunks(chunks: PendingWrites['chunks']): Part {
   const positions: number[] = [];
   const lengths: number[] = [];
   let position = 1;
@@ -181,12 +206,18 @@ function insertChunks(chunks: PendingWrites['chunks'], firstParam: number) {
     lengths.push(c.data.length);
     position += c.data.length;
   }
-  const [ids, starts, at, length, bytes] = [0, 1, 2, 3, 4].map((i) => `$${firstParam + i}`);
   return {
     arrays: [chunks.map((c) => c.streamId), chunks.map((c) => c.start), positions, lengths, Buffer.concat(chunks.map((c) => c.data), position - 1)],
-    sql: `INSERT INTO chunks (stream_id, start, data) SELECT sid, start, substring(${bytes}::bytea FROM at FOR length)
-      FROM unnest(${ids}::bigint[], ${starts}::bigint[], ${at}::integer[], ${length}::integer[]) c(sid, start, at, length)`,
+    sql: (first) => {
+      const [ids, starts, at, length, bytes] = [0, 1, 2, 3, 4].map((i) => `$${first + i}`);
+      return `INSERT INTO chunks (stream_id, start, data) SELECT sid, start, substring(${bytes}::bytea FROM at FOR length)
+      FROM unnest(${ids}::bigint[], ${starts}::bigint[], ${at}::integer[], ${length}::integer[]) c(sid, start, at, length)`;
+    },
   };
+}
+
+function notifyHints(hints: string[]): Part {
+  return { arrays: [hints], sql: (first) => `SELECT count(pg_notify('${HINT_CHANNEL}', p)) FROM unnest($${first}::text[]) p` };
 }
 
 /** The chunks that go in the common statement (small ones, up to COMMON_CHUNK_BYTES in all) and those inserted one by one. */
@@ -208,6 +239,9 @@ export interface Statement {
   values: unknown[];
 }
 
+/** The common statement's text by its shape (a bit for each part it has): made once, then the same string each time. */
+const commonTexts = new Map<number, string>();
+
 /**
  * The stream rows, small chunks and producer records in one statement: data-modifying
  * WITH clauses all run, on distinct rows, so their order does not matter. The hints ride
@@ -219,29 +253,45 @@ function commonStatement(
   producers: Array<{ streamId: number; record: ProducerRecord }>,
   hints: string[],
 ): Statement | null {
-  const parts: string[] = [];
-  const values: unknown[] = [];
-  const add = (part: { arrays: unknown[]; sql: string }) => {
-    parts.push(part.sql);
-    values.push(...part.arrays);
+  const parts: Part[] = [];
+  let shape = 0;
+  const add = (bit: number, part: Part) => {
+    parts.push(part);
+    shape |= bit;
   };
-  if (streams.appended.length > 0) add(updateAppended(streams.appended, values.length + 1));
-  if (streams.others.length > 0) add(upsertStreams(streams.others, values.length + 1));
-  if (chunks.length > 0) add(insertChunks(chunks, values.length + 1));
-  if (producers.length > 0) add(upsertProducers(producers, values.length + 1));
-  if (hints.length > 0) add({ arrays: [hints], sql: `SELECT count(pg_notify('${HINT_CHANNEL}', p)) FROM unnest($${values.length + 1}::text[]) p` });
+  if (streams.appended.length > 0) add(1, updateAppended(streams.appended));
+  if (streams.others.length > 0) add(2, upsertStreams(streams.others));
+  if (chunks.length > 0) add(4, insertChunks(chunks));
+  if (producers.length > 0) add(8, upsertProducers(producers));
+  if (hints.length > 0) add(16, notifyHints(hints));
   if (parts.length === 0) return null;
-  const clauses = parts.slice(0, -1).map((sql, i) => `w${i} AS (${sql})`);
-  return { text: clauses.length === 0 ? parts[0]! : `WITH ${clauses.join(', ')} ${parts[parts.length - 1]}`, values };
+  let text = commonTexts.get(shape);
+  if (text === undefined) commonTexts.set(shape, (text = commonText(parts)));
+  const values: unknown[] = [];
+  for (const part of parts) values.push(...part.arrays);
+  return { text, values };
+}
+
+/** The parts as one statement, each numbering its parameters after the parts before it. */
+function commonText(parts: Part[]): string {
+  let first = 1;
+  const sqls = parts.map((part) => {
+    const sql = part.sql(first);
+    first += part.arrays.length;
+    return sql;
+  });
+  const clauses = sqls.slice(0, -1).map((sql, i) => `w${i} AS (${sql})`);
+  return clauses.length === 0 ? sqls[0]! : `WITH ${clauses.join(', ')} ${sqls[sqls.length - 1]}`;
 }
 
 /**
  * The statements that write `writes` inside the caller's transaction, in an order their
  * constraints allow, with the commit hints (notify.ts) for other nodes when given;
  * `stored` holds the rows as the transaction sees them, so that a stream an append moved
- * has only its append columns written. Building them sends nothing.
+ * has only its append columns written; `appended` names those streams. Building them
+ * sends nothing.
  */
-export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<number, StreamState>, hints: string[] = []): Statement[] {
+export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<number, StreamState>, hints: string[] = []): { statements: Statement[]; appended: Set<number> } {
   const out: Statement[] = [];
   const upserts = [...writes.buckets.entries()].filter(([, b]) => b !== null);
   if (upserts.length > 0) {
@@ -281,8 +331,9 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
   const others: StreamWrite[] = [];
   for (const stream of writes.streams.values()) {
     if (stream === null) continue;
+    const before = stored.get(stream.id);
     const write = { stream, values: streamColumnValues(stream) };
-    (onlyAppended(stored.get(stream.id), write.values) ? appended : others).push(write);
+    (before !== undefined && sameBesideAppend(before, stream) ? appended : others).push(write);
   }
   const { together, alone } = chunksByStatement(chunks);
   const common = commonStatement(
@@ -303,7 +354,7 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
   const bucketDrops = [...writes.buckets.entries()].filter(([, b]) => b === null).map(([id]) => id);
   if (bucketDrops.length > 0) out.push({ text: 'DELETE FROM buckets WHERE id = ANY($1::text[])', values: [bucketDrops] });
   out.push(...subscriptionStatements(writes));
-  return out;
+  return { statements: out, appended: new Set(appended.map((w) => w.stream.id)) };
 }
 
 /** Subscriptions and links: whole drops first, then single deletes, then inserts and updates. */
@@ -345,7 +396,8 @@ function subscriptionStatements(writes: PendingWrites): Statement[] {
 
 /** Rows inserted from arrays; with `conflictKey`, a row already stored under that key is updated instead. */
 function insertRows(table: string, columns: readonly string[], types: Record<string, string>, rows: unknown[][], conflictKey: string | null): Statement {
-  const { arrays, select } = unnestOf(columns, types, rows, 1);
+  const arrays = columnArrays(rows, columns.length, (row, i) => row[i]);
+  const select = unnestSelect(columns, types, 1);
   const keyColumns = conflictKey?.split(', ') ?? [];
   const updates = columns.filter((c) => !keyColumns.includes(c)).map((c) => `${c} = EXCLUDED.${c}`);
   const onConflict = conflictKey === null ? '' : ` ON CONFLICT (${conflictKey}) DO UPDATE SET ${updates.join(', ')}`;
