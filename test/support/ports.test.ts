@@ -28,5 +28,4 @@ describe('freePort', () => {
     const closes = await Promise.all([...new Set(ports)].map((port) => listen(port)));
     await Promise.all(closes.map((close) => close()));
   });
-
 });
