@@ -7,7 +7,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { StreamState } from '../../src/core/types.js';
-import { RECORD_NEXT_COLUMN, rowToStream, sameBesideAppend, sameBesideTails, STREAM_ROW_COLUMNS, STREAM_VALUE_COLUMNS, streamColumnValues, streamRowOfValues, TAIL_COLUMN } from '../../src/storage/stream-columns.js';
+import { asStored } from '../../src/storage/postgres/known-rows.js';
+import { RECORD_NEXT_COLUMN, sameBesideAppend, sameBesideTails, STREAM_ROW_COLUMNS, STREAM_VALUE_COLUMNS, streamColumnValues, streamRowOfValues, TAIL_COLUMN } from '../../src/storage/stream-columns.js';
 
 const base: StreamState = {
   id: 3,
@@ -63,11 +64,6 @@ const TAILS = [TAIL_COLUMN, RECORD_NEXT_COLUMN];
 /** What an append may change: the tails, the last access and the expiry that follows from it. */
 const APPENDED = [...TAILS, ...(['last_access_ms', 'expiry_ms'] as const).map((c) => STREAM_VALUE_COLUMNS.indexOf(c))];
 
-/** The state as a load of its stored values gives it back. */
-function loaded(state: StreamState): StreamState {
-  return rowToStream(streamRowOfValues([state.id, ...streamColumnValues(state)]));
-}
-
 /** The base state and its forms without nested objects, TTL or time marks. */
 function variants(): StreamState[] {
   const all: StreamState[] = [base, { ...base, fork: null, snapshot: null, bucket: null, lastStreamSeq: null, epochFloor: null, attrs: null }];
@@ -96,10 +92,10 @@ describe('sameBesideTails and sameBesideAppend', () => {
 
   it('a state that differs from a loaded one only where an append writes is as a load gives it back (PostgreSQL keeps it unconverted)', () => {
     for (const state of variants()) {
-      const stored = loaded(state);
+      const stored = asStored(state);
       const appended = { ...stored, tail: stored.tail + 5, recordNext: stored.recordNext + 1, lastAccessMs: stored.lastAccessMs + 1000 };
       expect(sameBesideAppend(appended, stored)).toBe(true);
-      expect(loaded(appended)).toStrictEqual(appended);
+      expect(asStored(appended)).toStrictEqual(appended);
     }
   });
 
