@@ -158,13 +158,18 @@ interface StreamWrite {
 const APPENDED_ROW_COLUMNS = ['id', ...APPEND_COLUMNS];
 const PRODUCER_ROW_COLUMNS = ['stream_id', ...PRODUCER_COLUMNS];
 
+/**
+ * The streams an append moved, by key. `s.id = ANY(ids)` finds the rows through the key:
+ * joined only on `s.id = v.id`, PostgreSQL's generic plan read every stream row and hashed
+ * them (it takes `unnest` for 10 rows), 0.16 of the statement's 0.64 ms at 500 streams (issue 41).
+ */
 function updateAppended(states: StreamWrite[]): Part {
   const columns = APPENDED_ROW_COLUMNS;
   return {
     arrays: columnArrays(states, columns.length, (w, i) => (i === 0 ? w.stream.id : w.values[APPEND_COLUMN_AT[i - 1]!])),
     sql: (first) => {
       const sets = APPEND_COLUMNS.map((c) => `${c} = v.${c}`).join(', ');
-      return `UPDATE streams s SET ${sets} FROM (${unnestSelect(columns, {}, first)}) v(${columns.join(', ')}) WHERE s.id = v.id`;
+      return `UPDATE streams s SET ${sets} FROM (${unnestSelect(columns, {}, first)}) v(${columns.join(', ')}) WHERE s.id = v.id AND s.id = ANY($${first}::bigint[])`;
     },
   };
 }
