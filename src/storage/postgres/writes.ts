@@ -3,6 +3,11 @@
  * each key (a stream, a producer record, a snapshot, a bucket) so that a batch of a
  * thousand appends is written with a handful of statements: rows travel as arrays
  * (`unnest`), and the common ones (streams, chunks, producers) go in one statement.
+ *
+ * A statement that joins a table to `unnest` also names the rows' keys with `= ANY(...)`.
+ * On the join alone, PostgreSQL's generic plan (it takes `unnest` for 10 rows) read every
+ * row of the table and hashed it: every stream row for each batch of appends, every
+ * producer record for each new producer (issue 41).
  */
 import type { BucketState } from '../../core/bucket.js';
 import type { SubscriptionLink, SubscriptionState } from '../../core/subscription-types.js';
@@ -158,11 +163,6 @@ interface StreamWrite {
 const APPENDED_ROW_COLUMNS = ['id', ...APPEND_COLUMNS];
 const PRODUCER_ROW_COLUMNS = ['stream_id', ...PRODUCER_COLUMNS];
 
-/**
- * The streams an append moved, by key. `s.id = ANY(ids)` finds the rows through the key:
- * joined only on `s.id = v.id`, PostgreSQL's generic plan read every stream row and hashed
- * them (it takes `unnest` for 10 rows), 0.16 of the statement's 0.64 ms at 500 streams (issue 41).
- */
 function updateAppended(states: StreamWrite[]): Part {
   const columns = APPENDED_ROW_COLUMNS;
   return {
@@ -318,7 +318,7 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
   }
   if (writes.forgets.size > 0) {
     out.push({
-      text: `DELETE FROM producers p USING unnest($1::bigint[], $2::bigint[]) f(sid, cutoff) WHERE p.stream_id = f.sid AND p.last_seen_ms <= f.cutoff`,
+      text: `DELETE FROM producers p USING unnest($1::bigint[], $2::bigint[]) f(sid, cutoff) WHERE p.stream_id = f.sid AND p.last_seen_ms <= f.cutoff AND p.stream_id = ANY($1::bigint[])`,
       values: [[...writes.forgets.keys()], [...writes.forgets.values()]],
     });
   }
@@ -326,7 +326,7 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
   const deleted = producers.filter((p) => p.record === null);
   if (deleted.length > 0) {
     out.push({
-      text: `DELETE FROM producers p USING unnest($1::bigint[], $2::text[]) d(sid, pid) WHERE p.stream_id = d.sid AND p.producer_id = d.pid`,
+      text: `DELETE FROM producers p USING unnest($1::bigint[], $2::text[]) d(sid, pid) WHERE p.stream_id = d.sid AND p.producer_id = d.pid AND p.stream_id = ANY($1::bigint[])`,
       values: [deleted.map((p) => p.streamId), deleted.map((p) => p.producerId)],
     });
   }
@@ -377,7 +377,7 @@ function subscriptionStatements(writes: PendingWrites): Statement[] {
   const unlinked = links.filter((w) => w.link === null);
   if (unlinked.length > 0) {
     out.push({
-      text: 'DELETE FROM subscription_links l USING unnest($1::text[], $2::text[]) d(k, s) WHERE l.sub_key = d.k AND l.stream = d.s',
+      text: 'DELETE FROM subscription_links l USING unnest($1::text[], $2::text[]) d(k, s) WHERE l.sub_key = d.k AND l.stream = d.s AND l.sub_key = ANY($1::text[])',
       values: [unlinked.map((w) => w.subKey), unlinked.map((w) => w.stream)],
     });
   }
