@@ -235,8 +235,7 @@ export class PgColdRows implements ColdHost {
 
   async forgetSegments(segments: readonly ColdSegmentRow[]): Promise<void> {
     if (segments.length === 0) return;
-    // `= ANY`: found through the key, not by hashing every segment row (writes.ts says why).
-    await this.query('DELETE FROM cold_segments c USING unnest($1::bigint[], $2::bigint[]) f(sid, start) WHERE c.stream_id = f.sid AND c.start = f.start AND c.stream_id = ANY($1::bigint[])', [
+    await this.query('DELETE FROM cold_segments c USING unnest($1::bigint[], $2::bigint[]) f(sid, start) WHERE c.stream_id = f.sid AND c.start = f.start', [
       segments.map((s) => s.streamId),
       segments.map((s) => s.start),
     ]);

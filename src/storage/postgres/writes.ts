@@ -3,12 +3,6 @@
  * each key (a stream, a producer record, a snapshot, a bucket) so that a batch of a
  * thousand appends is written with a handful of statements: rows travel as arrays
  * (`unnest`), and the common ones (streams, chunks, producers) go in one statement.
- *
- * A statement that joins a table to `unnest` also names the rows' keys with `= ANY(...)`,
- * so that it looks them up through the key whatever the table's size. On the join alone,
- * PostgreSQL's generic plan (it takes `unnest` for 10 rows) read and hashed every row of
- * a small table: all 500 stream rows for each batch of appends, all 1,500 producer records
- * for each new producer; at 10,000 streams it already used the key (issue 41).
  */
 import type { BucketState } from '../../core/bucket.js';
 import type { SubscriptionLink, SubscriptionState } from '../../core/subscription-types.js';
@@ -170,7 +164,7 @@ function updateAppended(states: StreamWrite[]): Part {
     arrays: columnArrays(states, columns.length, (w, i) => (i === 0 ? w.stream.id : w.values[APPEND_COLUMN_AT[i - 1]!])),
     sql: (first) => {
       const sets = APPEND_COLUMNS.map((c) => `${c} = v.${c}`).join(', ');
-      return `UPDATE streams s SET ${sets} FROM (${unnestSelect(columns, {}, first)}) v(${columns.join(', ')}) WHERE s.id = v.id AND s.id = ANY($${first}::bigint[])`;
+      return `UPDATE streams s SET ${sets} FROM (${unnestSelect(columns, {}, first)}) v(${columns.join(', ')}) WHERE s.id = v.id`;
     },
   };
 }
@@ -319,7 +313,7 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
   }
   if (writes.forgets.size > 0) {
     out.push({
-      text: `DELETE FROM producers p USING unnest($1::bigint[], $2::bigint[]) f(sid, cutoff) WHERE p.stream_id = f.sid AND p.last_seen_ms <= f.cutoff AND p.stream_id = ANY($1::bigint[])`,
+      text: `DELETE FROM producers p USING unnest($1::bigint[], $2::bigint[]) f(sid, cutoff) WHERE p.stream_id = f.sid AND p.last_seen_ms <= f.cutoff`,
       values: [[...writes.forgets.keys()], [...writes.forgets.values()]],
     });
   }
@@ -327,7 +321,7 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
   const deleted = producers.filter((p) => p.record === null);
   if (deleted.length > 0) {
     out.push({
-      text: `DELETE FROM producers p USING unnest($1::bigint[], $2::text[]) d(sid, pid) WHERE p.stream_id = d.sid AND p.producer_id = d.pid AND p.stream_id = ANY($1::bigint[])`,
+      text: `DELETE FROM producers p USING unnest($1::bigint[], $2::text[]) d(sid, pid) WHERE p.stream_id = d.sid AND p.producer_id = d.pid`,
       values: [deleted.map((p) => p.streamId), deleted.map((p) => p.producerId)],
     });
   }
@@ -378,7 +372,7 @@ function subscriptionStatements(writes: PendingWrites): Statement[] {
   const unlinked = links.filter((w) => w.link === null);
   if (unlinked.length > 0) {
     out.push({
-      text: 'DELETE FROM subscription_links l USING unnest($1::text[], $2::text[]) d(k, s) WHERE l.sub_key = d.k AND l.stream = d.s AND l.sub_key = ANY($1::text[])',
+      text: 'DELETE FROM subscription_links l USING unnest($1::text[], $2::text[]) d(k, s) WHERE l.sub_key = d.k AND l.stream = d.s',
       values: [unlinked.map((w) => w.subKey), unlinked.map((w) => w.stream)],
     });
   }
