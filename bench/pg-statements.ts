@@ -13,7 +13,7 @@
  *   node .bench/build/pg-statements.js [--producers] [--streams 500] [--seconds 8] [--top 8] [--rill path/to/dist/bin/rill.js]
  */
 import { resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { loadOptions } from './load-options.js';
 import { adminClient, cpuSecondsOf, keepStatementStats, startTarget, stopBenchPostgres, useRillBuild } from './targets.js';
 import { prepareStreams, runAppends, type AppendSpec } from './workloads/appends.js';
 
@@ -27,26 +27,8 @@ interface StatementRow {
 const CONNECTIONS = 50;
 const START_TIMEOUT_MS = 60_000;
 
-function options() {
-  const { values } = parseArgs({
-    options: {
-      producers: { type: 'boolean', default: false },
-      streams: { type: 'string', default: '500' },
-      seconds: { type: 'string', default: '8' },
-      top: { type: 'string', default: '8' },
-      rill: { type: 'string' },
-    },
-  });
-  const whole = (name: 'streams' | 'seconds' | 'top') => {
-    const n = Number(values[name]);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} takes a whole number above 0`);
-    return n;
-  };
-  return { producers: values.producers!, streams: whole('streams'), seconds: whole('seconds'), top: whole('top'), rill: values.rill };
-}
-
 async function main(): Promise<void> {
-  const o = options();
+  const o = loadOptions(8);
   if (o.rill !== undefined) useRillBuild(resolve(o.rill));
   keepStatementStats();
   const target = await startTarget('rill-pg', null, [], START_TIMEOUT_MS);

@@ -12,7 +12,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { resolve } from 'node:path';
-import { parseArgs } from 'node:util';
+import { loadOptions } from './load-options.js';
 import { freshDataDir, removeDataDir, startTarget, stopBenchPostgres, useRillBuild, type TargetName } from './targets.js';
 import { prepareStreams, runAppends, type AppendSpec } from './workloads/appends.js';
 
@@ -26,23 +26,10 @@ interface Sched {
 }
 
 function options() {
-  const { values } = parseArgs({
-    options: {
-      target: { type: 'string', default: 'rill-pg' },
-      producers: { type: 'boolean', default: false },
-      streams: { type: 'string', default: '500' },
-      seconds: { type: 'string', default: '6' },
-      top: { type: 'string', default: '8' },
-      rill: { type: 'string' },
-    },
-  });
-  const whole = (name: 'streams' | 'seconds' | 'top') => {
-    const n = Number(values[name]);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} takes a whole number above 0`);
-    return n;
-  };
-  if (values.target !== 'rill' && values.target !== 'rill-pg') throw new Error('--target is rill or rill-pg');
-  return { target: values.target as TargetName, producers: values.producers!, streams: whole('streams'), seconds: whole('seconds'), top: whole('top'), rill: values.rill };
+  const o = loadOptions(6, { target: { type: 'string', default: 'rill-pg' } });
+  const target = o.values.target;
+  if (target !== 'rill' && target !== 'rill-pg') throw new Error('--target is rill or rill-pg');
+  return { ...o, target: target as TargetName };
 }
 
 /** Every process's scheduler counts now; processes and threads that end meanwhile are skipped. */
