@@ -69,7 +69,8 @@ function report(before: Map<number, Sched>, after: Map<number, Sched>, elapsedNs
   const used: Array<{ pid: number; runNs: number; waitNs: number }> = [];
   for (const [pid, end] of after) {
     const start = before.get(pid);
-    if (start) used.push({ pid, runNs: end.runNs - start.runNs, waitNs: end.waitNs - start.waitNs });
+    // A thread that ended in the window takes its counts with it: never below nothing.
+    if (start) used.push({ pid, runNs: Math.max(0, end.runNs - start.runNs), waitNs: Math.max(0, end.waitNs - start.waitNs) });
   }
   used.sort((a, b) => b.runNs - a.runNs);
   const perAppendUs = (ns: number) => (ns / 1000 / appends).toFixed(1);
