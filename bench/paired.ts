@@ -1,7 +1,8 @@
 /**
- * Two rill builds on PostgreSQL in paired, interleaved rounds of plain appends (issue 41):
+ * Two rill builds on PostgreSQL in paired, interleaved rounds of plain appends, or with
+ * `--producers` of producer appends (one producer per connection; issue 41):
  *
- *   npm run bench:build && node .bench/build/paired.js BEFORE/dist/bin/rill.js AFTER/dist/bin/rill.js [rounds] [seconds] [streams] [rill-pg|rill-pg-2]
+ *   npm run bench:build && node .bench/build/paired.js [--producers] BEFORE/dist/bin/rill.js AFTER/dist/bin/rill.js [rounds] [seconds] [streams] [rill-pg|rill-pg-2]
  *
  * One node of each build (`rill-pg`; or two, `rill-pg-2`, the load spread over both) on its own database of one bench PostgreSQL server
  * (durable, as in the bench), and rill on SQLite (the first build) for the ratio the issue
@@ -24,14 +25,16 @@ interface Measured {
   nodeCpuUs: number[];
 }
 
-const [before, after, roundsArg, secondsArg, streamsArg, targetArg] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const producers = args.includes('--producers');
+const [before, after, roundsArg, secondsArg, streamsArg, targetArg] = args.filter((arg) => arg !== '--producers');
 if (!before || !after) {
-  process.stderr.write('usage: node .bench/build/paired.js BEFORE/dist/bin/rill.js AFTER/dist/bin/rill.js [rounds=7] [seconds=4] [streams=500] [rill-pg|rill-pg-2]\n');
+  process.stderr.write('usage: node .bench/build/paired.js [--producers] BEFORE/dist/bin/rill.js AFTER/dist/bin/rill.js [rounds=7] [seconds=4] [streams=500] [rill-pg|rill-pg-2]\n');
   process.exit(2);
 }
 const target: TargetName = targetArg === 'rill-pg-2' ? 'rill-pg-2' : 'rill-pg';
 const rounds = Number(roundsArg ?? 7);
-const spec: AppendSpec = { streams: Number(streamsArg ?? 500), connections: 50, durationS: Number(secondsArg ?? 4), producers: false, prefix: 'paired' };
+const spec: AppendSpec = { streams: Number(streamsArg ?? 500), connections: 50, durationS: Number(secondsArg ?? 4), producers, prefix: producers ? 'paired-producers' : 'paired' };
 
 function log(message: string): void {
   process.stdout.write(`[paired ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
