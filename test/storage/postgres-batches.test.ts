@@ -179,16 +179,18 @@ describe('what one batch writes', () => {
   const ORDERED = ['a', 'z', '\ufffd', '\u{1f600}'];
 
   it.each([
-    { path: 'an optimistic batch (plain appends to rows the node knows)', producers: false },
-    { path: 'a batch that loads its rows (producer appends)', producers: true },
-  ])('$path locks its rows in the order PostgreSQL sorts their names, past U+FFFF too', async ({ producers }) => {
-    const store = await node();
+    { path: 'an optimistic batch (plain appends to rows the node knows)', producers: false, loads: false },
+    { path: 'an optimistic batch (producer appends, records known with the rows)', producers: true, loads: false },
+    { path: 'a batch that loads its rows (producer appends on a node that has not seen them)', producers: true, loads: true },
+  ])('$path locks its rows in the order PostgreSQL sorts their names, past U+FFFF too', async ({ producers, loads }) => {
+    const [first, second] = [await node(), await node()];
     const names = ORDERED.map((n) => v1StreamKey(`order-${n}`));
     const request = (data: string, seq: number) =>
       appendRequest(data, { contentType: 'text/plain', ...(producers ? { producer: { id: 'p', epoch: 0, seq } } : {}) });
-    for (const name of names) await store.run('createStream', createRequest(name, { contentType: 'text/plain' }));
-    // The first appends load the rows under lock; after them the node knows every one (optimistic.ts).
-    await Promise.all(names.map((name) => store.run('append', { name, request: request('-', 0) })));
+    for (const name of names) await first.run('createStream', createRequest(name, { contentType: 'text/plain' }));
+    // The first appends load the rows under lock; after them the first node knows every one (optimistic.ts).
+    await Promise.all(names.map((name) => first.run('append', { name, request: request('-', 0) })));
+    const store = loads ? second : first;
     const holder = await holdRows([names[3]!]);
     try {
       const optimistic = store.stats.optimistic;
@@ -198,7 +200,7 @@ describe('what one batch writes', () => {
       for (const name of names.slice(0, 3)) expect(await lockedElsewhere(name), name).toBe(true);
       await holder.release();
       for (const outcome of await appended) expect(expectAppended(outcome).start).toBe(1);
-      expect(store.stats.optimistic - optimistic).toBe(producers ? 0 : 1);
+      expect(store.stats.optimistic - optimistic).toBe(loads ? 0 : 1);
     } finally {
       await holder.release().catch(() => {});
     }

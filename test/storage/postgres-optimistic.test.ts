@@ -11,7 +11,8 @@ import { describe, expect, it } from 'vitest';
 import type { AppendOutcome } from '../../src/core/types.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
 import { KNOWN_ROW_MAX_AGE_MS, KnownRows } from '../../src/storage/postgres/known-rows.js';
-import { appendRequest, createRequest, expectAppended, expectCreated, readAll, refusal, seededRandom, TestClock, usePostgresNodes } from './fixtures.js';
+import { appendRequest, createRequest, expectAppended, expectCreated, mustGet, readAll, refusal, seededRandom, TestClock, usePostgresNodes } from './fixtures.js';
+import { inTxn } from './txn-harness.js';
 
 const clock = new TestClock();
 const nodes = usePostgresNodes(clock);
@@ -152,6 +153,95 @@ describe('optimistic batches', () => {
         const mine = [...stored.matchAll(new RegExp(`<${writer.id}:(\\d+)>`, 'g'))].map((m) => Number(m[1]));
         expect(mine, `${writer.id}'s writes as stored`).toEqual(Array.from({ length: writer.next }, (_, i) => i));
       }
+    }
+  });
+});
+
+describe('optimistic batches of producer appends', () => {
+  const byProducer = (data: string, seq: number, id = 'p', epoch = 0) => text(data, { producer: { id, epoch, seq } });
+
+  it("producers whose records the node knows with their streams' rows: one round trip each batch, a new producer too", async () => {
+    const store = await node();
+    const names = ['a', 'b', 'c'].map((n) => v1StreamKey(`producers-${n}`));
+    for (const name of names) await store.run('createStream', createRequest(name, { contentType: 'text/plain' }));
+    // New producers: the first appends load the rows and every record of their streams.
+    await Promise.all(names.map((name) => store.run('append', { name, request: byProducer('-', 0) })));
+    const before = { ...store.stats };
+    for (let seq = 1; seq <= 10; seq++) {
+      const outcomes = await Promise.all(names.map((name) => store.run('append', { name, request: byProducer(`${seq % 10}`, seq) })));
+      outcomes.forEach((outcome) => expect(expectAppended(outcome).start).toBe(seq));
+    }
+    // A producer new to a stream whose every record the node knows: its summary needs no query.
+    expect(expectAppended(await store.run('append', { name: names[0]!, request: byProducer('!', 0, 'q') })).start).toBe(11);
+    const batches = store.stats.batches - before.batches;
+    expect(batches).toBeGreaterThanOrEqual(11);
+    expect(store.stats.optimistic - before.optimistic).toBe(batches);
+    expect(store.stats.roundTrips - before.roundTrips).toBe(batches);
+    expect(store.stats.stale).toBe(0);
+    // A repeat is answered from the known record, as a duplicate, and writes nothing.
+    const repeat = await store.run('append', { name: names[1]!, request: byProducer('0', 10) });
+    expect(repeat.kind).toBe('duplicate');
+    expect((repeat as { receipt: { start: number } }).receipt.start).toBe(10);
+    expect((await readAll(store, names[0]!)).toString()).toBe('-1234567890!');
+    expect((await readAll(store, names[1]!)).toString()).toBe('-1234567890');
+  });
+
+  it("a producer's append made elsewhere fails the guard: its repeat here is a duplicate, its next append lands after it", async () => {
+    const store = await node();
+    const name = v1StreamKey('producer-elsewhere');
+    await store.run('createStream', createRequest(name, { contentType: 'text/plain' }));
+    expectAppended(await store.run('append', { name, request: byProducer('ab', 0) }));
+    expect(store.knownProducers(name)?.records.get('p')?.lastSeq).toBe(0);
+    // Another node's append of 'cd' as the producer's seq 1: its chunk, its stream row and its record.
+    await elsewhere(
+      `WITH s AS (SELECT id, tail FROM streams WHERE name = $1),
+            c AS (INSERT INTO chunks (stream_id, start, data) SELECT id, tail, $2 FROM s),
+            p AS (UPDATE producers r SET last_seq = 1, receipt_start = s.tail, receipt_next = s.tail + 2 FROM s WHERE r.stream_id = s.id AND r.producer_id = 'p')
+       UPDATE streams SET tail = tail + 2, record_next = record_next + 1 WHERE name = $1`,
+      [name, Buffer.from('cd')],
+    );
+    const repeat = await store.run('append', { name, request: byProducer('cd', 1) });
+    expect(repeat.kind).toBe('duplicate');
+    expect((repeat as { receipt: { start: number; next: number } }).receipt).toMatchObject({ start: 2, next: 4 });
+    expect(store.stats.stale).toBe(1);
+    const optimistic = store.stats.optimistic;
+    expect(expectAppended(await store.run('append', { name, request: byProducer('e', 2) })).start).toBe(4);
+    expect(store.stats.optimistic).toBe(optimistic + 1);
+    expect((await readAll(store, name)).toString()).toBe('abcde');
+  });
+
+  it("a record changed on another node by a step that writes no stream row still fails this node's guard", async () => {
+    const [store, other] = [await node(), await node()];
+    const name = v1StreamKey('fenced-elsewhere');
+    await store.run('createStream', createRequest(name, { contentType: 'text/plain' }));
+    expectAppended(await store.run('append', { name, request: byProducer('a', 0) }));
+    const record = store.knownProducers(name)!.records.get('p')!;
+    const { id } = await mustGet(other, name);
+    // Epoch 1 claimed elsewhere; the step touches no stream, so that node hints nobody of it.
+    await inTxn(other, (txn) => txn.putProducer(id, { ...record, epoch: 1, lastSeq: 0 }));
+    const outcome = await store.run('append', { name, request: byProducer('b', 1) });
+    expect(refusal(outcome as AppendOutcome & { error?: { code: string } })).toBe('PRODUCER_FENCED');
+    expect(store.stats.stale).toBe(1);
+    expect((await readAll(store, name)).toString()).toBe('a');
+  });
+
+  it('what a node knows of producer records is what a load of them gives', async () => {
+    const store = await node();
+    const names = ['json', 'text'].map((n) => v1StreamKey(`records-as-loaded-${n}`));
+    await store.run('createStream', createRequest(names[0]!, { contentType: 'application/json', data: Buffer.from('[1]') }));
+    await store.run('createStream', createRequest(names[1]!, { contentType: 'text/plain' }));
+    clock.advance(1_000);
+    await Promise.all([
+      store.run('append', { name: names[0]!, request: appendRequest('[2,3]', { contentType: 'application/json', producer: { id: 'j', epoch: 2, seq: 0 } }) }),
+      store.run('append', { name: names[1]!, request: byProducer('x', 0, 'k', 3) }),
+      store.run('append', { name: names[1]!, request: byProducer('y', 0, 'l') }),
+    ]);
+    await store.run('append', { name: names[1]!, request: byProducer('z', 1, 'l') });
+    for (const name of names) {
+      const known = store.knownProducers(name);
+      const { producers } = await store.listProducers(await mustGet(store, name), null, 100);
+      expect(known?.all, name).toBe(true);
+      expect([...known!.records.values()].filter((r) => r !== null).sort((a, b) => (a!.id < b!.id ? -1 : 1)), name).toEqual(producers);
     }
   });
 });

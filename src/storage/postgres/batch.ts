@@ -26,7 +26,7 @@ import { PgSubscriptions } from './subscriptions.js';
 import { PendingWrites, sendAll, UndoLog, writeStatements } from './writes.js';
 import { segmentOf, type SegmentColumns } from '../cold/segment-columns.js';
 import { SEGMENTS_SQL } from './cold-rows.js';
-import { asStored, type KnownRow } from './known-rows.js';
+import { asStored, KNOWN_PRODUCERS_MAX, producerAsStored, type KnownProducers, type KnownRow } from './known-rows.js';
 
 type Summary = NonNullable<ProducerView['others']>;
 
@@ -142,8 +142,12 @@ export class PgBatch implements Txn {
     });
   }
 
-  /** Loads, in a few round trips, the streams, producers and buckets the commands name. */
-  async preload(commands: readonly Command[], streamIds: Iterable<number>): Promise<void> {
+  /**
+   * Loads, in a few round trips, the streams, producers and buckets the commands name.
+   * `knownAt` gives the producer records this node knows of a stream at the version its
+   * row was loaded at, if any (known-rows.ts): they are as stored, so they join the loaded.
+   */
+  async preload(commands: readonly Command[], streamIds: Iterable<number>, knownAt?: (id: number, version: string) => KnownProducers | undefined): Promise<void> {
     const names = new Set<string>();
     const producerKeys: Array<[string, string]> = [];
     const buckets = new Set<string>();
@@ -167,12 +171,13 @@ export class PgBatch implements Txn {
       producerKeys.length > 0 ? this.loadProducers(producerKeys) : null,
       buckets.size > 0 ? this.loadBuckets([...buckets]) : null,
     ]);
+    if (knownAt) this.adoptKnownProducers(knownAt);
     // A producer new to its stream asks about the others: for streams with few, load them
     // all now (one round trip), rather than ask PostgreSQL per new producer mid-batch.
     const newcomers = new Set<number>();
     for (const [name, pid] of producerKeys) {
       const stream = this.byName.get(name);
-      if (stream && this.producers.get(stream.id)?.get(pid) === null) newcomers.add(stream.id);
+      if (stream && !this.allProducersKnown.has(stream.id) && this.producers.get(stream.id)?.get(pid) === null) newcomers.add(stream.id);
     }
     if (newcomers.size > 0) await this.loadAllProducers([...newcomers]);
   }
@@ -182,9 +187,10 @@ export class PgBatch implements Txn {
    * batch (optimistic.ts), whose guard checks at its commit that they are still so.
    */
   preloadKnown(rows: readonly KnownRow[]): void {
-    for (const { stream, version } of rows) {
+    for (const { stream, version, producers } of rows) {
       this.rememberStream(stream);
       this.versions.set(stream.id, version);
+      if (producers) this.takeKnownProducers(stream.id, producers);
     }
   }
 
@@ -199,7 +205,7 @@ export class PgBatch implements Txn {
     const gone: number[] = [];
     for (const [id, stream] of this.stored) {
       const version = this.written.has(id) ? xid : this.versions.get(id);
-      if (version !== undefined && version !== null) rows.push({ stream, version });
+      if (version !== undefined && version !== null) rows.push({ stream, version, producers: this.producersAsStored(id) });
     }
     for (const [id, stream] of this.byId) if (stream === null) gone.push(id);
     return { rows, gone };
@@ -454,6 +460,31 @@ export class PgBatch implements Txn {
     if (!known) this.producers.set(streamId, (known = new Map()));
     this.undo.set(known, producerId, record);
     this.undo.set(this.writes.producers, `${streamId}/${producerId}`, { streamId, producerId, record });
+  }
+
+  /** Records known at the version a stream row was loaded at join those loaded (see preload). */
+  private adoptKnownProducers(knownAt: (id: number, version: string) => KnownProducers | undefined): void {
+    for (const [id, version] of this.versions) {
+      const known = knownAt(id, version);
+      if (known) this.takeKnownProducers(id, known);
+    }
+  }
+
+  private takeKnownProducers(streamId: number, known: KnownProducers): void {
+    let records = this.producers.get(streamId);
+    if (!records) this.producers.set(streamId, (records = new Map()));
+    for (const [id, record] of known.records) if (!records.has(id)) records.set(id, record);
+    if (known.all) this.allProducersKnown.add(streamId);
+  }
+
+  /** The stream's producer records as this transaction leaves them, for the node to know; none past KNOWN_PRODUCERS_MAX. */
+  private producersAsStored(streamId: number): KnownProducers | undefined {
+    const records = this.producers.get(streamId);
+    const all = this.allProducersKnown.has(streamId);
+    if (!records || (records.size === 0 && !all) || records.size > KNOWN_PRODUCERS_MAX) return undefined;
+    const stored = new Map<string, ProducerRecord | null>();
+    for (const [id, record] of records) stored.set(id, record && producerAsStored(record));
+    return { records: stored, all };
   }
 
   /** A record loaded from the table, unless this batch forgot it meanwhile. */

@@ -29,7 +29,7 @@ import { preparing, ReadSource, withLoads, type Queryable } from './chunks.js';
 import { BulkReads } from './bulk-reads.js';
 import { openPool } from './pool.js';
 import { hintPayloads, HintListener } from './notify.js';
-import { KnownRows, type KnownRow } from './known-rows.js';
+import { KnownRows, type KnownProducers, type KnownRow } from './known-rows.js';
 import { gated, GUARD_FAILED, GUARD_SQL, knownRowsFor, NotOptimistic } from './optimistic.js';
 import { migrate } from './schema.js';
 import { POSTGRES_DEFAULTS, redactedUrl } from './settings.js';
@@ -255,7 +255,11 @@ export class PostgresStore extends BatchedStore {
     const db = preparing(client);
     const batch = new PgBatch(db, this.coldChunks);
     // Pipelined: BEGIN and the loads go out in one round trip, and one write.
-    await together(client, () => Promise.all([client.query('BEGIN'), batch.preload(commands, streamIds)]));
+    const knownAt = (id: number, version: string) => {
+      const row = this.known.byIdFresh(id);
+      return row?.version === version ? row.producers : undefined;
+    };
+    await together(client, () => Promise.all([client.query('BEGIN'), batch.preload(commands, streamIds, knownAt)]));
     await body(batch);
     const outcome = await this.commit(client, db, batch, null);
     if (outcome === 'stale') throw new Error('invariant: a batch without a guard found its rows stale');
@@ -307,6 +311,11 @@ export class PostgresStore extends BatchedStore {
   /** A stream as this node knows it committed (known-rows.ts), for tests. */
   knownStream(name: string): StreamState | undefined {
     return this.known.byNameFresh(name)?.stream;
+  }
+
+  /** A stream's producer records as this node knows them with its row, for tests. */
+  knownProducers(name: string): KnownProducers | undefined {
+    return this.known.byNameFresh(name)?.producers;
   }
 
   /** A batch committed as `xid`: its rows are known as it left them. */

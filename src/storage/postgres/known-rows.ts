@@ -5,14 +5,35 @@
  * trip, a guard that locks the rows and aborts the transaction unless their versions are
  * still these, its writes and COMMIT. A stale entry therefore costs a fallback, never a
  * wrong answer; entries are dropped on other nodes' hints only to make that rarer.
+ *
+ * An entry may also hold producer records of its stream as they were at its version. A
+ * row's version covers them: every change to a producer record comes with a new version
+ * of its stream's row, in the same transaction (an append writes the row; writes.ts
+ * rewrites it for any other change), so records known at a version the guard finds
+ * unchanged are as stored.
  */
-import type { StreamState } from '../../core/types.js';
+import type { ProducerRecord, StreamState } from '../../core/types.js';
+import { producerFromValues, producerValues } from '../producer-columns.js';
 import { rowToStream, streamColumnValues, streamRowOfValues } from '../stream-columns.js';
+
+/**
+ * A stream's producer records as of its row's version: by id, null when known absent.
+ * `all`: every record the stream has is here (a new producer's summary needs no query).
+ */
+export interface KnownProducers {
+  records: ReadonlyMap<string, ProducerRecord | null>;
+  all: boolean;
+}
+
+/** Records kept with one row at most: a stream with more keeps none (its batches load them). */
+export const KNOWN_PRODUCERS_MAX = 64;
 
 export interface KnownRow {
   stream: StreamState;
   /** The row version's xmin, as text. */
   version: string;
+  /** Its producer records at that version, when a batch had them. */
+  producers?: KnownProducers;
 }
 
 interface Entry extends KnownRow {
@@ -51,11 +72,11 @@ export class KnownRows {
   remember(rows: Iterable<KnownRow>, gone: Iterable<number> = []): void {
     const atMs = this.nowMs();
     for (const id of gone) this.dropId(id);
-    for (const { stream, version } of rows) {
+    for (const { stream, version, producers } of rows) {
       this.dropId(stream.id);
       const other = this.byName.get(stream.name);
       if (other) this.dropId(other.stream.id);
-      const entry = { stream, version, atMs };
+      const entry = { stream, version, producers, atMs };
       this.byId.set(stream.id, entry);
       this.byName.set(stream.name, entry);
     }
@@ -100,4 +121,9 @@ export class KnownRows {
  */
 export function asStored(stream: StreamState): StreamState {
   return rowToStream(streamRowOfValues([stream.id, ...streamColumnValues(stream)]));
+}
+
+/** A record as a load of its row would give it back (see asStored). */
+export function producerAsStored(record: ProducerRecord): ProducerRecord {
+  return producerFromValues(producerValues(record));
 }

@@ -1,6 +1,7 @@
 /**
- * Optimistic batches (issue 41): a batch of plain appends to streams this node knows
- * (known-rows.ts) runs on the rows it knows, without loading them, and goes out in one
+ * Optimistic batches (issue 41): a batch of appends to streams this node knows, by
+ * producers whose records it knows with them (known-rows.ts), runs on the rows it knows,
+ * without loading them, and goes out in one
  * round trip: BEGIN, a guard, the writes, COMMIT. The guard locks the rows, in name order
  * as every batch locks streams, and fails the transaction (division by zero) unless each
  * is still at the version the batch ran on; the COMMIT after a failed statement answers
@@ -37,16 +38,19 @@ export class NotOptimistic extends Error {
 
 /**
  * The known rows a batch of `commands` runs on, or null when it cannot run optimistically:
- * a command other than an append or a transaction of appends, a producer (its record is
- * not known here), or a stream (named, or renewed by a read: `streamIds`) not known.
+ * a command other than an append or a transaction of appends, a producer whose record (or
+ * its absence, with every record of the stream) is not known with its stream's row, or a
+ * stream (named, or renewed by a read: `streamIds`) not known. A question the batch still
+ * cannot answer from them (a summary of producers past their age) fails it with
+ * NotOptimistic, and it runs the usual way.
  */
 export function knownRowsFor(commands: readonly Command[], streamIds: readonly number[], known: KnownRows): KnownRow[] | null {
   const rows = new Map<number, KnownRow>();
   for (const c of commands) {
     if (c.kind !== 'append' && c.kind !== 'appendTransaction') return null;
     for (const { name, request } of c.kind === 'append' ? [c.input] : c.input.operations) {
-      const row = request.producer ? undefined : known.byNameFresh(name);
-      if (row === undefined) return null;
+      const row = known.byNameFresh(name);
+      if (row === undefined || (request.producer && !producerKnown(row, request.producer.id))) return null;
       rows.set(row.stream.id, row);
     }
   }
@@ -56,6 +60,12 @@ export function knownRowsFor(commands: readonly Command[], streamIds: readonly n
     rows.set(id, row);
   }
   return inNameOrder([...rows.values()]);
+}
+
+/** Whether the row holds the producer's record, or every record of its stream (so that its absence is known too). */
+function producerKnown(row: KnownRow, producerId: string): boolean {
+  if (row.producers === undefined) return false;
+  return row.producers.all || Boolean(row.producers.records.get(producerId));
 }
 
 /**

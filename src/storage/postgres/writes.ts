@@ -239,6 +239,19 @@ export interface Statement {
   values: unknown[];
 }
 
+/**
+ * Streams whose producer records change while their rows are not written. A stream row's
+ * version stands for its producer records (known-rows.ts), so such a row is rewritten
+ * as it is: a new version. Appends, the one command that changes records, always write
+ * their stream's row; only steps driven by tests come here.
+ */
+function streamsOnlyProducersChanged(writes: PendingWrites): number[] {
+  const ids = new Set<number>();
+  for (const { streamId } of writes.producers.values()) if (!writes.streams.has(streamId)) ids.add(streamId);
+  for (const streamId of writes.forgets.keys()) if (!writes.streams.has(streamId)) ids.add(streamId);
+  return [...ids];
+}
+
 /** The common statement's text by its shape (a bit for each part it has): made once, then the same string each time. */
 const commonTexts = new Map<number, string>();
 
@@ -325,6 +338,8 @@ export function writeStatements(writes: PendingWrites, stored: ReadonlyMap<numbe
       values: [deleted.map((p) => p.streamId), deleted.map((p) => p.producerId)],
     });
   }
+  const untouched = streamsOnlyProducersChanged(writes);
+  if (untouched.length > 0) out.push({ text: 'UPDATE streams SET id = id WHERE id = ANY($1::bigint[])', values: [untouched] });
   const live = (id: number) => writes.streams.get(id) !== null;
   const chunks = writes.chunks.filter((c) => live(c.streamId));
   const appended: StreamWrite[] = [];
