@@ -268,6 +268,22 @@ describe('known rows', () => {
     expect(known.size).toBe(0);
   });
 
+  it('the oldest go while the producer records held with them are past the most kept', () => {
+    const known = new KnownRows(10, () => 0, 3);
+    const records = (...ids: string[]) => ({ records: new Map(ids.map((id) => [id, null])), all: false });
+    known.remember([{ stream: stream(1, 'a'), version: '10', producers: records('p', 'q') }]);
+    known.remember([{ stream: stream(2, 'b'), version: '11', producers: records('r') }]);
+    expect(known.producerCount).toBe(3);
+    known.remember([{ stream: stream(3, 'c'), version: '12', producers: records('s') }]);
+    expect(known.byIdFresh(1)).toBeUndefined();
+    expect(known.byNameFresh('b')?.producers?.records.has('r')).toBe(true);
+    expect(known.producerCount).toBe(2);
+    known.remember([{ stream: stream(2, 'b'), version: '13' }]);
+    expect(known.producerCount).toBe(1);
+    known.forget(null);
+    expect(known.producerCount).toBe(0);
+  });
+
   it('a name known under a new id leaves its old row, and a row gone leaves its name', () => {
     const known = new KnownRows(10, () => 0);
     known.remember([{ stream: stream(1, 'a'), version: '10' }]);

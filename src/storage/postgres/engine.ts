@@ -105,6 +105,8 @@ const types = {
 
 /** Stream rows a node keeps known for optimistic batches (known-rows.ts): about 1 KiB each. */
 const KNOWN_ROWS = 16_384;
+/** Producer records kept with them, in all: a few hundred bytes each. */
+const KNOWN_PRODUCER_RECORDS = 65_536;
 
 /** Of the pool's size, the share this node opens besides for large reads (copy.ts), at least one. */
 const BULK_SHARE = 4;
@@ -127,7 +129,7 @@ export class PostgresStore extends BatchedStore {
    */
   readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, readAheads: 0, readAheadsTaken: 0, optimistic: 0, stale: 0 };
   /** Stream rows as committed, for optimistic batches (optimistic.ts). */
-  private readonly known = new KnownRows(KNOWN_ROWS);
+  private readonly known = new KnownRows(KNOWN_ROWS, () => performance.now(), KNOWN_PRODUCER_RECORDS);
   readonly remote: RemoteCommits;
   /** How this node connects, for a connection of the cold tier's own (cold-rows.ts). */
   private readonly clientConfig: pg.ClientConfig;

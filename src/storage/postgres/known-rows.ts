@@ -50,10 +50,13 @@ export const KNOWN_ROW_MAX_AGE_MS = 60_000;
 export class KnownRows {
   private readonly byName = new Map<string, Entry>();
   private readonly byId = new Map<number, Entry>();
+  /** Producer records held by all entries. */
+  private producerRecords = 0;
 
   constructor(
     private readonly maxRows: number,
     private readonly nowMs: () => number = () => performance.now(),
+    private readonly maxProducerRecords = maxRows,
   ) {}
 
   get size(): number {
@@ -68,7 +71,12 @@ export class KnownRows {
     return this.fresh(this.byId.get(id));
   }
 
-  /** Rows committed as given (the oldest entries go past maxRows); `gone`: ids no longer stored. */
+  /** Producer records held with the rows. */
+  get producerCount(): number {
+    return this.producerRecords;
+  }
+
+  /** Rows committed as given (the oldest entries go past maxRows or maxProducerRecords); `gone`: ids no longer stored. */
   remember(rows: Iterable<KnownRow>, gone: Iterable<number> = []): void {
     const atMs = this.nowMs();
     for (const id of gone) this.dropId(id);
@@ -79,9 +87,10 @@ export class KnownRows {
       const entry = { stream, version, producers, atMs };
       this.byId.set(stream.id, entry);
       this.byName.set(stream.name, entry);
+      this.producerRecords += producers?.records.size ?? 0;
     }
     for (const id of this.byId.keys()) {
-      if (this.byId.size <= this.maxRows) break;
+      if (this.byId.size <= this.maxRows && this.producerRecords <= this.maxProducerRecords) break;
       this.dropId(id);
     }
   }
@@ -91,6 +100,7 @@ export class KnownRows {
     if (names === null) {
       this.byId.clear();
       this.byName.clear();
+      this.producerRecords = 0;
       return;
     }
     for (const name of names) {
@@ -110,6 +120,7 @@ export class KnownRows {
     const entry = this.byId.get(id);
     if (!entry) return;
     this.byId.delete(id);
+    this.producerRecords -= entry.producers?.records.size ?? 0;
     if (this.byName.get(entry.stream.name) === entry) this.byName.delete(entry.stream.name);
   }
 }
