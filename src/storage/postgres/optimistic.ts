@@ -1,13 +1,14 @@
 /**
  * Optimistic batches (issue 41): a batch of appends to streams this node knows, by
- * producers whose records it knows with them (known-rows.ts), runs on the rows it knows,
- * without loading them, and goes out in one
- * round trip: BEGIN, a guard, the writes, COMMIT. The guard locks the rows, in name order
- * as every batch locks streams, and fails the transaction (division by zero) unless each
- * is still at the version the batch ran on; the COMMIT after a failed statement answers
- * ROLLBACK, and the batch runs again the usual way (load under lock, then write). So a
- * batch commits only on the rows it read, as a batch that loaded them would have: the
- * same rule across nodes, and, one batch in flight per node, the same order within one.
+ * producers whose records it knows with them (known-rows.ts), runs on what it knows,
+ * without loading the rows, and goes out in one round trip: BEGIN, a guard, the
+ * writes, COMMIT. The guard locks the rows, in name order as every batch locks streams,
+ * and fails the transaction (division by zero) unless each is still at the version the
+ * batch ran on (which covers the stream's producer records); the COMMIT after a failed
+ * statement answers ROLLBACK, and the batch runs again the usual way (load under lock,
+ * then write). So a batch commits only on the rows it read, as a batch that loaded them
+ * would have: the same rule across nodes, and, one batch in flight per node, the same
+ * order within one.
  */
 import { compareUtf8 } from '../../core/utf8-order.js';
 import type { Command } from '../store.js';
