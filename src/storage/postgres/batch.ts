@@ -205,7 +205,7 @@ export class PgBatch implements Txn {
     const gone: number[] = [];
     for (const [id, stream] of this.stored) {
       const version = this.written.has(id) ? xid : this.versions.get(id);
-      if (version !== undefined && version !== null) rows.push({ stream, version, producers: this.producersAsStored(id) });
+      if (version !== undefined && version !== null) rows.push({ stream, version, producers: this.producersKnown(id) });
     }
     for (const [id, stream] of this.byId) if (stream === null) gone.push(id);
     return { rows, gone };
@@ -366,7 +366,8 @@ export class PgBatch implements Txn {
   }
 
   putProducer(streamId: number, record: ProducerRecord): void {
-    this.setProducer(streamId, record.id, record);
+    // As a load would give it back: the batch's records are what the node knows after it (producersKnown).
+    this.setProducer(streamId, record.id, producerAsStored(record));
   }
 
   deleteProducers(streamId: number, ids: string[]): void {
@@ -477,14 +478,16 @@ export class PgBatch implements Txn {
     if (known.all) this.allProducersKnown.add(streamId);
   }
 
-  /** The stream's producer records as this transaction leaves them, for the node to know; none past KNOWN_PRODUCERS_MAX. */
-  private producersAsStored(streamId: number): KnownProducers | undefined {
+  /**
+   * The stream's producer records as this transaction leaves them, each as stored (loaded,
+   * or put as a load gives it), for the node to know; none past KNOWN_PRODUCERS_MAX. The
+   * map itself is handed over: the batch is done with it once committed.
+   */
+  private producersKnown(streamId: number): KnownProducers | undefined {
     const records = this.producers.get(streamId);
     const all = this.allProducersKnown.has(streamId);
     if (!records || (records.size === 0 && !all) || records.size > KNOWN_PRODUCERS_MAX) return undefined;
-    const stored = new Map<string, ProducerRecord | null>();
-    for (const [id, record] of records) stored.set(id, record && producerAsStored(record));
-    return { records: stored, all };
+    return { records, all };
   }
 
   /** A record loaded from the table, unless this batch forgot it meanwhile. */
