@@ -456,10 +456,15 @@ export class PgBatch implements Txn {
     this.undo.onRewind(() => this.touched.delete(name));
   }
 
+  /** The stream's map in `producers`, made empty when it has none. */
+  private recordsOf(streamId: number): Map<string, ProducerRecord | null> {
+    let records = this.producers.get(streamId);
+    if (!records) this.producers.set(streamId, (records = new Map()));
+    return records;
+  }
+
   private setProducer(streamId: number, producerId: string, record: ProducerRecord | null): void {
-    let known = this.producers.get(streamId);
-    if (!known) this.producers.set(streamId, (known = new Map()));
-    this.undo.set(known, producerId, record);
+    this.undo.set(this.recordsOf(streamId), producerId, record);
     this.undo.set(this.writes.producers, `${streamId}/${producerId}`, { streamId, producerId, record });
   }
 
@@ -472,8 +477,7 @@ export class PgBatch implements Txn {
   }
 
   private takeKnownProducers(streamId: number, known: KnownProducers): void {
-    let records = this.producers.get(streamId);
-    if (!records) this.producers.set(streamId, (records = new Map()));
+    const records = this.recordsOf(streamId);
     for (const [id, record] of known.records) if (!records.has(id)) records.set(id, record);
     if (known.all) this.allProducersKnown.add(streamId);
   }
@@ -492,10 +496,8 @@ export class PgBatch implements Txn {
 
   /** A record loaded from the table, unless this batch forgot it meanwhile. */
   private rememberProducer(streamId: number, producerId: string, record: ProducerRecord | null): void {
-    let known = this.producers.get(streamId);
-    if (!known) this.producers.set(streamId, (known = new Map()));
     const forgotten = record !== null && record.lastSeenMs <= (this.forgotten.get(streamId) ?? -Infinity);
-    known.set(producerId, forgotten ? null : record);
+    this.recordsOf(streamId).set(producerId, forgotten ? null : record);
   }
 
   /** Loaded rows become known unless this batch changed them (its changes are newer). */
