@@ -13,9 +13,23 @@
  *   node .bench/build/pg-statements.js [--producers] [--streams 500] [--seconds 8] [--top 8] [--rill path/to/dist/bin/rill.js]
  */
 import { resolve } from 'node:path';
+import pg from 'pg';
 import { loadOptions } from './load-options.js';
-import { adminClient, cpuSecondsOf, keepStatementStats, startTarget, stopBenchPostgres, useRillBuild } from './targets.js';
+import { adminClient, benchPostgres, cpuSecondsOf, keepStatementStats, startTarget, stopBenchPostgres, useRillBuild } from './targets.js';
 import { prepareStreams, runAppends, type AppendSpec } from './workloads/appends.js';
+
+interface TableRow {
+  relname: string;
+  ins: string;
+  upd: string;
+  hot: string;
+}
+
+/** Rows inserted and updated in each table, and how many updates were HOT (no index entries made). */
+const TABLE_COUNTS = 'SELECT relname, n_tup_ins AS ins, n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_user_tables';
+
+/** Backends report their counts at most once a second, when idle: the counted run's, waited for. */
+const STATS_REPORTED_MS = 1_500;
 
 interface StatementRow {
   calls: string;
@@ -38,6 +52,9 @@ async function main(): Promise<void> {
     await prepareStreams(target.url, spec);
     await runAppends(target.url, spec);
     await admin.query('SELECT pg_stat_statements_reset()');
+    const tables = await rillDatabaseClient(admin);
+    await new Promise((r) => setTimeout(r, STATS_REPORTED_MS));
+    const tablesBefore = (await tables.query<TableRow>(TABLE_COUNTS)).rows;
     const [allBefore, nodeBefore] = [target.cpuSeconds(), cpuSecondsOf(target.pid)];
     const result = await runAppends(target.url, spec);
     const [all, node] = [target.cpuSeconds() - allBefore, cpuSecondsOf(target.pid) - nodeBefore];
@@ -58,9 +75,33 @@ async function main(): Promise<void> {
       const text = row.query.replace(/\s+/g, ' ').slice(0, 120);
       process.stdout.write(`| ${((ms * 1000) / appends).toFixed(2)} | ${((ms * 1000) / Number(row.calls)).toFixed(1)} | ${row.calls} | ${row.plans} | \`${text}\` |\n`);
     }
+    await new Promise((r) => setTimeout(r, STATS_REPORTED_MS));
+    printTableCounts(tablesBefore, (await tables.query<TableRow>(TABLE_COUNTS)).rows, appends);
+    await tables.end();
   } finally {
     await target.stop();
     await stopBenchPostgres();
+  }
+}
+
+/** A connection to the node's database, whose tables pg_stat_user_tables shows. */
+async function rillDatabaseClient(admin: pg.Client): Promise<pg.Client> {
+  const { rows } = await admin.query<{ datname: string }>("SELECT datname FROM pg_stat_activity WHERE application_name LIKE 'rill-node%' LIMIT 1");
+  if (rows.length === 0) throw new Error('no connection of the rill node found in pg_stat_activity');
+  const url = new URL((await benchPostgres()).adminUrl);
+  url.pathname = `/${rows[0]!.datname}`;
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  return client;
+}
+
+function printTableCounts(before: TableRow[], after: TableRow[], appends: number): void {
+  const counted = (row: TableRow | undefined) => [Number(row?.ins ?? 0), Number(row?.upd ?? 0), Number(row?.hot ?? 0)];
+  process.stdout.write('\n| table | rows inserted per append | rows updated per append | of them HOT |\n|---|---:|---:|---:|\n');
+  for (const row of after) {
+    const [ins, upd, hot] = counted(row).map((n, i) => n - counted(before.find((b) => b.relname === row.relname))[i]!);
+    if (ins! + upd! === 0) continue;
+    process.stdout.write(`| ${row.relname} | ${(ins! / appends).toFixed(3)} | ${(upd! / appends).toFixed(3)} | ${upd ? `${((100 * hot!) / upd!).toFixed(0)}%` : '-'} |\n`);
   }
 }
 
