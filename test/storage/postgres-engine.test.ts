@@ -65,33 +65,6 @@ describe('schema', () => {
   });
 });
 
-/** The producers table as schema 7 left it. */
-const UNDO_SCHEMA_8 = 'CREATE INDEX producers_seen ON producers (stream_id, last_seen_ms); ALTER TABLE producers RESET (fillfactor)';
-
-describe('schema 8: producer rows updated without new index entries', () => {
-  it('drops the index on last_seen_ms and leaves a fifth of each page free, keeping every record and the answers over them', async () => {
-    const older = await sharedDatabase();
-    const store = await PostgresStore.open({ url: older, producers: DEFAULT_PRODUCER_SETTINGS });
-    const name = v1StreamKey('producers-before-8');
-    await store.run('createStream', createRequest(name));
-    await store.run('append', { name, request: appendRequest('a', { producer: { id: 'p', epoch: 0, seq: 0 } }) });
-    await store.close();
-    const client = new pg.Client(older);
-    await client.connect();
-    await client.query(`${UNDO_SCHEMA_8}; UPDATE rill_meta SET value = '7' WHERE key = 'schema_version'`);
-
-    const upgraded = await PostgresStore.open({ url: older, producers: DEFAULT_PRODUCER_SETTINGS });
-    stores.push(upgraded);
-    const indexes = await client.query<{ indexname: string }>(`SELECT indexname FROM pg_indexes WHERE tablename = 'producers' ORDER BY indexname`);
-    const options = await client.query<{ reloptions: string[] | null }>(`SELECT reloptions FROM pg_class WHERE relname = 'producers'`);
-    await client.end();
-    expect(indexes.rows.map((r) => r.indexname)).toEqual(['producers_pkey']);
-    expect(options.rows[0]!.reloptions).toEqual(['fillfactor=80']);
-    expect(await upgraded.run('append', { name, request: appendRequest('a', { producer: { id: 'p', epoch: 0, seq: 0 } }) })).toMatchObject({ kind: 'duplicate', receipt: { start: 0, next: 1 } });
-    expect(expectAppended(await upgraded.run('append', { name, request: appendRequest('b', { producer: { id: 'p', epoch: 0, seq: 1 } }) }))).toMatchObject({ start: 1, next: 2 });
-  });
-});
-
 describe('schema 3: record coordinates', () => {
   it('numbers the retained records of streams stored before it, a fork\'s inherited ones too, and takes no receipt range it never had', async () => {
     const older = await sharedDatabase();
@@ -107,7 +80,7 @@ describe('schema 3: record coordinates', () => {
     await client.query(`ALTER TABLE streams DROP COLUMN record_first, DROP COLUMN record_next;
       ALTER TABLE producers DROP COLUMN receipt_record_start, DROP COLUMN receipt_record_next;
       ALTER TABLE buckets DROP COLUMN settings; ALTER TABLE streams DROP COLUMN retention_policy, DROP COLUMN time_marks, DROP COLUMN age_due_ms; DROP TABLE cold_segments;
-      ${UNDO_SCHEMA_8}; UPDATE rill_meta SET value = '2' WHERE key = 'schema_version'`);
+      UPDATE rill_meta SET value = '2' WHERE key = 'schema_version'`);
     await client.end();
 
     const upgraded = await PostgresStore.open({ url: older, producers: DEFAULT_PRODUCER_SETTINGS });
@@ -139,7 +112,7 @@ describe('schema 4: appends counted on streams without records', () => {
     await client.connect();
     // Schema 3 kept 0 and 0 on streams without records.
     await client.query('UPDATE streams SET record_first = 0, record_next = 0 WHERE name = ANY($1)', [[bin, fork]]);
-    await client.query(`ALTER TABLE buckets DROP COLUMN settings; ALTER TABLE streams DROP COLUMN retention_policy, DROP COLUMN time_marks, DROP COLUMN age_due_ms; DROP TABLE cold_segments; ${UNDO_SCHEMA_8}; UPDATE rill_meta SET value = '3' WHERE key = 'schema_version'`);
+    await client.query(`ALTER TABLE buckets DROP COLUMN settings; ALTER TABLE streams DROP COLUMN retention_policy, DROP COLUMN time_marks, DROP COLUMN age_due_ms; DROP TABLE cold_segments; UPDATE rill_meta SET value = '3' WHERE key = 'schema_version'`);
     await client.end();
 
     const upgraded = await PostgresStore.open({ url: older, producers: DEFAULT_PRODUCER_SETTINGS });

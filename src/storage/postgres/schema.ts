@@ -13,7 +13,7 @@ import { legacyRecords, withoutRecords, WITHOUT_RECORDS_SQL } from '../records-b
 import { rowToStream, type StreamRow } from '../stream-columns.js';
 import { ReadSource, withLoads } from './chunks.js';
 
-export const SCHEMA_VERSION = 8;
+export const SCHEMA_VERSION = 7;
 
 /** Any constant of our own: only rill's migrations take this advisory lock. */
 const MIGRATION_LOCK = 0x72696c6c;
@@ -135,16 +135,6 @@ const MIGRATIONS: Record<number, string> = {
       object_bytes BIGINT NOT NULL,
       PRIMARY KEY (stream_id, start)
     );
-  `,
-  // A producer's row is updated at each of its appends, last_seen_ms with it. An index on
-  // that column made every such update a new row version with an entry in each index,
-  // where one touching no indexed column is a HOT update, on the same page and in no index
-  // (docs/performance.md). The queries that read last_seen_ms (a newcomer's summary and its
-  // forget, at most --max-producers rows a stream) scan the stream's producers by the
-  // primary key instead. Pages are left a fifth free for the row versions those updates make.
-  8: `
-    DROP INDEX producers_seen;
-    ALTER TABLE producers SET (fillfactor = 80);
   `,
 };
 
