@@ -33,6 +33,14 @@ type Summary = NonNullable<ProducerView['others']>;
 /** A stream with at most this many producers has them all loaded when a new one writes (see preload). */
 const ALL_PRODUCERS_LOADED = 64;
 
+/**
+ * Whether stream `sid` has more than $2 producers, counting at most $2 + 1 of them: a
+ * stream with thousands is not counted whole at each batch with a new producer. (A count
+ * correlated with each producer row read once counted a stream again for every one of
+ * them: 80 ms a batch at about a thousand, docs/performance.md.)
+ */
+const PRODUCERS_PAST_BOUND = '(SELECT count(*) FROM (SELECT 1 FROM producers WHERE stream_id = sid LIMIT $2 + 1) n) > $2';
+
 /** Stream ids taken from the sequence at a time. */
 const ID_BLOCK = 16;
 
@@ -291,14 +299,12 @@ export class PgBatch implements Txn {
     }
     return this.ask(`producers ${streamId} ${cutoffMs} ${excludeId}`, async () => {
       // summarizeProducers (core/producer.ts) as one query; the order of compareEvictionOrder:
-      // "C" collation compares UTF-8 bytes. No index holds last_seen_ms (schema.ts, 8): the
-      // counts take one pass over the stream's producers, the least recent one more.
+      // "C" collation compares UTF-8 bytes.
       const { rows } = await this.query<{ live: number; expired_max: number | null; lru_id: string | null; lru_epoch: number | null; lru_seen: number | null }>(
-        `SELECT a.live, a.expired_max, l.producer_id AS lru_id, l.epoch AS lru_epoch, l.last_seen_ms AS lru_seen
-         FROM (SELECT count(*) FILTER (WHERE last_seen_ms > $2 AND producer_id <> $3)::bigint AS live,
-                      max(epoch) FILTER (WHERE last_seen_ms <= $2) AS expired_max
-               FROM producers WHERE stream_id = $1) a
-         LEFT JOIN LATERAL (SELECT producer_id, epoch, last_seen_ms FROM producers
+        `SELECT (SELECT count(*)::bigint FROM producers WHERE stream_id = $1 AND last_seen_ms > $2 AND producer_id <> $3) AS live,
+                (SELECT max(epoch) FROM producers WHERE stream_id = $1 AND last_seen_ms <= $2) AS expired_max,
+                l.producer_id AS lru_id, l.epoch AS lru_epoch, l.last_seen_ms AS lru_seen
+         FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT producer_id, epoch, last_seen_ms FROM producers
            WHERE stream_id = $1 AND last_seen_ms > $2 AND producer_id <> $3 ORDER BY last_seen_ms, producer_id LIMIT 1) l ON true`,
         [streamId, cutoffMs, excludeId],
       );
@@ -538,15 +544,9 @@ export class PgBatch implements Txn {
   private async loadAllProducers(streamIds: number[]): Promise<void> {
     this.roundTrips++;
     const [crowded, { rows }] = await Promise.all([
-      this.query<{ stream_id: number }>('SELECT stream_id FROM producers WHERE stream_id = ANY($1::bigint[]) GROUP BY stream_id HAVING count(*) > $2', [
-        streamIds,
-        ALL_PRODUCERS_LOADED,
-      ]),
-      // Each stream counted once: a count correlated with each row read counted a stream's
-      // producers again for every one of them, 80 ms a batch at a thousand (docs/performance.md).
+      this.query<{ stream_id: number }>(`SELECT sid AS stream_id FROM unnest($1::bigint[]) sid WHERE ${PRODUCERS_PAST_BOUND}`, [streamIds, ALL_PRODUCERS_LOADED]),
       this.query<Record<string, unknown>>(
-        `${PRODUCER_SELECT} FROM producers p WHERE p.stream_id IN
-           (SELECT stream_id FROM producers WHERE stream_id = ANY($1::bigint[]) GROUP BY stream_id HAVING count(*) <= $2)`,
+        `${PRODUCER_SELECT} FROM producers p WHERE p.stream_id IN (SELECT sid FROM unnest($1::bigint[]) sid WHERE NOT ${PRODUCERS_PAST_BOUND})`,
         [streamIds, ALL_PRODUCERS_LOADED],
       ),
     ]);
