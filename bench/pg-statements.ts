@@ -3,14 +3,15 @@
  * time, statement by statement. One node on the bench's PostgreSQL server, which loads
  * pg_stat_statements for this (with planning times); the appends workload's load
  * (autocannon, 50 connections, 100-byte appends spread over the streams, or one producer
- * per connection with `--producers`), once to warm up and once counted. Prints the
+ * per connection with `--producers`; with `--producers --newcomers` each append from a producer new
+ * to its stream), once to warm up and once counted. Prints the
  * appends per second, the CPU per append of the node and of PostgreSQL's processes, and
  * the statements with the most execution time: per append, per call, calls and plans.
  * Execution time leaves out a statement's parse and bind (where PostgreSQL reads its
  * parameters) and the commit's flush; the CPU figures hold everything. Issue 41 found
  * with it that the guard and the loads read every stream row (docs/performance.md).
  *
- *   node .bench/build/pg-statements.js [--producers] [--streams 500] [--seconds 8] [--top 8] [--rill path/to/dist/bin/rill.js]
+ *   node .bench/build/pg-statements.js [--producers [--newcomers]] [--streams 500] [--seconds 8] [--top 8] [--rill path/to/dist/bin/rill.js]
  */
 import { resolve } from 'node:path';
 import pg from 'pg';
@@ -42,13 +43,14 @@ const CONNECTIONS = 50;
 const START_TIMEOUT_MS = 60_000;
 
 async function main(): Promise<void> {
-  const o = loadOptions(8);
+  const o = loadOptions(8, { newcomers: { type: 'boolean', default: false } });
+  const newcomers = o.values.newcomers === true;
   if (o.rill !== undefined) useRillBuild(resolve(o.rill));
   keepStatementStats();
   const target = await startTarget('rill-pg', null, [], START_TIMEOUT_MS);
   try {
     const admin = await adminClient();
-    const spec: AppendSpec = { streams: o.streams, connections: CONNECTIONS, durationS: o.seconds, producers: o.producers, prefix: 'statements' };
+    const spec: AppendSpec = { streams: o.streams, connections: CONNECTIONS, durationS: o.seconds, producers: o.producers || newcomers, newcomers, prefix: 'statements' };
     await prepareStreams(target.url, spec);
     await runAppends(target.url, spec);
     await admin.query('SELECT pg_stat_statements_reset()');
@@ -66,7 +68,7 @@ async function main(): Promise<void> {
       [o.top],
     );
     process.stdout.write(
-      `${o.streams} streams, ${o.producers ? 'producer' : 'plain'} appends, ${o.seconds} s counted after ${o.seconds} s of warm-up: ` +
+      `${o.streams} streams, ${newcomers ? 'new producers\'' : o.producers ? 'producer' : 'plain'} appends, ${o.seconds} s counted after ${o.seconds} s of warm-up: ` +
         `${Math.round(result.appendsPerS).toLocaleString('en-US')} appends/s; CPU per append: node ${perAppendUs(node)} µs, PostgreSQL ${perAppendUs(all - node)} µs\n\n` +
         '| execution µs per append | µs per call | calls | plans | statement |\n|---:|---:|---:|---:|---|\n',
     );

@@ -1,7 +1,8 @@
 /**
  * Workloads 1 and 2: 100-byte appends from 50 keep-alive connections (autocannon),
  * spread round-robin over N streams; with producers, each connection is one producer
- * that owns its own streams and sends Producer-Id/Epoch/Seq in order on each of them.
+ * that owns its own streams and sends Producer-Id/Epoch/Seq in order on each of them;
+ * with newcomers, every append comes from a producer its stream has not seen (seq 0).
  * At a fixed rate, the same appends are paced over the connections instead.
  * A server of several nodes gets its connections spread over their URLs, round-robin.
  */
@@ -13,6 +14,8 @@ export interface AppendSpec {
   connections: number;
   durationS: number;
   producers: boolean;
+  /** Each append from a new producer, round-robin over the streams: the streams gather producers past what a node loads whole. */
+  newcomers?: boolean;
   /** Distinguishes the stream names of one run from another's on the same server. */
   prefix: string;
   /** Requests per second over all connections; unset, each connection sends as fast as it is answered. */
@@ -95,6 +98,12 @@ function requestFor(spec: AppendSpec): autocannon.Request {
     setupRequest(req: autocannon.Request & { state: ConnectionState }) {
       if (!spec.producers) {
         req.path = `/v1/stream/${spec.prefix}-${nextStream++ % spec.streams}`;
+        return req;
+      }
+      if (spec.newcomers) {
+        const n = nextStream++;
+        req.path = `/v1/stream/${spec.prefix}-${n % spec.streams}`;
+        req.headers = { ...req.headers, 'producer-id': `bench-${run}-new-${n}`, 'producer-epoch': '0', 'producer-seq': '0' };
         return req;
       }
       const state = req.state;
