@@ -98,12 +98,15 @@ async function rillDatabaseClient(admin: pg.Client): Promise<pg.Client> {
 }
 
 function printTableCounts(before: TableRow[], after: TableRow[], appends: number): void {
-  const counted = (row: TableRow | undefined) => [Number(row?.ins ?? 0), Number(row?.upd ?? 0), Number(row?.hot ?? 0)];
+  const earlier = new Map(before.map((row) => [row.relname, row]));
+  const perAppend = (n: number) => (n / appends).toFixed(3);
   process.stdout.write('\n| table | rows inserted per append | rows updated per append | of them HOT |\n|---|---:|---:|---:|\n');
   for (const row of after) {
-    const [ins, upd, hot] = counted(row).map((n, i) => n - counted(before.find((b) => b.relname === row.relname))[i]!);
-    if (ins! + upd! === 0) continue;
-    process.stdout.write(`| ${row.relname} | ${(ins! / appends).toFixed(3)} | ${(upd! / appends).toFixed(3)} | ${upd ? `${((100 * hot!) / upd!).toFixed(0)}%` : '-'} |\n`);
+    const was = earlier.get(row.relname);
+    const since = (key: 'ins' | 'upd' | 'hot') => Number(row[key]) - Number(was?.[key] ?? 0);
+    const [ins, upd, hot] = [since('ins'), since('upd'), since('hot')];
+    if (ins + upd === 0) continue;
+    process.stdout.write(`| ${row.relname} | ${perAppend(ins)} | ${perAppend(upd)} | ${upd > 0 ? `${((100 * hot) / upd).toFixed(0)}%` : '-'} |\n`);
   }
 }
 

@@ -258,6 +258,28 @@ describe('state loaded in the middle of a batch', () => {
     expect(await sql('SELECT count(*)::int AS n FROM producers')).toEqual([{ n: 70 }]);
   });
 
+  it("a new producer's forget deletes the rows of its own stream last seen before the cutoff, on each stream of the batch", async () => {
+    const store = await node();
+    const streams = ['forget-a', 'forget-b', 'forget-c'].map((s) => v1StreamKey(s));
+    for (const name of streams) await store.run('createStream', createRequest(name));
+    const write = (name: string, id: string) => store.run('append', { name, request: appendRequest(id, { producer: { id, epoch: 0, seq: 0 } }) });
+    for (const name of streams) expectAppended(await write(name, 'old'));
+    clock.advance(DEFAULT_PRODUCER_SETTINGS.forgetAfterMs - 1_000);
+    // New producers too, but 'old' is not yet past the cutoff.
+    for (const name of streams.slice(0, 2)) expectAppended(await write(name, 'recent'));
+    clock.advance(1_001);
+    // One batch: new producers on the first two streams, where 'old' is now past it; the third sees none.
+    await Promise.all([write(streams[0]!, 'new'), write(streams[1]!, 'new')].map(async (w) => expectAppended(await w)));
+    const left = await sql(`SELECT s.name, p.producer_id FROM producers p JOIN streams s ON s.id = p.stream_id WHERE s.name = ANY($1) ORDER BY 1, 2`, [streams]);
+    expect(left.map((r) => `${(r as { name: string }).name} ${(r as { producer_id: string }).producer_id}`)).toEqual([
+      `${streams[0]} new`,
+      `${streams[0]} recent`,
+      `${streams[1]} new`,
+      `${streams[1]} recent`,
+      `${streams[2]} old`,
+    ]);
+  });
+
   it('retention removes the trimmed appends from the chunks table, except what a fork still reads', async () => {
     const store = await node();
     const trim = async (name: string, forkAt: number | null) => {
