@@ -30,8 +30,11 @@ import { asStored, KNOWN_PRODUCERS_MAX, producerAsStored, type KnownProducers, t
 
 type Summary = NonNullable<ProducerView['others']>;
 
-/** A stream with at most this many producers has them all loaded when a new one writes (see preload). */
-const ALL_PRODUCERS_LOADED = 64;
+/**
+ * A stream with at most this many producers has them all loaded when a new one writes (see
+ * preload): as many as the node keeps with a known row, so that it keeps them all.
+ */
+const ALL_PRODUCERS_LOADED = KNOWN_PRODUCERS_MAX;
 
 /**
  * Whether stream `sid` has more than $2 producers, counting at most $2 + 1 of them: a
