@@ -10,25 +10,21 @@
  * that their answer includes them. The step under way is undone and runs again.
  */
 import type { BucketState } from '../../core/bucket.js';
-import { withSettings } from '../../core/bucket-settings.js';
 import type { ChunkView } from '../../core/create.js';
-import type { ProducerRecord, ProducerView, StreamState } from '../../core/types.js';
+import type { ProducerRecord, StreamState } from '../../core/types.js';
 import { chunkFromChain, chunksFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import type { Txn } from '../executor.js';
 import { MissingState } from '../missing.js';
-import { PRODUCER_COLUMNS, producerFromValues, type ProducerValues } from '../producer-columns.js';
 import { summarizeProducers } from '../../core/producer.js';
 import type { Command } from '../store.js';
-import { rowToStream, type StreamRow } from '../stream-columns.js';
 import type { ColdSegmentRow } from '../cold/host.js';
 import { ChunkWindows, type Queryable } from './chunks.js';
 import { PgSubscriptions } from './subscriptions.js';
 import { PendingWrites, sendAll, UndoLog, writeStatements } from './writes.js';
 import { segmentOf, type SegmentColumns } from '../cold/segment-columns.js';
 import { SEGMENTS_SQL } from './cold-rows.js';
+import { loadBuckets, loadProducer, loadProducers, loadProducersWithin, loadProducerSummary, loadStreamRows, selectStreams, type ProducerSummary } from './batch-loads.js';
 import { asStored, KNOWN_PRODUCERS_MAX, producerAsStored, type KnownProducers, type KnownRow } from './known-rows.js';
-
-type Summary = NonNullable<ProducerView['others']>;
 
 /**
  * A stream with at most this many producers has them all loaded when a new one writes (see
@@ -36,46 +32,8 @@ type Summary = NonNullable<ProducerView['others']>;
  */
 const ALL_PRODUCERS_LOADED = KNOWN_PRODUCERS_MAX;
 
-/**
- * Whether stream `sid` has more than $2 producers, counting at most $2 + 1 of them: a
- * stream with thousands is not counted whole at each batch with a new producer. (A count
- * correlated with each producer row read once counted a stream again for every one of
- * them: 80 ms a batch at about a thousand, docs/performance.md.)
- */
-const PRODUCERS_PAST_BOUND = '(SELECT count(*) FROM (SELECT 1 FROM producers WHERE stream_id = sid LIMIT $2 + 1) n) > $2';
-
 /** Stream ids taken from the sequence at a time. */
 const ID_BLOCK = 16;
-
-const PRODUCER_SELECT = `SELECT p.stream_id, ${PRODUCER_COLUMNS.map((c) => `p.${c}`).join(', ')}`;
-
-/*
- * Loads find each row through its key by construction: a lateral subquery that locks or
- * has a LIMIT is never merged into the outer query, so it runs once per name or id, in a
- * nested loop. Written as `name = ANY($1) OR id = ANY($2)`, or as joins, the planner chose
- * for a table of a few hundred streams to read every row and search the arrays for each:
- * with producer appends, 30 us of PostgreSQL's time per append in the locking load
- * alone (issue 41).
- */
-
-/**
- * The stream rows named (`$1`) or numbered (`$2`), locked in name order ("C", as the
- * column), each with its version and the transaction's id.
- */
-const LOAD_STREAMS_SQL = `SELECT s.*, pg_current_xact_id()::xid::text AS txn_id
-  FROM (SELECT n.name COLLATE "C" AS name FROM unnest($1::text[]) n(name)
-        UNION SELECT t.name FROM unnest($2::bigint[]) i(id) CROSS JOIN LATERAL (SELECT name FROM streams WHERE id = i.id LIMIT 1) t
-        ORDER BY name) k
-  CROSS JOIN LATERAL (SELECT xmin::text AS row_version, * FROM streams WHERE name = k.name FOR UPDATE) s`;
-
-/** One row per (stream name, producer id) whose stream exists, the record's columns null when it has none. */
-const LOAD_PRODUCERS_SQL = `SELECT s.id AS sid, k.pid, p.* FROM unnest($1::text[], $2::text[]) k(name, pid)
-  CROSS JOIN LATERAL (SELECT id FROM streams WHERE name = k.name COLLATE "C" LIMIT 1) s
-  LEFT JOIN LATERAL (SELECT * FROM producers WHERE stream_id = s.id AND producer_id = k.pid LIMIT 1) p ON true`;
-
-function producerOf(row: Record<string, unknown>): ProducerRecord {
-  return producerFromValues(PRODUCER_COLUMNS.map((column) => row[column]) as ProducerValues);
-}
 
 /**
  * The cold tier's history as a batch reads it (storage/cold/cold-reads.ts): from segments
@@ -289,35 +247,15 @@ export class PgBatch implements Txn {
     const known = this.producers.get(streamId)?.get(producerId);
     if (known !== undefined) return known ?? undefined;
     if (this.allProducersKnown.has(streamId)) return undefined;
-    throw this.missing(false, async () => {
-      const { rows } = await this.query<Record<string, unknown>>(`${PRODUCER_SELECT} FROM producers p WHERE p.stream_id = $1 AND p.producer_id = $2`, [streamId, producerId]);
-      this.rememberProducer(streamId, producerId, rows[0] ? producerOf(rows[0]) : null);
-    });
+    throw this.missing(false, async () => this.rememberProducer(streamId, producerId, await loadProducer(this.db, streamId, producerId)));
   }
 
-  producerSummary(streamId: number, cutoffMs: number, excludeId: string): Summary {
+  producerSummary(streamId: number, cutoffMs: number, excludeId: string): ProducerSummary {
     if (this.allProducersKnown.has(streamId)) {
       const records = [...(this.producers.get(streamId)?.values() ?? [])].filter((r): r is ProducerRecord => r !== null);
       return summarizeProducers(records, cutoffMs, excludeId);
     }
-    return this.ask(`producers ${streamId} ${cutoffMs} ${excludeId}`, async () => {
-      // summarizeProducers (core/producer.ts) as one query; the order of compareEvictionOrder:
-      // "C" collation compares UTF-8 bytes.
-      const { rows } = await this.query<{ live: number; expired_max: number | null; lru_id: string | null; lru_epoch: number | null; lru_seen: number | null }>(
-        `SELECT (SELECT count(*)::bigint FROM producers WHERE stream_id = $1 AND last_seen_ms > $2 AND producer_id <> $3) AS live,
-                (SELECT max(epoch) FROM producers WHERE stream_id = $1 AND last_seen_ms <= $2) AS expired_max,
-                l.producer_id AS lru_id, l.epoch AS lru_epoch, l.last_seen_ms AS lru_seen
-         FROM (SELECT 1) one LEFT JOIN LATERAL (SELECT producer_id, epoch, last_seen_ms FROM producers
-           WHERE stream_id = $1 AND last_seen_ms > $2 AND producer_id <> $3 ORDER BY last_seen_ms, producer_id LIMIT 1) l ON true`,
-        [streamId, cutoffMs, excludeId],
-      );
-      const r = rows[0]!;
-      return {
-        liveCount: r.live,
-        expiredMaxEpoch: r.expired_max,
-        leastRecentLive: r.lru_id === null ? null : { id: r.lru_id, epoch: r.lru_epoch!, lastSeenMs: r.lru_seen! },
-      };
-    });
+    return this.ask(`producers ${streamId} ${cutoffMs} ${excludeId}`, () => loadProducerSummary(this.db, streamId, cutoffMs, excludeId));
   }
 
   chunkAt(stream: StreamState, position: number): ChunkView | null {
@@ -523,46 +461,35 @@ export class PgBatch implements Txn {
   private async loadStreams(names: string[], ids: number[]): Promise<void> {
     if (names.length === 0 && ids.length === 0) return;
     // Locked in name order, the same in every node, so two batches never wait on each other in a cycle.
-    // pg_current_xact_id() is evaluated only for rows found: a batch that finds none is not given an id (nor a commit to flush) by it.
-    const { rows } = await this.query<StreamRow & { row_version: string; txn_id: string }>(LOAD_STREAMS_SQL, [names, ids]);
-    if (rows.length > 0) this.transactionId = rows[0]!.txn_id;
+    const { rows, transactionId } = await loadStreamRows(this.db, names, ids);
+    if (transactionId !== null) this.transactionId = transactionId;
     for (const name of names) if (!this.byName.has(name)) this.byName.set(name, null);
     for (const id of ids) if (!this.byId.has(id)) this.byId.set(id, null);
-    for (const row of rows) this.rememberStream(rowToStream(row), row.row_version);
+    for (const { stream, version } of rows) this.rememberStream(stream, version);
   }
 
   private async lockedStreams(sql: string, values: unknown[]): Promise<StreamState[]> {
-    const { rows } = await this.query<StreamRow>(sql, values);
-    const streams = rows.map(rowToStream);
+    const streams = await selectStreams(this.db, sql, values);
     for (const stream of streams) this.rememberStream(stream);
     return streams;
   }
 
   private async loadProducers(keys: Array<[string, string]>): Promise<void> {
-    const { rows } = await this.query<Record<string, unknown>>(LOAD_PRODUCERS_SQL, [keys.map((k) => k[0]), keys.map((k) => k[1])]);
-    for (const row of rows) this.rememberProducer(row.sid as number, row.pid as string, row.producer_id === null ? null : producerOf(row));
+    for (const { streamId, producerId, record } of await loadProducers(this.db, keys)) this.rememberProducer(streamId, producerId, record);
   }
 
   /** Every producer record of the streams that have at most ALL_PRODUCERS_LOADED of them. */
   private async loadAllProducers(streamIds: number[]): Promise<void> {
     this.roundTrips++;
-    const [crowded, { rows }] = await Promise.all([
-      this.query<{ stream_id: number }>(`SELECT sid AS stream_id FROM unnest($1::bigint[]) sid WHERE ${PRODUCERS_PAST_BOUND}`, [streamIds, ALL_PRODUCERS_LOADED]),
-      this.query<Record<string, unknown>>(
-        `${PRODUCER_SELECT} FROM producers p WHERE p.stream_id IN (SELECT sid FROM unnest($1::bigint[]) sid WHERE NOT ${PRODUCERS_PAST_BOUND})`,
-        [streamIds, ALL_PRODUCERS_LOADED],
-      ),
-    ]);
-    for (const row of rows) this.rememberProducer(row.stream_id as number, row.producer_id as string, producerOf(row));
-    const skipped = new Set(crowded.rows.map((r) => r.stream_id));
-    for (const id of streamIds) if (!skipped.has(id)) this.allProducersKnown.add(id);
+    const { records, crowded } = await loadProducersWithin(this.db, streamIds, ALL_PRODUCERS_LOADED);
+    for (const { streamId, producerId, record } of records) this.rememberProducer(streamId, producerId, record);
+    for (const id of streamIds) if (!crowded.has(id)) this.allProducersKnown.add(id);
   }
 
   private async loadBuckets(ids: string[]): Promise<void> {
-    // Locked: a bucket's deletion and a stream's creation in it never pass each other.
-    const { rows } = await this.query<{ id: string; created_at_ms: number; settings: unknown }>('SELECT * FROM buckets WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE', [ids]);
+    const loaded = await loadBuckets(this.db, ids);
     for (const id of ids) if (!this.buckets.has(id)) this.buckets.set(id, null);
-    for (const row of rows) this.buckets.set(row.id, withSettings({ id: row.id, createdAtMs: row.created_at_ms }, row.settings));
+    for (const bucket of loaded) this.buckets.set(bucket.id, bucket);
   }
 
   /** Chunks as this batch sees them: the cold tier's below its boundary, its own appends, the table's rows, and its trims. */
