@@ -24,11 +24,14 @@ export interface SoakOptions {
   log?: (line: string) => void;
   /** The server's store: SQLite in a data directory of its own unless a PostgreSQL database is given; the database stays up. */
   postgresUrl?: string;
+  /** Server processes on the one PostgreSQL database (default 1); the clients spread their requests over them. */
+  nodes?: number;
 }
 
 export interface SoakReport {
   seed: number;
   store: 'sqlite' | 'postgres';
+  nodes: number;
   durationMs: number;
   restarts: number;
   checks: number;
@@ -67,32 +70,59 @@ const STREAMS = {
   json: stream('json', 'application/json'),
 };
 
+/**
+ * The server's processes: one, or with PostgreSQL several nodes on one database. Each
+ * request goes to the next node in turn (`base`); a crash SIGKILLs one node, drawn at
+ * random, and starts it again on its port while the others serve on.
+ */
 class Supervisor {
-  server!: ServerProcess;
+  readonly servers: ServerProcess[] = [];
   restarts = 0;
   /** Time from SIGKILL to the restarted server answering /healthz. */
   readonly restartMs: number[] = [];
+  private turn = 0;
 
   constructor(
     readonly dataDir: string,
-    readonly port: number,
+    readonly ports: number[],
     readonly postgresUrl: string | undefined,
   ) {}
 
   async start(): Promise<void> {
-    this.server = await startServer({ process: true, dataDir: this.dataDir, port: this.port, postgresUrl: this.postgresUrl, args: SERVER_ARGS });
+    for (let node = 0; node < this.ports.length; node++) await this.startNode(node);
   }
 
-  async crash(): Promise<void> {
+  private async startNode(node: number): Promise<void> {
+    this.servers[node] = await startServer({ process: true, dataDir: this.dataDir, port: this.ports[node], postgresUrl: this.postgresUrl, args: SERVER_ARGS });
+  }
+
+  async crash(rng: Rng): Promise<void> {
+    // One node: no draw, so that a seed gives the history it gave before there were several.
+    const node = this.ports.length === 1 ? 0 : rng.int(0, this.ports.length - 1);
     const killedAt = Date.now();
-    await this.server.kill();
-    await this.start();
+    await this.servers[node]!.kill();
+    await this.startNode(node);
     this.restartMs.push(Date.now() - killedAt);
     this.restarts += 1;
   }
 
+  /** The next node's URL. */
   get base(): string {
-    return `http://127.0.0.1:${this.port}`;
+    this.turn = (this.turn + 1) % this.ports.length;
+    return `http://127.0.0.1:${this.ports[this.turn]}`;
+  }
+
+  /** SIGTERM to every node; the exit codes that were not 0. */
+  async stop(): Promise<Array<number | null>> {
+    const codes = await Promise.all(this.servers.map((server) => server.stop()));
+    return codes.filter((code) => code !== 0);
+  }
+
+  async killAll(): Promise<void> {
+    for (const server of this.servers) {
+      const child = server.child;
+      if (child.exitCode === null && child.signalCode === null) await server.kill();
+    }
   }
 }
 
@@ -148,7 +178,7 @@ async function crashLoop(p: Phase, ended: (nextGapMs: number) => boolean, gapMs:
   while (!ended(gapMs[0])) {
     // pacing: the time between kills, not a wait for an outcome
     await sleep(p.rng.int(gapMs[0], gapMs[1]));
-    await p.supervisor.crash();
+    await p.supervisor.crash(p.rng);
     const checkStarted = Date.now();
     await checkAll(p.supervisor.base, p.ledger, p.readers);
     p.checkMs.push(Date.now() - checkStarted);
@@ -163,7 +193,7 @@ async function crashLoop(p: Phase, ended: (nextGapMs: number) => boolean, gapMs:
 
 /** After the load: one more crash at rest, then the readers finish and everything is checked. */
 async function finish(p: Phase, finalTails: Map<string, number>, setReaderDeadline: (ms: number) => void, readerRuns: Array<Promise<void>>): Promise<number> {
-  await p.supervisor.crash();
+  await p.supervisor.crash(p.rng);
   for (const [name, tail] of await checkAll(p.supervisor.base, p.ledger, p.readers)) finalTails.set(name, tail);
   setReaderDeadline(Date.now() + 60_000);
   await Promise.all(readerRuns);
@@ -171,8 +201,7 @@ async function finish(p: Phase, finalTails: Map<string, number>, setReaderDeadli
     if (r.offset !== finalTails.get(r.stream)) p.ledger.violation(`${r.label} stopped at ${r.offset}, the stream ends at ${finalTails.get(r.stream)}`);
   }
   await checkAll(p.supervisor.base, p.ledger, p.readers);
-  const code = await p.supervisor.server.stop();
-  if (code !== 0) p.ledger.violation(`SIGTERM at the end exited with ${code}`);
+  for (const code of await p.supervisor.stop()) p.ledger.violation(`SIGTERM at the end exited with ${code}`);
   return 2;
 }
 
@@ -185,13 +214,18 @@ function endOf(end: SoakOptions['end'], startedMs: number, p: Phase): (nextGapMs
 export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const started = Date.now();
   const rng = new Rng(options.seed);
-  const supervisor = new Supervisor(tempDataDir('rill-soak-'), await freePort(), options.postgresUrl);
+  const nodes = options.nodes ?? 1;
+  if (nodes > 1 && options.postgresUrl === undefined) throw new Error('several nodes share a PostgreSQL database: give postgresUrl');
+  const ports: number[] = [];
+  for (let node = 0; node < nodes; node++) ports.push(await freePort());
+  const supervisor = new Supervisor(tempDataDir('rill-soak-'), ports, options.postgresUrl);
   const p: Phase = { checkMs: [], supervisor, ledger: new Ledger(), readers: [], rng, log: options.log ?? (() => {}) };
   let stopping = false;
   let readerDeadline = Number.POSITIVE_INFINITY;
   const finalTails = new Map<string, number>();
-  const ctx: SoakContext = { base: supervisor.base, ledger: p.ledger, stopping: () => stopping };
-  const readerCtx: ReaderContext = { base: supervisor.base, ledger: p.ledger, finalTail: (s) => finalTails.get(s), deadline: () => readerDeadline };
+  // Each request asks for `base` anew, so requests go to the nodes in turn.
+  const ctx: SoakContext = { get base() { return supervisor.base; }, ledger: p.ledger, stopping: () => stopping };
+  const readerCtx: ReaderContext = { get base() { return supervisor.base; }, ledger: p.ledger, finalTail: (s) => finalTails.get(s), deadline: () => readerDeadline };
   await supervisor.start();
   try {
     await setUp(ctx, rng);
@@ -205,8 +239,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   } finally {
     stopping = true;
     readerDeadline = 0;
-    const child = supervisor.server?.child;
-    if (child && child.exitCode === null && child.signalCode === null) await supervisor.server.kill();
+    await supervisor.killAll();
     removeDir(supervisor.dataDir);
   }
 }
@@ -216,6 +249,7 @@ function report(options: SoakOptions, p: Phase, checks: number, durationMs: numb
   return {
     seed: options.seed,
     store: options.postgresUrl === undefined ? 'sqlite' : 'postgres',
+    nodes: options.nodes ?? 1,
     durationMs,
     restarts: p.supervisor.restarts,
     checks,
@@ -239,7 +273,7 @@ export function formatReport(r: SoakReport): string {
   const kinds = Object.entries(r.ackedByKind).map(([k, n]) => `${k} ${n}`).join(', ');
   const unknown = Object.entries(r.unknownOutcomes).map(([k, n]) => `${k} ${n}`).join(', ');
   return [
-    `rill crash soak on ${r.store === 'sqlite' ? 'SQLite' : 'PostgreSQL'}: ${(r.durationMs / 60_000).toFixed(1)} min, seed ${r.seed}`,
+    `rill crash soak on ${r.store === 'sqlite' ? 'SQLite' : 'PostgreSQL'}${r.nodes > 1 ? `, ${r.nodes} nodes` : ''}: ${(r.durationMs / 60_000).toFixed(1)} min, seed ${r.seed}`,
     `restarts (SIGKILL): ${r.restarts} (kill to healthy: mean ${r.restartMs.mean} ms, max ${r.restartMs.max} ms)`,
     `checks: ${r.checks} (mean ${r.checkMs.mean} ms, max ${r.checkMs.max} ms)`,
     `writes acknowledged: ${r.acknowledged} (${kinds})`,
