@@ -1,8 +1,8 @@
 /**
- * The crash soak: the real server on SQLite (or on PostgreSQL, given a database) under
- * mixed load, SIGKILLed and restarted at random moments. After every restart, and at the end, the checker verifies every
- * stream against what the clients were told. Used by `npm run soak` and, shortened, by
- * the test suite.
+ * The crash soak: the real server on SQLite (or on PostgreSQL, given a database, with one
+ * or more nodes) under mixed load, SIGKILLed and restarted at random moments. After every
+ * restart, and at the end, the checker verifies every stream against what the clients were
+ * told. Used by `npm run soak` and, shortened, by the test suite.
  */
 import { freePort, removeDir, startServer, tempDataDir, type ServerProcess } from '../../helpers/server.js';
 import { checkAll } from './checker.js';
@@ -217,7 +217,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   const nodes = options.nodes ?? 1;
   if (nodes > 1 && options.postgresUrl === undefined) throw new Error('several nodes share a PostgreSQL database: give postgresUrl');
   const ports: number[] = [];
-  for (let node = 0; node < nodes; node++) ports.push(await freePort());
+  while (ports.length < nodes) {
+    const port = await freePort();
+    if (!ports.includes(port)) ports.push(port);
+  }
   const supervisor = new Supervisor(tempDataDir('rill-soak-'), ports, options.postgresUrl);
   const p: Phase = { checkMs: [], supervisor, ledger: new Ledger(), readers: [], rng, log: options.log ?? (() => {}) };
   let stopping = false;
