@@ -33,20 +33,29 @@ const MAX_REMEMBERED = 10_000;
 /** Longest token accepted (a header is limited anyway; this bounds the work of a bad one). */
 export const MAX_TOKEN_BYTES = 8 * 1024;
 
+/** What a verifier is told (the server's AuthSettings, http/settings.ts, carry these and more). */
 export interface VerifierOptions {
+  /** HS256 shared secret (at least 32 bytes). */
   secretFile: string | null;
+  /** Public keys (JWKS), chosen by `kid`. At most one of jwksFile, jwksUrl and oidcIssuer (checked at startup). */
   jwksFile: string | null;
-  /** At most one of jwksFile, jwksUrl and oidcIssuer (checked at startup). */
+  /** Public keys (JWKS) fetched from this https URL, chosen by `kid`. */
   jwksUrl: string | null;
+  /** An OpenID Connect issuer: its discovery document names the JWKS URL, and tokens must have it as `iss`. */
   oidcIssuer: string | null;
+  /** With a JWKS URL: shortest time between two fetches for a token naming an unknown `kid`. */
   jwksCooldownMs: number;
+  /** With a JWKS URL: age after which the fetched keys are fetched again before use. */
   jwksMaxAgeMs: number;
+  /** What a verified token must carry besides: `strict` is RFC 9068's access token profile. */
   profile: TokenProfile;
+  /** Required `iss`; null: not checked. */
   issuer: string | null;
+  /** Required `aud`; null: not checked. */
   audience: string | null;
-  /** How often key files are checked for changes (0: on every verification). */
+  /** How often the key files are checked for changes, for rotation (0: on every verification). */
   keysCheckMs: number;
-  /** Longest lifetime a token may have (exp - iat); a token without exp is refused. */
+  /** Longest lifetime a token may have (exp - iat, or exp - now without iat); tokens without exp are refused. */
   maxTtlMs: number;
 }
 

@@ -1,7 +1,7 @@
 /** Server settings with their defaults. Every limit a client can reach is here. */
 import { MAX_SNAPSHOT_BYTES } from '../core/snapshot.js';
 import { NO_QUOTAS, type QuotaSettings } from '../auth/quota.js';
-import type { TokenProfile } from '../auth/profile.js';
+import type { VerifierOptions } from '../auth/verifier.js';
 import { NO_BUCKET_LIMITS, type BucketLimits } from '../core/bucket.js';
 import { DEFAULT_USAGE_MAX_KEYS } from '../core/usage.js';
 import { DEFAULT_PRODUCER_SETTINGS, type ProducerSettings } from '../core/types.js';
@@ -151,29 +151,7 @@ export const DEFAULT_SUBSCRIPTION_SETTINGS: SubscriptionSettings = {
   tokenTtlMs: 3_600_000,
 };
 
-export interface AuthSettings {
-  /** HS256 shared secret (at least 32 bytes). */
-  secretFile: string | null;
-  /** Public keys (JWKS), chosen by `kid`. */
-  jwksFile: string | null;
-  /** Public keys (JWKS) fetched from this https URL, chosen by `kid`. */
-  jwksUrl: string | null;
-  /** An OpenID Connect issuer: its discovery document names the JWKS URL, and tokens must have it as `iss`. */
-  oidcIssuer: string | null;
-  /** With a JWKS URL: shortest time between two fetches for a token naming an unknown `kid`. */
-  jwksCooldownMs: number;
-  /** With a JWKS URL: age after which the fetched keys are fetched again before use. */
-  jwksMaxAgeMs: number;
-  /** What a verified token must carry besides: `strict` is RFC 9068's access token profile. */
-  profile: TokenProfile;
-  /** Required `iss`; null: not checked. */
-  issuer: string | null;
-  /** Required `aud`; null: not checked. */
-  audience: string | null;
-  /** How often the key files are checked for changes (rotation). */
-  keysCheckMs: number;
-  /** Longest lifetime a token may have (exp - iat, or exp - now without iat); tokens without exp are refused. */
-  maxTtlMs: number;
+export interface AuthSettings extends VerifierOptions {
   /** How often the revocations are re-read from the store, so that another node's apply here. */
   revocationsCheckMs: number;
   quotas: QuotaSettings;
