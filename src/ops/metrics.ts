@@ -236,6 +236,7 @@ export class RillMetrics implements StorageObserver {
     mirror('rill_storage_unavailable_responses_total', 'Requests answered 503 because the storage failed', () => this.storageRefusals);
     mirror('rill_stream_cache_hits_total', 'Stream states found in the stream cache (SQLite engine)', () => this.streamCache().hits);
     mirror('rill_stream_cache_misses_total', 'Stream states read from the database because the cache lacked them (SQLite engine)', () => this.streamCache().misses);
+    mirror('rill_large_append_cache_hits_total', 'Reads of an append of 1 MiB or more answered from memory, not loaded from the database again (SQLite engine)', () => this.streamCache().largeAppendHits);
     mirror('rill_subscription_wakes_total', 'Subscription wakes this node started for new data (each a new generation; a webhook to deliver or a wake event appended)', () => this.subscriptionWakes);
     // The same for a record of plain numbers, one label value per field.
     const mirrorEach = <K extends string>(name: string, help: string, label: string, values: Record<K, number>) => {
@@ -304,6 +305,14 @@ export class RillMetrics implements StorageObserver {
       registers,
       collect() {
         this.set(cache().bytes);
+      },
+    });
+    new Gauge({
+      name: 'rill_large_append_cache_bytes',
+      help: 'Memory held by appends of 1 MiB or more kept for the reads that go on through them (SQLite engine; at most 64 MiB)',
+      registers,
+      collect() {
+        this.set(cache().largeAppendBytes);
       },
     });
     // One query per scrape answers the three gauges below.

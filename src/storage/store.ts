@@ -262,8 +262,11 @@ export interface StreamCacheCounters {
   misses: number;
   entries: number;
   bytes: number;
+  /** Reads of a large append answered from memory, and the memory those appends hold (large-appends.ts). */
+  largeAppendHits: number;
+  largeAppendBytes: number;
 }
 
 /** The counters of a store without a stream cache. */
-export const NO_CACHE: StreamCacheCounters = Object.freeze({ hits: 0, misses: 0, entries: 0, bytes: 0 });
+export const NO_CACHE: StreamCacheCounters = Object.freeze({ hits: 0, misses: 0, entries: 0, bytes: 0, largeAppendHits: 0, largeAppendBytes: 0 });
 

@@ -2,6 +2,8 @@
  * `rill serve --stream-cache N`: a server whose cache holds fewer streams than it serves
  * reads the others' rows on every write, and must answer exactly as one that caches all
  * (the real binary on SQLite; the storage contract suite runs the same with 3 entries).
+ * Then the appends of 1 MiB or more that SQLite keeps for a reader going through one in
+ * several responses (storage/large-appends.ts), as /metrics shows them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { removeDir, startServer, tempDataDir, type RunningServer, type ServerProcess } from '../helpers/server.js';
@@ -135,4 +137,36 @@ describe('a stream cache bounded by memory (--stream-cache-bytes)', () => {
     expect(await metric(bounded.url, 'rill_stream_cache_entries')).toBeGreaterThanOrEqual(40);
     expect(await metric(bounded.url, 'rill_stream_cache_bytes')).toBeLessThanOrEqual(BOUND_BYTES);
   });
+});
+
+describe('large appends kept for the reads that go on through them', () => {
+  // On the event loop and on the storage thread, whose counters cross with each answer.
+  for (const args of [[], ['--sqlite-thread', 'on']]) {
+    it(`a reader going through a 2 MiB append in 256 KiB windows gets every byte, from one load (${args.join(' ') || 'default'})`, async () => {
+      const server = await startServer({ args });
+      try {
+        const stream = `${server.url}/v1/stream/large`;
+        expect((await fetch(stream, { method: 'PUT', headers: { 'content-type': 'application/octet-stream' } })).status).toBe(201);
+        const body = Buffer.alloc(2 * 1024 * 1024);
+        for (let i = 0; i < body.length; i++) body[i] = (i * 31 + (i >> 11)) & 0xff;
+        expect((await fetch(stream, { method: 'POST', headers: { 'content-type': 'application/octet-stream' }, body })).status).toBe(204);
+        const hitsBefore = await metric(server.url, 'rill_large_append_cache_hits_total');
+        const parts: Buffer[] = [];
+        let offset = '-1';
+        for (let reads = 0; reads < 8; reads++) {
+          const res = await fetch(`${stream}?offset=${offset}&max_bytes=262144`);
+          expect(res.status).toBe(200);
+          parts.push(Buffer.from(await res.arrayBuffer()));
+          offset = res.headers.get('stream-next-offset')!;
+        }
+        expect(Buffer.concat(parts).equals(body)).toBe(true);
+        // The first window loads the append; the seven after it find it in memory.
+        expect((await metric(server.url, 'rill_large_append_cache_hits_total')) - hitsBefore).toBe(7);
+        expect(await metric(server.url, 'rill_large_append_cache_bytes')).toBe(body.length);
+      } finally {
+        await server.stop();
+        removeDir(server.dataDir);
+      }
+    });
+  }
 });

@@ -17,6 +17,7 @@ import { BatchedStore } from '../batched.js';
 import { ReadNotSettledError, StorageUnavailableError } from '../errors.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import { DiskSpace } from '../disk-space.js';
+import { LargeAppendCache } from '../large-appends.js';
 import type { Txn } from '../executor.js';
 import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
 import type { BucketInfo, BucketListing, HeldTotals, ProducerListing, StoreOptions, StoreTotals, StreamCacheCounters, StreamListing } from '../store.js';
@@ -124,6 +125,7 @@ export class SqliteStore extends BatchedStore {
   private readonly cache: StreamCache;
   private readonly streams: StreamRows;
   private readonly producers = new ProducerCache(50_000);
+  private readonly largeAppends = new LargeAppendCache();
   /** Appends and producer changes not yet in `chunks` and `producers`. */
   private readonly heldWrites: HeldWrites;
   private readonly txn: SqliteTxn;
@@ -169,7 +171,7 @@ export class SqliteStore extends BatchedStore {
         countMessagesIn(stream, chunksFromChain(this.chunkSource, stream, from, to - from)),
       );
       this.subscriptions = new SqliteSubscriptions(this.db, this.streams);
-      this.txn = new SqliteTxn(this.sql, this.streams, this.heldWrites, this.producers, this.chunkSource, this.subscriptions);
+      this.txn = new SqliteTxn(this.sql, this.streams, this.heldWrites, this.producers, this.chunkSource, this.subscriptions, this.largeAppends);
       // Appends and producer changes a crash left in `recent_batches` are applied before anything reads them.
       this.heldWrites.recover();
       this.backfillRecords();
@@ -357,15 +359,33 @@ export class SqliteStore extends BatchedStore {
 
   /** The indexed append with the greatest start at or before `position`. */
   private indexedAppendAt(streamId: number, position: number): StoredChunk | null {
+    const kept = this.largeAppends.containing(streamId, position);
+    if (kept !== undefined) return kept;
     const row = this.sql.chunkContaining.get(streamId, position);
-    return row ? appendAt(row, position) : null;
+    if (!row) return null;
+    const append = appendAt(row, position);
+    this.keepLarge(streamId, append);
+    return append;
   }
 
   /** The indexed appends with `from <= start < before`, in order. */
   private *indexedAppendsFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
     for (const row of this.sql.chunkRowsFrom.iterate({ stream: streamId, from, before })) {
-      for (const append of appendsOfRow(row)) if (append.start >= from && append.start < before) yield append;
+      for (const append of appendsOfRow(row)) {
+        if (append.start < from || append.start >= before) continue;
+        // The append the read's end cuts is where the reader's next read starts.
+        if (append.start + append.data.length > before) this.keepLarge(streamId, append);
+        yield append;
+      }
     }
+  }
+
+  /**
+   * Outside a transaction only: what a transaction reads may be its own insert, gone if
+   * it rolls back, while a committed row's bytes never change (large-appends.ts).
+   */
+  private keepLarge(streamId: number, append: StoredChunk): void {
+    if (!this.db.inTransaction) this.largeAppends.keep(streamId, append);
   }
 
   private coldRowsOnce: SqliteColdRows | null = null;
@@ -571,7 +591,7 @@ export class SqliteStore extends BatchedStore {
 
   cacheCounters(): StreamCacheCounters {
     const { entries, bytes } = this.cache.size;
-    return { hits: this.cache.hits, misses: this.cache.misses, entries, bytes };
+    return { hits: this.cache.hits, misses: this.cache.misses, entries, bytes, largeAppendHits: this.largeAppends.hits, largeAppendBytes: this.largeAppends.size };
   }
 
   private async answerWhenDurable<T>(seq: number, answer: T): Promise<T> {

@@ -14,6 +14,7 @@ import { chunkFromChain, chunksFromChain, type ChunkSource } from '../chain.js';
 import type { Txn } from '../executor.js';
 import { producerFromValues } from '../producer-columns.js';
 import { rowFrom } from './chunk-rows.js';
+import type { LargeAppendCache } from '../large-appends.js';
 import type { HeldWrites } from './held-writes.js';
 import type { ProducerCache } from './producer-cache.js';
 import type { Statements } from './statements.js';
@@ -37,6 +38,8 @@ export class SqliteTxn implements Txn {
     /** The engine's appends, recent and indexed, for reads through fork links. */
     private readonly chunks: ChunkSource,
     readonly subscriptions: SqliteSubscriptions,
+    /** Large appends the engine's reads keep: a trim or a drop makes a stream's stale. */
+    private readonly largeAppends: LargeAppendCache,
   ) {
     this.nextId = Number(sql.nextId.get()!.value);
     this.persistedNextId = this.nextId;
@@ -146,6 +149,7 @@ export class SqliteTxn implements Txn {
     this.streams.byId(stream.id);
     this.streams.cache.delete(stream);
     this.sql.deleteChunks.run(stream.id);
+    this.largeAppends.forget(stream.id);
     // Its appends in recent_batches go with the next seal's range (or the next start skips them).
     this.held.recent.forget(stream.id);
     this.sql.deleteAllProducers.run(stream.id);
@@ -162,6 +166,7 @@ export class SqliteTxn implements Txn {
   /** Deletes whole appends before `position`; an append cut by it keeps only its tail part. */
   trimBefore(stream: StreamState, position: number): void {
     this.trimmedIds.add(stream.id);
+    this.largeAppends.forget(stream.id);
     // Trimming works on the index: what is recent is indexed first (retention is rare).
     this.held.indexAll();
     this.sql.trimWhole.run(stream.id, position, position);

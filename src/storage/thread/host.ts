@@ -28,7 +28,7 @@ import type {
   StreamListing,
 } from '../store.js';
 import { NO_CACHE } from '../store.js';
-import { fromWire, Outbox, unpack, type FromStore, type ReadName, type ThreadSettings, type ToStore } from './wire.js';
+import { fromCounterList, fromWire, Outbox, unpack, type FromStore, type ReadName, type ThreadSettings, type ToStore } from './wire.js';
 
 export interface ThreadStoreOptions extends ThreadSettings {
   /** The clock the store judges time by; every call carries its reading. */
@@ -143,7 +143,7 @@ export class ThreadStore implements Store {
   heard(message: FromStore): void {
     switch (message.kind) {
       case 'answer':
-        this.cache = { hits: message.cache[0], misses: message.cache[1], entries: message.cache[2], bytes: message.cache[3] };
+        this.cache = fromCounterList(message.cache);
         return this.settle(message.id)?.resolve(message.value);
       case 'failed':
         return this.settle(message.id)?.reject(fromWire(message.error));

@@ -4,7 +4,7 @@
  * on the other side as the storage error they were, so that the HTTP layer's one mapping
  * (`storageRefusal`) and every `instanceof` check work as if the store were local.
  */
-import type { StorageObserver, Store, StoreCommands } from '../store.js';
+import type { StorageObserver, Store, StoreCommands, StreamCacheCounters } from '../store.js';
 import { decode, encode, type Packet } from './codec.js';
 import type { ProducerSettings, StreamState } from '../../core/types.js';
 import type { RecentIndexing } from '../sqlite/held-writes.js';
@@ -44,11 +44,23 @@ export type ToStore = { store: number; nowMs: number } & (
 
 export type ObserverEvent = { [K in keyof StorageObserver]-?: { event: K; args: Parameters<NonNullable<StorageObserver[K]>> } }[keyof StorageObserver];
 
+/** The stream cache's counters as they cross with each answer: numbers in this order. */
+const CACHE_COUNTERS = ['hits', 'misses', 'entries', 'bytes', 'largeAppendHits', 'largeAppendBytes'] as const satisfies ReadonlyArray<keyof StreamCacheCounters>;
+export type CacheCounterList = number[];
+
+export function toCounterList(counters: StreamCacheCounters): CacheCounterList {
+  return CACHE_COUNTERS.map((key) => counters[key]);
+}
+
+export function fromCounterList(list: CacheCounterList): StreamCacheCounters {
+  return Object.fromEntries(CACHE_COUNTERS.map((key, i) => [key, list[i]!])) as unknown as StreamCacheCounters;
+}
+
 /** The store's thread to the event loop's, about store `store`. Answers carry the stream cache's counters (for /metrics). */
 export type FromStore = { store: number } & (
   | { kind: 'opened' }
   | { kind: 'openFailed'; error: WireError }
-  | { kind: 'answer'; id: number; value: unknown; cache: [hits: number, misses: number, entries: number, bytes: number] }
+  | { kind: 'answer'; id: number; value: unknown; cache: CacheCounterList }
   | { kind: 'failed'; id: number; error: WireError }
   | { kind: 'commit'; events: unknown[] }
   | { kind: 'observed'; observed: ObserverEvent }

@@ -9,7 +9,7 @@ import { SqliteStore } from '../sqlite/engine.js';
 import { StorageUnavailableError } from '../errors.js';
 import { NO_CACHE, type Store } from '../store.js';
 import type { Packet } from './codec.js';
-import { Outbox, toWire, unpack, type FromStore, type ObserverEvent, type ThreadSettings, type ToStore } from './wire.js';
+import { Outbox, toCounterList, toWire, unpack, type FromStore, type ObserverEvent, type ThreadSettings, type ToStore } from './wire.js';
 
 const port = parentPort!;
 const outbox = new Outbox<FromStore>((packet, transfer) => port.postMessage(packet, transfer));
@@ -61,7 +61,7 @@ function answer(id: number, held: Held, call: number, work: Promise<unknown>): v
   work.then(
     (value) => {
       const cache = held.store.cacheCounters?.() ?? NO_CACHE;
-      outbox.post({ store: id, kind: 'answer', id: call, value, cache: [cache.hits, cache.misses, cache.entries, cache.bytes] });
+      outbox.post({ store: id, kind: 'answer', id: call, value, cache: toCounterList(cache) });
     },
     (error: unknown) => outbox.post({ store: id, kind: 'failed', id: call, error: toWire(error) }),
   );

@@ -1,0 +1,156 @@
+/**
+ * Large appends kept for the reads that go on through them (storage/large-appends.ts):
+ * the cache's own rules, then a real SQLite store read in windows smaller than an append,
+ * trimmed inside one by a retention policy, and dropped and made again.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
+import type { RetentionPolicy } from '../../src/core/retention-policy.js';
+import { v1StreamKey } from '../../src/protocol/ids.js';
+import { LARGE_APPEND_MIN_BYTES, LargeAppendCache } from '../../src/storage/large-appends.js';
+import { SqliteStore } from '../../src/storage/sqlite/engine.js';
+import { removeDir, tempDataDir } from '../helpers/server.js';
+import { appendRequest, createRequest, expectAppended, JSON_TYPE, mustGet, randomBytes, seededRandom } from './fixtures.js';
+
+const MIB = 1024 * 1024;
+const chunk = (start: number, length: number, fill = 1) => ({ start, data: Buffer.alloc(length, fill) });
+
+describe('the large-append cache', () => {
+  it('keeps an append of 1 MiB or more and finds it from any position inside it, on its stream only', () => {
+    const cache = new LargeAppendCache(4 * MIB);
+    cache.keep(1, chunk(100, LARGE_APPEND_MIN_BYTES - 1));
+    expect(cache.size).toBe(0);
+    cache.keep(1, chunk(100, MIB));
+    expect(cache.containing(1, 100)?.start).toBe(100);
+    expect(cache.containing(1, 100 + MIB - 1)?.start).toBe(100);
+    expect(cache.containing(1, 99)).toBeUndefined();
+    expect(cache.containing(1, 100 + MIB)).toBeUndefined();
+    expect(cache.containing(2, 100)).toBeUndefined();
+    expect(cache.hits).toBe(2);
+    // Kept once, however often it is loaded.
+    cache.keep(1, chunk(100, MIB));
+    expect(cache.size).toBe(MIB);
+  });
+
+  it('stays within its bytes, the least recently used going first', () => {
+    const cache = new LargeAppendCache(3 * MIB);
+    cache.keep(1, chunk(0, MIB));
+    cache.keep(1, chunk(MIB, MIB));
+    cache.keep(2, chunk(0, MIB));
+    cache.containing(1, 0); // the first is now the most recently used
+    cache.keep(3, chunk(0, MIB));
+    expect(cache.size).toBe(3 * MIB);
+    expect(cache.containing(1, MIB)).toBeUndefined();
+    expect(cache.containing(1, 0)).toBeDefined();
+    expect(cache.containing(2, 0)).toBeDefined();
+    expect(cache.containing(3, 0)).toBeDefined();
+    // An append larger than the whole bound is not kept, and pushes nothing out.
+    cache.keep(4, chunk(0, 4 * MIB));
+    expect(cache.containing(4, 0)).toBeUndefined();
+    expect(cache.size).toBe(3 * MIB);
+  });
+
+  it('forgets every append of a stream at once', () => {
+    const cache = new LargeAppendCache(8 * MIB);
+    cache.keep(1, chunk(0, MIB));
+    cache.keep(1, chunk(MIB, 2 * MIB));
+    cache.keep(2, chunk(0, MIB));
+    cache.forget(1);
+    expect(cache.containing(1, 0)).toBeUndefined();
+    expect(cache.containing(1, MIB)).toBeUndefined();
+    expect(cache.containing(2, 0)).toBeDefined();
+    expect(cache.size).toBe(MIB);
+  });
+});
+
+describe('large appends in a real SQLite store', () => {
+  const dirs: string[] = [];
+  afterEach(() => dirs.splice(0).forEach(removeDir));
+  const open = () => {
+    const dataDir = tempDataDir();
+    dirs.push(dataDir);
+    return new SqliteStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
+  };
+  const largeHits = (store: SqliteStore) => store.cacheCounters().largeAppendHits;
+
+  it('reads an append larger than the window in many windows, loading it once', async () => {
+    const store = open();
+    try {
+      const name = v1StreamKey('big');
+      await store.run('createStream', createRequest(name));
+      const big = randomBytes(seededRandom(1), 2 * MIB + 7);
+      expectAppended(await store.run('append', { name, request: appendRequest(big) }));
+      expectAppended(await store.run('append', { name, request: appendRequest('after') }));
+      const stream = await mustGet(store, name);
+      const window = 256 * 1024;
+      const parts: Buffer[] = [];
+      for (let at = 0; at < stream.tail; at += window) parts.push(await store.readRange(stream, at, window));
+      expect(Buffer.concat(parts).equals(Buffer.concat([big, Buffer.from('after')]))).toBe(true);
+      // Nine windows: the first loads the append, the next eight find it kept.
+      expect(largeHits(store)).toBe(8);
+      expect(store.cacheCounters().largeAppendBytes).toBe(big.length);
+      // Any position inside it is the whole append, as before it was kept.
+      const held = await store.chunkAt(stream, MIB);
+      expect(held?.start).toBe(0);
+      expect(held?.data.equals(big)).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a retention cut stored inside a kept append reads as the stored cut, not as the append kept before', async () => {
+    const store = open();
+    try {
+      const name = v1StreamKey('cut');
+      const retention: RetentionPolicy = { maxBytes: MIB, maxMessages: null, maxAgeMs: null };
+      await store.run('createStream', createRequest(name, { contentType: JSON_TYPE, retention }));
+      // JSON messages of 1,000 bytes each (with their newline); the first append is 1.2 MB.
+      const message = `"${'m'.repeat(997)}"\n`;
+      const body = message.repeat(1200);
+      // The first message boundary that leaves at most the policy's 1 MiB after it.
+      const cutFor = (tail: number) => Math.ceil((tail - MIB) / message.length) * message.length;
+      expectAppended(await store.run('append', { name, request: appendRequest(body, { contentType: JSON_TYPE }) }));
+      const whole = await mustGet(store, name);
+      expect(whole.earliestOffset).toBe(cutFor(body.length));
+      // Read in two windows: the second finds the append kept.
+      await store.readRange(whole, whole.earliestOffset, 64 * 1024);
+      await store.readRange(whole, whole.earliestOffset + 64 * 1024, 64 * 1024);
+      expect(largeHits(store)).toBe(1);
+      // 949 more messages move the cut past 1 MiB, still inside the first append, where the
+      // bytes before it are deleted (PHYSICAL_TRIM_STEP_BYTES) and the append stored from the cut.
+      const more = message.repeat(949);
+      expectAppended(await store.run('append', { name, request: appendRequest(more, { contentType: JSON_TYPE }) }));
+      const cut = await mustGet(store, name);
+      expect(cut.earliestOffset).toBe(cutFor(body.length + more.length));
+      expect(cut.earliestOffset).toBeGreaterThan(MIB);
+      expect(cut.earliestOffset).toBeLessThan(body.length);
+      const stored = await store.chunkAt(cut, cut.earliestOffset);
+      expect(stored?.start).toBe(cut.earliestOffset);
+      expect(stored?.data.toString()).toBe(body.slice(cut.earliestOffset));
+      const rest = await store.readRange(cut, cut.earliestOffset, cut.tail - cut.earliestOffset);
+      expect(rest.toString()).toBe(body.slice(cut.earliestOffset) + more);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a stream dropped and made again under its name reads its new bytes', async () => {
+    const store = open();
+    try {
+      const name = v1StreamKey('again');
+      await store.run('createStream', createRequest(name));
+      expectAppended(await store.run('append', { name, request: appendRequest(Buffer.alloc(MIB + 1, 1)) }));
+      const first = await mustGet(store, name);
+      await store.readRange(first, 0, 1024);
+      expect(store.cacheCounters().largeAppendBytes).toBe(MIB + 1);
+      await store.run('deleteStream', { name, incarnation: null });
+      expect(store.cacheCounters().largeAppendBytes).toBe(0);
+      await store.run('createStream', createRequest(name));
+      expectAppended(await store.run('append', { name, request: appendRequest(Buffer.alloc(MIB + 1, 2)) }));
+      const second = await mustGet(store, name);
+      expect((await store.readRange(second, 1024, 1024)).equals(Buffer.alloc(1024, 2))).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+});
