@@ -435,6 +435,34 @@ describe('large reads', () => {
     for (const from of [0, 300_000, 300_005]) expect(Buffer.concat(await streamed(forked, from, 600_000)).equals(forkAll.subarray(from, from + 600_000))).toBe(true);
   });
 
+  it('a read inside a large append takes only its window from PostgreSQL, small or in bulk, compressed or not; chunkAt still answers the whole append', async () => {
+    const store = await node();
+    const name = v1StreamKey('inside');
+    await store.run('createStream', createRequest(name));
+    // Random bytes are stored out of line as they are; repeated text is compressed.
+    const random = randomBytes(seededRandom(45), 2 * 1024 * 1024);
+    const text = Buffer.from('a line that PostgreSQL compresses well\n'.repeat(60_000));
+    for (const data of [random, text, Buffer.from('tail')]) expectAppended(await store.run('append', { name, request: appendRequest(data) }));
+    const stream = await mustGet(store, name);
+    const all = Buffer.concat([random, text, Buffer.from('tail')]);
+    const textAt = random.length;
+    // Inside each, below the bulk size and above it; one window across both, one past the last.
+    const windows = [[1_000_000, 65_536], [1_000_001, 300_000], [textAt + 777, 65_536], [textAt + 1_000_000, 400_000], [textAt - 5, 100], [all.length - 10, 65_536]] as const;
+    for (const [from, maxBytes] of windows) {
+      const received = store.stats.windowBytes;
+      expect((await store.readRange(stream, from, maxBytes)).equals(all.subarray(from, from + maxBytes))).toBe(true);
+      expect(store.stats.windowBytes - received).toBe(Math.min(maxBytes, all.length - from));
+      const chunks = await store.readChunks(stream, from, maxBytes);
+      expect(chunks[0]!.start).toBe(from);
+      expect(Buffer.concat(chunks.map((c) => c.data)).equals(all.subarray(from, from + maxBytes))).toBe(true);
+    }
+    for (const [position, start, data] of [[1_000_000, 0, random], [textAt + 1_000_000, textAt, text]] as const) {
+      const append = await store.chunkAt(stream, position);
+      expect(append?.start).toBe(start);
+      expect(append?.data.equals(data)).toBe(true);
+    }
+  });
+
   it('a small window is one prepared query, not a COPY', async () => {
     const store = await node();
     const name = v1StreamKey('small');

@@ -6,8 +6,9 @@
 import type pg from 'pg';
 import { ownStart } from '../../core/stream.js';
 import type { StreamState } from '../../core/types.js';
+import type { StoredChunk } from '../chain.js';
 import { windowEnd } from '../../core/window.js';
-import { BULK_MIN_BYTES, type BulkLoad } from './chunks.js';
+import { BULK_MIN_BYTES, type BulkLoad, type WindowReads } from './chunks.js';
 import { copyWindowSql, CopyWindow, LoadedRows, WindowWriter, type CopyRowSink } from './copy.js';
 import { openPool } from './pool.js';
 import { ReadAhead } from './read-ahead.js';
@@ -16,15 +17,19 @@ import { ReadAhead } from './read-ahead.js';
 const READ_AHEAD_BYTES = 32 * 1024 * 1024;
 const READ_AHEAD_KEEP_MS = 5_000;
 
-/** What the node counts of its reads: windows read as COPY, read ahead, and read ahead then taken. */
+/**
+ * What the node counts of its reads: windows read as COPY, read ahead, and read ahead then
+ * taken; and the bytes of chunk rows the windows of readRange and readChunks received.
+ */
 export interface BulkReadStats {
   reads: number;
   bulkReads: number;
+  windowBytes: number;
   readAheads: number;
   readAheadsTaken: number;
 }
 
-export class BulkReads {
+export class BulkReads implements WindowReads {
   private readonly pool: pg.Pool;
   private readonly ahead: ReadAhead;
 
@@ -38,6 +43,10 @@ export class BulkReads {
 
   /** A window's chunks: the one read ahead, or a COPY now (ReadSource's bulk load, chunks.ts). */
   readonly load: BulkLoad = async (streamId, from, hi) => (await this.ahead.take(streamId, from, hi)).chunks();
+
+  received(rows: StoredChunk[]): void {
+    for (const row of rows) this.stats.windowBytes += row.data.length;
+  }
 
   /**
    * A read of a large window that stops short of the tail is likely followed by one of the

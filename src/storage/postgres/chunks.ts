@@ -43,8 +43,24 @@ interface Window {
   rows: StoredChunk[];
 }
 
-export const WINDOW_SQL = `SELECT start, data FROM chunks WHERE stream_id = $1 AND start < $3
+const WINDOW_ROWS = `FROM chunks WHERE stream_id = $1 AND start < $3
   AND start >= coalesce((SELECT max(start) FROM chunks WHERE stream_id = $1 AND start <= $2), $2) ORDER BY start`;
+
+/** A window's rows as stored, whole appends: for what needs an append's bounds (chunkAt, a batch's reads). */
+export const WINDOW_SQL = `SELECT start, data ${WINDOW_ROWS}`;
+
+/**
+ * A window's rows cut to `[$2, $3)` by the database, for reads of bytes: a 64 KiB read
+ * inside a 32 MiB append took all 32 MiB from PostgreSQL, to cut it here (about 2 s a
+ * read). PostgreSQL reads a slice of a value stored out of line without the rest (or, if
+ * compressed, decompresses up to its end). The reads' chain (chain.ts) cuts its first and
+ * last appends to the window itself, so it hands out the same parts either way. Rows
+ * wholly inside go as they are; the length never goes below 0, which SUBSTRING refuses.
+ */
+export const SLICED_WINDOW_SQL = `SELECT greatest(start, $2) AS start,
+  CASE WHEN start >= $2 AND start + length(data) <= $3 THEN data
+    ELSE substring(data FROM (greatest($2 - start, 0) + 1)::integer FOR greatest(least(start + length(data), $3) - greatest(start, $2), 0)::integer) END AS data
+  ${WINDOW_ROWS}`;
 
 /** Loads a window of at least BULK_MIN_BYTES by other means than a query (copy.ts). */
 export type BulkLoad = (streamId: number, from: number, hi: number) => Promise<StoredChunk[]>;
@@ -57,12 +73,19 @@ export type BulkLoad = (streamId: number, from: number, hi: number) => Promise<S
  */
 export const BULK_MIN_BYTES = 256 * 1024;
 
+/** Given to a read of bytes, whose windows come cut to it: how it loads the large ones (bulk-reads.ts). */
+export interface WindowReads {
+  load: BulkLoad;
+  /** Told the rows of each window loaded, to count their bytes. */
+  received(rows: StoredChunk[]): void;
+}
+
 export class ChunkWindows {
   private readonly windows = new Map<number, Window[]>();
 
   constructor(
     private readonly db: Queryable,
-    private readonly bulk?: BulkLoad,
+    private readonly reads?: WindowReads,
   ) {}
 
   /** The chunk with the greatest start at or before `position`; loads up to `hi` when missing. */
@@ -89,7 +112,11 @@ export class ChunkWindows {
   }
 
   private async load(streamId: number, from: number, hi: number): Promise<void> {
-    const rows = this.bulk && hi - from >= BULK_MIN_BYTES ? await this.bulk(streamId, from, hi) : (await this.db.query<StoredChunk>(WINDOW_SQL, [streamId, from, hi])).rows;
+    const rows =
+      this.reads === undefined ? (await this.db.query<StoredChunk>(WINDOW_SQL, [streamId, from, hi])).rows
+      : hi - from >= BULK_MIN_BYTES ? await this.reads.load(streamId, from, hi)
+      : (await this.db.query<StoredChunk>(SLICED_WINDOW_SQL, [streamId, from, hi])).rows;
+    this.reads?.received(rows);
     let list = this.windows.get(streamId);
     if (!list) this.windows.set(streamId, (list = []));
     list.push({ from, hi, rows });
@@ -108,7 +135,10 @@ export async function withLoads<T>(read: () => T): Promise<T> {
   }
 }
 
-/** The committed chunks and streams a read needs, for chain.ts; `hi` is where the read ends. */
+/**
+ * The committed chunks and streams a read needs, for chain.ts; `hi` is where the read
+ * ends. A read of bytes gives `reads`, and its windows come cut to it; without, whole appends.
+ */
 export class ReadSource implements ChunkSource {
   private readonly streams = new Map<number, StreamState | null>();
   private readonly windows: ChunkWindows;
@@ -116,9 +146,9 @@ export class ReadSource implements ChunkSource {
   constructor(
     private readonly db: Queryable,
     private readonly hi: number,
-    bulk?: BulkLoad,
+    reads?: WindowReads,
   ) {
-    this.windows = new ChunkWindows(db, bulk);
+    this.windows = new ChunkWindows(db, reads);
   }
 
   streamById(id: number): StreamState | undefined {

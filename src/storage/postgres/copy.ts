@@ -10,7 +10,7 @@
  */
 import type { Connection } from 'pg';
 import type { StoredChunk } from '../chain.js';
-import { WINDOW_SQL } from './chunks.js';
+import { SLICED_WINDOW_SQL } from './chunks.js';
 import { readCopyOut } from './copy-out.js';
 
 /** The signature, flags and extension length that open a binary COPY (PostgreSQL's "COPY" page). */
@@ -29,10 +29,10 @@ function integer(value: number): string {
   return String(value);
 }
 
-/** WINDOW_SQL (chunks.ts) with its values written in, as COPY takes no parameters. */
+/** SLICED_WINDOW_SQL (chunks.ts) with its values written in, as COPY takes no parameters. */
 export function copyWindowSql(streamId: number, from: number, hi: number): string {
   const values = [integer(streamId), integer(from), integer(hi)];
-  return `COPY (${WINDOW_SQL.replace(/\$([123])/g, (_, n: string) => values[Number(n) - 1]!)}) TO STDOUT (FORMAT binary)`;
+  return `COPY (${SLICED_WINDOW_SQL.replace(/\$([123])/g, (_, n: string) => values[Number(n) - 1]!)}) TO STDOUT (FORMAT binary)`;
 }
 
 /**

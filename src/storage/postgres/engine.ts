@@ -127,7 +127,7 @@ export class PostgresStore extends BatchedStore {
    * of them read as binary COPY, and read ahead (read-ahead.ts): for the bench, and for
    * tests that count reads.
    */
-  readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, readAheads: 0, readAheadsTaken: 0, optimistic: 0, stale: 0 };
+  readonly stats = { batches: 0, commands: 0, roundTrips: 0, reads: 0, bulkReads: 0, windowBytes: 0, readAheads: 0, readAheadsTaken: 0, optimistic: 0, stale: 0 };
   /** Stream rows as committed, for optimistic batches (optimistic.ts). */
   private readonly known = new KnownRows(KNOWN_ROWS, () => performance.now(), KNOWN_PRODUCER_RECORDS);
   readonly remote: RemoteCommits;
@@ -379,12 +379,12 @@ export class PostgresStore extends BatchedStore {
   }
 
   async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
-    const source = new ReadSource(this.reads, windowEnd(stream.tail, from, maxBytes), this.bulk.load);
+    const source = new ReadSource(this.reads, windowEnd(stream.tail, from, maxBytes), this.bulk);
     return this.read(() => withLoads(() => readFromChain(source, stream, from, maxBytes)));
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<StoredChunk[]> {
-    const source = new ReadSource(this.reads, windowEnd(stream.tail, from, maxBytes), this.bulk.load);
+    const source = new ReadSource(this.reads, windowEnd(stream.tail, from, maxBytes), this.bulk);
     const chunks = await this.read(() => withLoads(() => chunksFromChain(source, stream, from, maxBytes)));
     this.bulk.readNext(stream, from, maxBytes);
     return chunks;
