@@ -159,15 +159,22 @@ export async function stallsWorkload(s: BenchSettings, rows: Row[], ctx: BoundsC
   const mib = (s.stalls.bytes / 1024 / 1024).toFixed(0);
   const append = row('stall-append', `longest /healthz wait during ${s.stalls.appends} appends of ${mib} MiB`, 'ms');
   const read = row('stall-read', `longest /healthz wait during a ${mib} MiB catch-up read`, 'ms');
-  rows.push(append, read);
+  const whole = `${s.stalls.appends} appends of ${mib} MiB`;
+  const catchUpWait = row('stall-catchup', `longest /healthz wait during a catch-up of ${whole} at the default window`, 'ms');
+  const catchUpTime = row('stall-catchup-time', `time of that catch-up`, 'ms');
+  rows.push(append, read, catchUpWait, catchUpTime);
   for (let round = 0; round < s.rounds; round++) {
     const running = await ctx.startAll(ctx.selected(['rill', 'rill-pg', 'rill-memory', 'ref-memory', 'ref-file']), `stalls-${round}`);
     try {
       for (const t of round % 2 === 0 ? running : [...running].reverse()) {
         const r = await runStalls(t.url, `stall-${round}`, s.stalls);
-        ctx.progress(`stalls: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: longest /healthz ${r.appendWaitMs.toFixed(0)} ms during appends, ${r.readWaitMs.toFixed(0)} ms during the read`);
+        ctx.progress(
+          `stalls: round ${round + 1}/${s.rounds} ${TARGET_LABELS[t.name]}: longest /healthz ${r.appendWaitMs.toFixed(0)} ms during appends, ${r.readWaitMs.toFixed(0)} ms during the read, ${r.catchUpWaitMs.toFixed(0)} ms during the catch-up (${r.catchUpMs.toFixed(0)} ms)`,
+        );
         (append.rounds[t.name] ??= []).push(r.appendWaitMs);
         (read.rounds[t.name] ??= []).push(r.readWaitMs);
+        (catchUpWait.rounds[t.name] ??= []).push(r.catchUpWaitMs);
+        (catchUpTime.rounds[t.name] ??= []).push(r.catchUpMs);
       }
     } finally {
       await ctx.stopAll(running);

@@ -3,7 +3,12 @@
  * stores a large append or serves a large catch-up read. A client polls `/healthz` (no
  * storage behind it) every 5 ms; the longest answer during the operation is the figure.
  * The append is sent by curl from a file, so that this process's own copying of 32 MiB
- * does not hold up its polls (see postWithCurl).
+ * does not hold up its polls (see postWithCurl); reads are made by curl too.
+ *
+ * Then the stream is caught up from its start at the server's default window, following
+ * Stream-Next-Offset: most responses start inside a large append, which a server that
+ * loads whole appends loads again for each (twenty-second session). Its figures are the
+ * longest wait and the catch-up's time.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -20,6 +25,8 @@ export interface StallSpec {
 export interface StallResult {
   appendWaitMs: number;
   readWaitMs: number;
+  catchUpWaitMs: number;
+  catchUpMs: number;
 }
 
 /** The longest answer of `/healthz`, asked one after another 5 ms apart, until `during` settles. */
@@ -38,11 +45,34 @@ async function longestHealthMs(url: string, during: Promise<unknown>): Promise<n
   return longest;
 }
 
-/** GETs `url` with curl (its bytes never reach this process), failing unless it answers 200 with a body. */
-async function getWithCurl(url: string): Promise<void> {
-  const { stdout } = await promisify(execFile)('curl', ['-s', '-o', '/dev/null', '-w', '%{http_code} %{size_download}', url]);
-  const [status, bytes] = stdout.split(' ').map(Number);
+/**
+ * GETs `url` with curl (its bytes never reach this process), failing unless it answers 200
+ * with a body; answers the body's size and the response's headers, names in lower case.
+ */
+async function getWithCurl(url: string): Promise<{ bytes: number; headers: Map<string, string> }> {
+  const { stdout } = await promisify(execFile)('curl', ['-s', '-o', '/dev/null', '-D', '-', '-w', '\n%{http_code} %{size_download}', url]);
+  const lines = stdout.trimEnd().split(/\r?\n/);
+  const [status, bytes] = lines.pop()!.split(' ').map(Number);
   if (status !== 200 || !bytes) throw new Error(`GET ${url}: HTTP ${status}, ${bytes} bytes`);
+  const headers = new Map<string, string>();
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    if (colon > 0) headers.set(line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim());
+  }
+  return { bytes: bytes!, headers };
+}
+
+/** Reads the stream at `target` from its start to its tail, one curl a response; answers the bytes read. */
+async function catchUpWithCurl(target: string): Promise<number> {
+  let read = 0;
+  for (let offset = '-1'; ; ) {
+    const { bytes, headers } = await getWithCurl(`${target}?offset=${offset}`);
+    read += bytes;
+    const next = headers.get('stream-next-offset');
+    if (next === undefined) throw new Error(`GET ${target}: no Stream-Next-Offset`);
+    if (headers.has('stream-up-to-date')) return read;
+    offset = next;
+  }
 }
 
 async function mustStatus(what: string, status: Promise<number>, ok: number[]): Promise<void> {
@@ -62,5 +92,10 @@ export async function runStalls(url: string, stream: string, spec: StallSpec): P
     appendWaitMs = Math.max(appendWaitMs, await longestHealthMs(url, mustStatus(`POST ${target}`, postWithCurl(target, body, 'application/octet-stream'), [200, 204])));
   }
   const readWaitMs = await longestHealthMs(url, getWithCurl(`${target}?offset=-1&max_bytes=${spec.bytes}`));
-  return { appendWaitMs, readWaitMs };
+  const started = performance.now();
+  const catchingUp = catchUpWithCurl(target);
+  const catchUpWaitMs = await longestHealthMs(url, catchingUp);
+  const catchUpMs = performance.now() - started;
+  if ((await catchingUp) !== spec.bytes * spec.appends) throw new Error(`catch-up of ${target} read ${await catchingUp} bytes`);
+  return { appendWaitMs, readWaitMs, catchUpWaitMs, catchUpMs };
 }

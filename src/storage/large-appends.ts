@@ -1,10 +1,14 @@
 /**
- * Large appends lately read from the database, kept in memory so that a reader going
- * through one in several responses loads it once. An engine stores an append as one row
- * and hands out whole appends, so each response of a catch-up through a 32 MiB append
- * loaded all 32 MiB again (about 250 ms of the event loop here) to send 4 MiB of it:
- * eight loads for one pass at the default window, and one per request for a client
- * asking for a small `max_bytes`.
+ * Large appends lately written or read from the database, kept in memory so that a reader
+ * going through one in several responses loads it once, or not at all. An engine stores an
+ * append as one row and hands out whole appends, so each response of a catch-up through a
+ * 32 MiB append loaded all 32 MiB again (about 250 ms of the event loop here) to send 4
+ * MiB of it: eight loads for one pass at the default window, and one per request for a
+ * client asking for a small `max_bytes`.
+ *
+ * An append written is kept once its transaction commits (`begin`, `written`, `commit`),
+ * and only when its buffer is its own: a view would hold on to memory the bound does not
+ * count.
  *
  * Entries are immutable: the bytes at a position of a stream never change while the
  * stream exists. An engine forgets a stream's entries when it trims or drops it, as a
@@ -29,6 +33,8 @@ export class LargeAppendCache {
   /** Every entry, least recently used first (a Map keeps insertion order). */
   private readonly byUse = new Map<Entry, true>();
   private bytes = 0;
+  /** Appends the open transaction wrote, kept if it commits. */
+  private pending: Entry[] = [];
   /** Lookups answered here, and appends loaded and kept. */
   hits = 0;
   kept = 0;
@@ -60,9 +66,31 @@ export class LargeAppendCache {
     this.kept++;
   }
 
-  /** Forgets every append of a stream: it was trimmed or dropped. */
+  /** A transaction begins: what it writes waits for its commit. */
+  begin(): void {
+    this.pending = [];
+  }
+
+  /** An append the open transaction wrote. */
+  written(streamId: number, append: StoredChunk): void {
+    const { data } = append;
+    const ownsItsMemory = data.byteOffset === 0 && data.buffer.byteLength === data.length;
+    if (data.length >= LARGE_APPEND_MIN_BYTES && ownsItsMemory) this.pending.push({ streamId, append });
+  }
+
+  commit(): void {
+    for (const { streamId, append } of this.pending) this.keep(streamId, append);
+    this.pending = [];
+  }
+
+  rollback(): void {
+    this.pending = [];
+  }
+
+  /** Forgets every append of a stream, written in the open transaction too: it was trimmed or dropped. */
   forget(streamId: number): void {
     for (const entry of this.byStream.get(streamId) ?? []) this.remove(entry);
+    if (this.pending.length > 0) this.pending = this.pending.filter((entry) => entry.streamId !== streamId);
   }
 
   /** Bytes held. */

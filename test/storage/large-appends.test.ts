@@ -1,7 +1,8 @@
 /**
  * Large appends kept for the reads that go on through them (storage/large-appends.ts):
- * the cache's own rules, then a real SQLite store read in windows smaller than an append,
- * trimmed inside one by a retention policy, and dropped and made again.
+ * the cache's own rules, then a real SQLite store read in windows smaller than an append
+ * (written by it, or loaded after a reopen), trimmed inside one by a retention policy,
+ * and dropped and made again.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
@@ -50,6 +51,28 @@ describe('the large-append cache', () => {
     expect(cache.size).toBe(3 * MIB);
   });
 
+  it('keeps what a transaction wrote once it commits, nothing when it rolls back, and no view of a larger buffer', () => {
+    const cache = new LargeAppendCache(8 * MIB);
+    cache.begin();
+    cache.written(1, chunk(0, MIB));
+    expect(cache.containing(1, 0)).toBeUndefined();
+    cache.rollback();
+    cache.commit();
+    expect(cache.size).toBe(0);
+    cache.begin();
+    cache.written(1, chunk(0, MIB));
+    cache.written(2, chunk(0, MIB));
+    // A trim or a drop in the same transaction: that stream's write is not kept.
+    cache.forget(2);
+    // A view would hold all of the buffer it is cut from, which the bound does not count.
+    cache.written(3, { start: 0, data: Buffer.alloc(3 * MIB).subarray(MIB) });
+    cache.commit();
+    expect(cache.containing(1, 0)).toBeDefined();
+    expect(cache.containing(2, 0)).toBeUndefined();
+    expect(cache.containing(3, 0)).toBeUndefined();
+    expect(cache.size).toBe(MIB);
+  });
+
   it('forgets every append of a stream at once', () => {
     const cache = new LargeAppendCache(8 * MIB);
     cache.keep(1, chunk(0, MIB));
@@ -73,26 +96,39 @@ describe('large appends in a real SQLite store', () => {
   };
   const largeHits = (store: SqliteStore) => store.cacheCounters().largeAppendHits;
 
-  it('reads an append larger than the window in many windows, loading it once', async () => {
-    const store = open();
-    try {
-      const name = v1StreamKey('big');
-      await store.run('createStream', createRequest(name));
-      const big = randomBytes(seededRandom(1), 2 * MIB + 7);
-      expectAppended(await store.run('append', { name, request: appendRequest(big) }));
-      expectAppended(await store.run('append', { name, request: appendRequest('after') }));
+  it('reads an append larger than the window in many windows: kept as written, and loaded once after a reopen', async () => {
+    const dataDir = tempDataDir();
+    dirs.push(dataDir);
+    const name = v1StreamKey('big');
+    const big = randomBytes(seededRandom(1), 2 * MIB + 7);
+    const all = Buffer.concat([big, Buffer.from('after')]);
+    const readInWindows = async (store: SqliteStore) => {
       const stream = await mustGet(store, name);
       const window = 256 * 1024;
       const parts: Buffer[] = [];
       for (let at = 0; at < stream.tail; at += window) parts.push(await store.readRange(stream, at, window));
-      expect(Buffer.concat(parts).equals(Buffer.concat([big, Buffer.from('after')]))).toBe(true);
-      // Nine windows: the first loads the append, the next eight find it kept.
-      expect(largeHits(store)).toBe(8);
-      expect(store.cacheCounters().largeAppendBytes).toBe(big.length);
+      expect(Buffer.concat(parts).equals(all)).toBe(true);
       // Any position inside it is the whole append, as before it was kept.
       const held = await store.chunkAt(stream, MIB);
       expect(held?.start).toBe(0);
       expect(held?.data.equals(big)).toBe(true);
+    };
+    let store = new SqliteStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
+    await store.run('createStream', createRequest(name));
+    expectAppended(await store.run('append', { name, request: appendRequest(big) }));
+    expectAppended(await store.run('append', { name, request: appendRequest('after') }));
+    expect(store.cacheCounters().largeAppendBytes).toBe(big.length);
+    await readInWindows(store);
+    // Nine windows and chunkAt, and each found the append kept when it was written.
+    expect(largeHits(store)).toBe(10);
+    await store.close();
+    store = new SqliteStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
+    try {
+      expect(store.cacheCounters().largeAppendBytes).toBe(0);
+      await readInWindows(store);
+      // The first window loaded it; the eight after it and chunkAt found it.
+      expect(largeHits(store)).toBe(9);
+      expect(store.cacheCounters().largeAppendBytes).toBe(big.length);
     } finally {
       await store.close();
     }
@@ -112,10 +148,10 @@ describe('large appends in a real SQLite store', () => {
       expectAppended(await store.run('append', { name, request: appendRequest(body, { contentType: JSON_TYPE }) }));
       const whole = await mustGet(store, name);
       expect(whole.earliestOffset).toBe(cutFor(body.length));
-      // Read in two windows: the second finds the append kept.
+      // Read in two windows: each finds the append kept as written.
       await store.readRange(whole, whole.earliestOffset, 64 * 1024);
       await store.readRange(whole, whole.earliestOffset + 64 * 1024, 64 * 1024);
-      expect(largeHits(store)).toBe(1);
+      expect(largeHits(store)).toBe(2);
       // 949 more messages move the cut past 1 MiB, still inside the first append, where the
       // bytes before it are deleted (PHYSICAL_TRIM_STEP_BYTES) and the append stored from the cut.
       const more = message.repeat(949);
@@ -140,8 +176,6 @@ describe('large appends in a real SQLite store', () => {
       const name = v1StreamKey('again');
       await store.run('createStream', createRequest(name));
       expectAppended(await store.run('append', { name, request: appendRequest(Buffer.alloc(MIB + 1, 1)) }));
-      const first = await mustGet(store, name);
-      await store.readRange(first, 0, 1024);
       expect(store.cacheCounters().largeAppendBytes).toBe(MIB + 1);
       await store.run('deleteStream', { name, incarnation: null });
       expect(store.cacheCounters().largeAppendBytes).toBe(0);

@@ -219,16 +219,19 @@ export class SqliteStore extends BatchedStore {
   protected transact(body: (txn: Txn) => void): void {
     this.cache.begin();
     this.heldWrites.begin();
+    this.largeAppends.begin();
     this.txn.trimmedIds.clear();
     try {
       this.runTransaction(body);
     } catch (error) {
       this.cache.rollback();
       this.heldWrites.rollback();
+      this.largeAppends.rollback();
       this.producers.clear();
       throw error;
     }
     this.heldWrites.commit();
+    this.largeAppends.commit();
     this.durability.committed(this.cache.commit(), this.txn.trimmedIds);
     this.txn.committed();
     const storedBytes = this.heldWrites.transactionBytes;

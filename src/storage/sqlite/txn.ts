@@ -38,7 +38,7 @@ export class SqliteTxn implements Txn {
     /** The engine's appends, recent and indexed, for reads through fork links. */
     private readonly chunks: ChunkSource,
     readonly subscriptions: SqliteSubscriptions,
-    /** Large appends the engine's reads keep: a trim or a drop makes a stream's stale. */
+    /** Large appends the engine keeps for reads: told of those written; a trim or a drop makes a stream's stale. */
     private readonly largeAppends: LargeAppendCache,
   ) {
     this.nextId = Number(sql.nextId.get()!.value);
@@ -179,6 +179,7 @@ export class SqliteTxn implements Txn {
 
   appendChunk(streamId: number, start: number, data: Buffer): void {
     this.held.addAppend(streamId, start, data);
+    this.largeAppends.written(streamId, { start, data });
   }
 
   putProducer(streamId: number, record: ProducerRecord): void {
