@@ -11,8 +11,8 @@
  * count.
  *
  * Entries are immutable: the bytes at a position of a stream never change while the
- * stream exists. An engine forgets a stream's entries when it trims or drops it, as a
- * trimmed append is stored again from its cut and a dropped stream's id may be given anew.
+ * stream exists. An engine forgets a stream's entries when it trims it, as a trimmed
+ * append is stored again from its cut, and when it drops it, to free the memory.
  * Bounded by bytes, least recently used out first.
  */
 import type { StoredChunk } from './chain.js';
@@ -35,9 +35,8 @@ export class LargeAppendCache {
   private bytes = 0;
   /** Appends the open transaction wrote, kept if it commits. */
   private pending: Entry[] = [];
-  /** Lookups answered here, and appends loaded and kept. */
+  /** Lookups answered here. */
   hits = 0;
-  kept = 0;
 
   constructor(private readonly maxBytes: number = DEFAULT_LARGE_APPENDS_BYTES) {}
 
@@ -51,7 +50,7 @@ export class LargeAppendCache {
     return entry.append;
   }
 
-  /** Keeps an append just loaded whole from the database, when it is large enough to be worth it. */
+  /** Keeps an append loaded whole from the database, or committed, when it is large enough to be worth it. */
   keep(streamId: number, append: StoredChunk): void {
     const size = append.data.length;
     if (size < LARGE_APPEND_MIN_BYTES || size > this.maxBytes) return;
@@ -63,7 +62,6 @@ export class LargeAppendCache {
     else entries.push(entry);
     this.byUse.set(entry, true);
     this.bytes += size;
-    this.kept++;
   }
 
   /** A transaction begins: what it writes waits for its commit. */

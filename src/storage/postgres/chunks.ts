@@ -43,8 +43,11 @@ interface Window {
   rows: StoredChunk[];
 }
 
+// The order names the table's column: a bare \`start\` would be the sliced query's output
+// column (its cut start), which no index gives in order, and PostgreSQL would sort every
+// row of the window before sending the first.
 const WINDOW_ROWS = `FROM chunks WHERE stream_id = $1 AND start < $3
-  AND start >= coalesce((SELECT max(start) FROM chunks WHERE stream_id = $1 AND start <= $2), $2) ORDER BY start`;
+  AND start >= coalesce((SELECT max(start) FROM chunks WHERE stream_id = $1 AND start <= $2), $2) ORDER BY chunks.start`;
 
 /** A window's rows as stored, whole appends: for what needs an append's bounds (chunkAt, a batch's reads). */
 export const WINDOW_SQL = `SELECT start, data ${WINDOW_ROWS}`;

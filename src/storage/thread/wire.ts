@@ -44,16 +44,15 @@ export type ToStore = { store: number; nowMs: number } & (
 
 export type ObserverEvent = { [K in keyof StorageObserver]-?: { event: K; args: Parameters<NonNullable<StorageObserver[K]>> } }[keyof StorageObserver];
 
-/** The stream cache's counters as they cross with each answer: numbers in this order. */
-const CACHE_COUNTERS = ['hits', 'misses', 'entries', 'bytes', 'largeAppendHits', 'largeAppendBytes'] as const satisfies ReadonlyArray<keyof StreamCacheCounters>;
-export type CacheCounterList = number[];
+/** The stream cache's counters as they cross with each answer. */
+export type CacheCounterList = [hits: number, misses: number, entries: number, bytes: number, largeAppendHits: number, largeAppendBytes: number];
 
-export function toCounterList(counters: StreamCacheCounters): CacheCounterList {
-  return CACHE_COUNTERS.map((key) => counters[key]);
+export function toCounterList(c: StreamCacheCounters): CacheCounterList {
+  return [c.hits, c.misses, c.entries, c.bytes, c.largeAppendHits, c.largeAppendBytes];
 }
 
-export function fromCounterList(list: CacheCounterList): StreamCacheCounters {
-  return Object.fromEntries(CACHE_COUNTERS.map((key, i) => [key, list[i]!])) as unknown as StreamCacheCounters;
+export function fromCounterList([hits, misses, entries, bytes, largeAppendHits, largeAppendBytes]: CacheCounterList): StreamCacheCounters {
+  return { hits, misses, entries, bytes, largeAppendHits, largeAppendBytes };
 }
 
 /** The store's thread to the event loop's, about store `store`. Answers carry the stream cache's counters (for /metrics). */
