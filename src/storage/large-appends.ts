@@ -6,9 +6,10 @@
  * MiB of it: eight loads for one pass at the default window, and one per request for a
  * client asking for a small `max_bytes`.
  *
- * An append written is kept once its transaction commits (`begin`, `written`, `commit`),
- * and only when its buffer is its own: a view would hold on to memory the bound does not
- * count.
+ * An engine keeps an append a read cut at its end (its reader comes back for the rest),
+ * and an append larger than a default read window once the transaction writing it
+ * commits (`begin`, `written`, `commit`), when its buffer is its own: a view would hold on
+ * to memory the bound does not count.
  *
  * Entries are immutable: the bytes at a position of a stream never change while the
  * stream exists. An engine forgets a stream's entries when it trims it, as a trimmed
@@ -19,6 +20,12 @@ import type { StoredChunk } from './chain.js';
 
 /** Appends smaller than this load in a few milliseconds and are not kept. */
 export const LARGE_APPEND_MIN_BYTES = 1024 * 1024;
+/**
+ * Appends written are kept from this size: larger than a read at the default window (4
+ * MiB), so that every reader of one comes back for the rest. A stream of 1 MiB appends
+ * read live would otherwise fill the memory with appends each read once.
+ */
+export const WRITTEN_MIN_BYTES = 4 * 1024 * 1024 + 1;
 /** Room for two appends of the largest body a server takes by default (32 MiB). */
 export const DEFAULT_LARGE_APPENDS_BYTES = 64 * 1024 * 1024;
 
@@ -73,7 +80,7 @@ export class LargeAppendCache {
   written(streamId: number, append: StoredChunk): void {
     const { data } = append;
     const ownsItsMemory = data.byteOffset === 0 && data.buffer.byteLength === data.length;
-    if (data.length >= LARGE_APPEND_MIN_BYTES && ownsItsMemory) this.pending.push({ streamId, append });
+    if (data.length >= WRITTEN_MIN_BYTES && ownsItsMemory) this.pending.push({ streamId, append });
   }
 
   commit(): void {

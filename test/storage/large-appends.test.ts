@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DEFAULT_PRODUCER_SETTINGS } from '../../src/core/types.js';
 import type { RetentionPolicy } from '../../src/core/retention-policy.js';
 import { v1StreamKey } from '../../src/protocol/ids.js';
-import { LARGE_APPEND_MIN_BYTES, LargeAppendCache } from '../../src/storage/large-appends.js';
+import { LARGE_APPEND_MIN_BYTES, LargeAppendCache, WRITTEN_MIN_BYTES } from '../../src/storage/large-appends.js';
 import { SqliteStore } from '../../src/storage/sqlite/engine.js';
 import { removeDir, tempDataDir } from '../helpers/server.js';
 import { appendRequest, createRequest, expectAppended, JSON_TYPE, mustGet, randomBytes, seededRandom } from './fixtures.js';
@@ -51,26 +51,30 @@ describe('the large-append cache', () => {
     expect(cache.size).toBe(3 * MIB);
   });
 
-  it('keeps what a transaction wrote once it commits, nothing when it rolls back, and no view of a larger buffer', () => {
-    const cache = new LargeAppendCache(8 * MIB);
+  it('keeps what a transaction wrote larger than a default read once it commits, nothing when it rolls back, and no view of a larger buffer', () => {
+    const cache = new LargeAppendCache(32 * MIB);
+    const written = WRITTEN_MIN_BYTES;
     cache.begin();
-    cache.written(1, chunk(0, MIB));
+    cache.written(1, chunk(0, written));
     expect(cache.containing(1, 0)).toBeUndefined();
     cache.rollback();
     cache.commit();
     expect(cache.size).toBe(0);
     cache.begin();
-    cache.written(1, chunk(0, MIB));
-    cache.written(2, chunk(0, MIB));
+    cache.written(1, chunk(0, written));
+    cache.written(2, chunk(0, written));
     // A trim or a drop in the same transaction: that stream's write is not kept.
     cache.forget(2);
     // A view would hold all of the buffer it is cut from, which the bound does not count.
-    cache.written(3, { start: 0, data: Buffer.alloc(3 * MIB).subarray(MIB) });
+    cache.written(3, { start: 0, data: Buffer.alloc(2 * written).subarray(written) });
+    // An append a default read takes whole is kept only if a read cuts it.
+    cache.written(4, chunk(0, written - 1));
     cache.commit();
     expect(cache.containing(1, 0)).toBeDefined();
     expect(cache.containing(2, 0)).toBeUndefined();
     expect(cache.containing(3, 0)).toBeUndefined();
-    expect(cache.size).toBe(MIB);
+    expect(cache.containing(4, 0)).toBeUndefined();
+    expect(cache.size).toBe(written);
   });
 
   it('forgets every append of a stream at once', () => {
@@ -100,16 +104,17 @@ describe('large appends in a real SQLite store', () => {
     const dataDir = tempDataDir();
     dirs.push(dataDir);
     const name = v1StreamKey('big');
-    const big = randomBytes(seededRandom(1), 2 * MIB + 7);
+    // Larger than a read at the default window: kept as written.
+    const big = randomBytes(seededRandom(1), WRITTEN_MIN_BYTES + 7);
     const all = Buffer.concat([big, Buffer.from('after')]);
     const readInWindows = async (store: SqliteStore) => {
       const stream = await mustGet(store, name);
-      const window = 256 * 1024;
+      const window = MIB;
       const parts: Buffer[] = [];
       for (let at = 0; at < stream.tail; at += window) parts.push(await store.readRange(stream, at, window));
       expect(Buffer.concat(parts).equals(all)).toBe(true);
       // Any position inside it is the whole append, as before it was kept.
-      const held = await store.chunkAt(stream, MIB);
+      const held = await store.chunkAt(stream, 2 * MIB);
       expect(held?.start).toBe(0);
       expect(held?.data.equals(big)).toBe(true);
     };
@@ -119,15 +124,15 @@ describe('large appends in a real SQLite store', () => {
     expectAppended(await store.run('append', { name, request: appendRequest('after') }));
     expect(store.cacheCounters().largeAppendBytes).toBe(big.length);
     await readInWindows(store);
-    // Nine windows and chunkAt, and each found the append kept when it was written.
-    expect(largeHits(store)).toBe(10);
+    // Five windows and chunkAt, and each found the append kept when it was written.
+    expect(largeHits(store)).toBe(6);
     await store.close();
     store = new SqliteStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
     try {
       expect(store.cacheCounters().largeAppendBytes).toBe(0);
       await readInWindows(store);
-      // The first window loaded it; the eight after it and chunkAt found it.
-      expect(largeHits(store)).toBe(9);
+      // The first window loaded it and, cut, kept it; the four after it and chunkAt found it.
+      expect(largeHits(store)).toBe(5);
       expect(store.cacheCounters().largeAppendBytes).toBe(big.length);
     } finally {
       await store.close();
@@ -148,10 +153,10 @@ describe('large appends in a real SQLite store', () => {
       expectAppended(await store.run('append', { name, request: appendRequest(body, { contentType: JSON_TYPE }) }));
       const whole = await mustGet(store, name);
       expect(whole.earliestOffset).toBe(cutFor(body.length));
-      // Read in two windows: each finds the append kept as written.
+      // Read in two windows: the first loads the append and, cut, keeps it; the second finds it.
       await store.readRange(whole, whole.earliestOffset, 64 * 1024);
       await store.readRange(whole, whole.earliestOffset + 64 * 1024, 64 * 1024);
-      expect(largeHits(store)).toBe(2);
+      expect(largeHits(store)).toBe(1);
       // 949 more messages move the cut past 1 MiB, still inside the first append, where the
       // bytes before it are deleted (PHYSICAL_TRIM_STEP_BYTES) and the append stored from the cut.
       const more = message.repeat(949);
@@ -170,12 +175,33 @@ describe('large appends in a real SQLite store', () => {
     }
   });
 
+  it('keeps no append a read takes whole, only one a read cuts', async () => {
+    const store = open();
+    try {
+      const name = v1StreamKey('whole');
+      await store.run('createStream', createRequest(name));
+      const body = randomBytes(seededRandom(2), MIB + 3);
+      expectAppended(await store.run('append', { name, request: appendRequest(body) }));
+      const stream = await mustGet(store, name);
+      expect((await store.readRange(stream, 0, 4 * MIB)).equals(body)).toBe(true);
+      expect(Buffer.concat((await store.readChunks(stream, 5, 4 * MIB)).map((c) => c.data)).equals(body.subarray(5))).toBe(true);
+      expect(store.cacheCounters().largeAppendBytes).toBe(0);
+      expect((await store.readRange(stream, 5, 1000)).equals(body.subarray(5, 1005))).toBe(true);
+      expect(store.cacheCounters().largeAppendBytes).toBe(body.length);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('a stream dropped and made again under its name reads its new bytes', async () => {
     const store = open();
     try {
       const name = v1StreamKey('again');
       await store.run('createStream', createRequest(name));
       expectAppended(await store.run('append', { name, request: appendRequest(Buffer.alloc(MIB + 1, 1)) }));
+      // Too small to keep as written; a read that cuts it keeps it.
+      expect(store.cacheCounters().largeAppendBytes).toBe(0);
+      await store.readRange(await mustGet(store, name), 0, 1024);
       expect(store.cacheCounters().largeAppendBytes).toBe(MIB + 1);
       await store.run('deleteStream', { name, incarnation: null });
       expect(store.cacheCounters().largeAppendBytes).toBe(0);

@@ -17,6 +17,7 @@ import { BatchedStore } from '../batched.js';
 import { ReadNotSettledError, StorageUnavailableError } from '../errors.js';
 import { chunkFromChain, chunksFromChain, readFromChain, type ChunkSource, type StoredChunk } from '../chain.js';
 import { DiskSpace } from '../disk-space.js';
+import { windowEnd } from '../../core/window.js';
 import { LargeAppendCache } from '../large-appends.js';
 import type { Txn } from '../executor.js';
 import { bucketSettingsFromStored, withSettings, type BucketSettings } from '../../core/bucket-settings.js';
@@ -367,7 +368,7 @@ export class SqliteStore extends BatchedStore {
     const row = this.sql.chunkContaining.get(streamId, position);
     if (!row) return null;
     const append = appendAt(row, position);
-    this.keepLarge(streamId, append);
+    this.keepIfCut(streamId, append);
     return append;
   }
 
@@ -376,19 +377,33 @@ export class SqliteStore extends BatchedStore {
     for (const row of this.sql.chunkRowsFrom.iterate({ stream: streamId, from, before })) {
       for (const append of appendsOfRow(row)) {
         if (append.start < from || append.start >= before) continue;
-        // The append the read's end cuts is where the reader's next read starts.
-        if (append.start + append.data.length > before) this.keepLarge(streamId, append);
+        this.keepIfCut(streamId, append);
         yield append;
       }
     }
   }
 
+  /** Where the read running now ends (readingTo); null in any other read, a transaction's included. */
+  private readEnd: number | null = null;
+
+  /** Runs a read of bytes up to `end`, whose loads keep the large append it cuts there. */
+  private readingTo<T>(end: number, read: () => T): T {
+    this.readEnd = end;
+    try {
+      return read();
+    } finally {
+      this.readEnd = null;
+    }
+  }
+
   /**
-   * Outside a transaction only: what a transaction reads may be its own insert, gone if
-   * it rolls back, while a committed row's bytes never change (large-appends.ts).
+   * Keeps a large append a read of bytes cut at its end: its reader comes back for the
+   * rest. Appends read whole are not kept (a live reader of 1 MiB appends would fill the
+   * memory with what nobody asks for again), nor what a transaction reads, which may be
+   * its own insert, gone if it rolls back (a committed row's bytes never change).
    */
-  private keepLarge(streamId: number, append: StoredChunk): void {
-    if (!this.db.inTransaction) this.largeAppends.keep(streamId, append);
+  private keepIfCut(streamId: number, append: StoredChunk): void {
+    if (this.readEnd !== null && append.start + append.data.length > this.readEnd) this.largeAppends.keep(streamId, append);
   }
 
   private coldRowsOnce: SqliteColdRows | null = null;
@@ -409,7 +424,7 @@ export class SqliteStore extends BatchedStore {
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<Array<{ start: number; data: Buffer }>> {
-    return chunksFromChain(this.chunkSource, stream, from, maxBytes);
+    return this.readingTo(windowEnd(stream.tail, from, maxBytes), () => chunksFromChain(this.chunkSource, stream, from, maxBytes));
   }
 
   async snapshotBody(stream: StreamState): Promise<Buffer | null> {
@@ -433,7 +448,7 @@ export class SqliteStore extends BatchedStore {
   }
 
   async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
-    return readFromChain(this.chunkSource, stream, from, maxBytes);
+    return this.readingTo(windowEnd(stream.tail, from, maxBytes), () => readFromChain(this.chunkSource, stream, from, maxBytes));
   }
 
   async chunkAt(stream: StreamState, position: number): Promise<{ start: number; data: Buffer } | null> {
