@@ -9,7 +9,9 @@
  * An engine keeps an append a read cut at its end (its reader comes back for the rest),
  * and an append larger than a default read window once the transaction writing it
  * commits (`begin`, `written`, `commit`), when its buffer is its own: a view would hold on
- * to memory the bound does not count.
+ * to memory the bound does not count. It drops one a read takes to its end, so that what
+ * stays is what a reader is in the middle of (live readers of 1 MiB appends read in 64 KiB
+ * windows left 64 MiB kept, none of it read again).
  *
  * Entries are immutable: the bytes at a position of a stream never change while the
  * stream exists. An engine forgets a stream's entries when it trims it, as a trimmed
@@ -90,6 +92,12 @@ export class LargeAppendCache {
 
   rollback(): void {
     this.pending = [];
+  }
+
+  /** Forgets one kept append: a read took it to its end. */
+  drop(streamId: number, append: StoredChunk): void {
+    const entry = this.byStream.get(streamId)?.find((e) => e.append === append);
+    if (entry !== undefined) this.remove(entry);
   }
 
   /** Forgets every append of a stream, written in the open transaction too: it was trimmed or dropped. */

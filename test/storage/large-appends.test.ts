@@ -77,6 +77,17 @@ describe('the large-append cache', () => {
     expect(cache.size).toBe(written);
   });
 
+  it('drops one append when asked, and no other', () => {
+    const cache = new LargeAppendCache(8 * MIB);
+    const first = chunk(0, MIB);
+    cache.keep(1, first);
+    cache.keep(1, chunk(MIB, MIB));
+    cache.drop(1, first);
+    expect(cache.containing(1, 0)).toBeUndefined();
+    expect(cache.containing(1, MIB)).toBeDefined();
+    expect(cache.size).toBe(MIB);
+  });
+
   it('forgets every append of a stream at once', () => {
     const cache = new LargeAppendCache(8 * MIB);
     cache.keep(1, chunk(0, MIB));
@@ -111,12 +122,15 @@ describe('large appends in a real SQLite store', () => {
       const stream = await mustGet(store, name);
       const window = MIB;
       const parts: Buffer[] = [];
-      for (let at = 0; at < stream.tail; at += window) parts.push(await store.readRange(stream, at, window));
+      for (let at = 0; at < stream.tail; at += window) {
+        parts.push(await store.readRange(stream, at, window));
+        if (at !== MIB) continue;
+        // Any position inside it is the whole append, kept as it was stored.
+        const held = await store.chunkAt(stream, 2 * MIB);
+        expect(held?.start).toBe(0);
+        expect(held?.data.equals(big)).toBe(true);
+      }
       expect(Buffer.concat(parts).equals(all)).toBe(true);
-      // Any position inside it is the whole append, as before it was kept.
-      const held = await store.chunkAt(stream, 2 * MIB);
-      expect(held?.start).toBe(0);
-      expect(held?.data.equals(big)).toBe(true);
     };
     let store = new SqliteStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
     await store.run('createStream', createRequest(name));
@@ -124,16 +138,18 @@ describe('large appends in a real SQLite store', () => {
     expectAppended(await store.run('append', { name, request: appendRequest('after') }));
     expect(store.cacheCounters().largeAppendBytes).toBe(big.length);
     await readInWindows(store);
-    // Five windows and chunkAt, and each found the append kept when it was written.
+    // Each of the five windows, and chunkAt, found the append kept when it was written; the
+    // last window took it to its end, and dropped it.
     expect(largeHits(store)).toBe(6);
+    expect(store.cacheCounters().largeAppendBytes).toBe(0);
     await store.close();
     store = new SqliteStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
     try {
       expect(store.cacheCounters().largeAppendBytes).toBe(0);
       await readInWindows(store);
-      // The first window loaded it and, cut, kept it; the four after it and chunkAt found it.
+      // The first window loaded it and, cutting it, kept it; the four after it and chunkAt found it.
       expect(largeHits(store)).toBe(5);
-      expect(store.cacheCounters().largeAppendBytes).toBe(big.length);
+      expect(store.cacheCounters().largeAppendBytes).toBe(0);
     } finally {
       await store.close();
     }

@@ -364,7 +364,11 @@ export class SqliteStore extends BatchedStore {
   /** The indexed append with the greatest start at or before `position`. */
   private indexedAppendAt(streamId: number, position: number): StoredChunk | null {
     const kept = this.largeAppends.containing(streamId, position);
-    if (kept !== undefined) return kept;
+    if (kept !== undefined) {
+      // A read that takes it to its end was its reader's last; another reader loads it again.
+      if (this.readEnd !== null && kept.start + kept.data.length <= this.readEnd) this.largeAppends.drop(streamId, kept);
+      return kept;
+    }
     const row = this.sql.chunkContaining.get(streamId, position);
     if (!row) return null;
     const append = appendAt(row, position);
