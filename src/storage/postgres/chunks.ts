@@ -43,7 +43,7 @@ interface Window {
   rows: StoredChunk[];
 }
 
-// The order names the table's column: a bare \`start\` would be the sliced query's output
+// The order names the table's column: a bare `start` would be the sliced query's output
 // column (its cut start), which no index gives in order, and PostgreSQL would sort every
 // row of the window before sending the first.
 const WINDOW_ROWS = `FROM chunks WHERE stream_id = $1 AND start < $3

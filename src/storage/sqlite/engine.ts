@@ -28,7 +28,7 @@ import { legacyRecords, withoutRecords } from '../records-backfill.js';
 import type { StreamRow } from '../stream-columns.js';
 import { StreamCache } from './cache.js';
 import { SqliteColdRows } from './cold-rows.js';
-import { appendAt, appendsOfRow } from './chunk-rows.js';
+import { IndexedReads } from './indexed-reads.js';
 import { lockDataDir } from './dir-lock.js';
 import { DEFAULT_STREAM_CACHE_BYTES, DEFAULT_STREAM_CACHE_ENTRIES } from './defaults.js';
 
@@ -127,6 +127,7 @@ export class SqliteStore extends BatchedStore {
   private readonly streams: StreamRows;
   private readonly producers = new ProducerCache(50_000);
   private readonly largeAppends = new LargeAppendCache();
+  private readonly indexed: IndexedReads;
   /** Appends and producer changes not yet in `chunks` and `producers`. */
   private readonly heldWrites: HeldWrites;
   private readonly txn: SqliteTxn;
@@ -167,6 +168,7 @@ export class SqliteStore extends BatchedStore {
       this.db.pragma(`wal_autocheckpoint = ${options.checkpoints === 'thread' ? BACKSTOP_CHECKPOINT_PAGES : 250}`);
       migrate(this.db);
       this.sql = prepareStatements(this.db);
+      this.indexed = new IndexedReads(this.sql, this.largeAppends);
       this.heldWrites = new HeldWrites(this.db, this.sql, options.recentIndexing ?? DEFAULT_RECENT_INDEXING);
       this.streams = new StreamRows(this.db, this.sql, this.cache, this.heldWrites.recent, (stream) => this.withPendingTouch(stream), (stream, from, to) =>
         countMessagesIn(stream, chunksFromChain(this.chunkSource, stream, from, to - from)),
@@ -325,7 +327,7 @@ export class SqliteStore extends BatchedStore {
   private readonly chunkSource: ChunkSource = {
     streamById: (id) => this.streams.byId(id),
     chunkContaining: (streamId, position) =>
-      this.heldWrites.recent.containing(streamId, position) ?? this.indexedAppendAt(streamId, position) ?? this.coldChunks?.containing(streamId, position) ?? null,
+      this.heldWrites.recent.containing(streamId, position) ?? this.indexed.appendAt(streamId, position) ?? this.coldChunks?.containing(streamId, position) ?? null,
     chunksFrom: (streamId, from, before) => this.chunksFrom(streamId, from, before),
   };
 
@@ -357,57 +359,8 @@ export class SqliteStore extends BatchedStore {
   private *hotChunksFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
     const firstRecent = this.heldWrites.recent.firstStart(streamId);
     // A tail read that starts among the recent appends needs no query.
-    if (firstRecent === undefined || from < firstRecent) yield* this.indexedAppendsFrom(streamId, from, Math.min(before, firstRecent ?? before));
+    if (firstRecent === undefined || from < firstRecent) yield* this.indexed.appendsFrom(streamId, from, Math.min(before, firstRecent ?? before));
     yield* this.heldWrites.recent.from(streamId, from, before);
-  }
-
-  /** The indexed append with the greatest start at or before `position`. */
-  private indexedAppendAt(streamId: number, position: number): StoredChunk | null {
-    const kept = this.largeAppends.containing(streamId, position);
-    if (kept !== undefined) {
-      // A read that takes it to its end was its reader's last; another reader loads it again.
-      if (this.readEnd !== null && kept.start + kept.data.length <= this.readEnd) this.largeAppends.drop(streamId, kept);
-      return kept;
-    }
-    const row = this.sql.chunkContaining.get(streamId, position);
-    if (!row) return null;
-    const append = appendAt(row, position);
-    this.keepIfCut(streamId, append);
-    return append;
-  }
-
-  /** The indexed appends with `from <= start < before`, in order. */
-  private *indexedAppendsFrom(streamId: number, from: number, before: number): Iterable<StoredChunk> {
-    for (const row of this.sql.chunkRowsFrom.iterate({ stream: streamId, from, before })) {
-      for (const append of appendsOfRow(row)) {
-        if (append.start < from || append.start >= before) continue;
-        this.keepIfCut(streamId, append);
-        yield append;
-      }
-    }
-  }
-
-  /** Where the read running now ends (readingTo); null in any other read, a transaction's included. */
-  private readEnd: number | null = null;
-
-  /** Runs a read of bytes up to `end`, whose loads keep the large append it cuts there. */
-  private readingTo<T>(end: number, read: () => T): T {
-    this.readEnd = end;
-    try {
-      return read();
-    } finally {
-      this.readEnd = null;
-    }
-  }
-
-  /**
-   * Keeps a large append a read of bytes cut at its end: its reader comes back for the
-   * rest. Appends read whole are not kept (a live reader of 1 MiB appends would fill the
-   * memory with what nobody asks for again), nor what a transaction reads, which may be
-   * its own insert, gone if it rolls back (a committed row's bytes never change).
-   */
-  private keepIfCut(streamId: number, append: StoredChunk): void {
-    if (this.readEnd !== null && append.start + append.data.length > this.readEnd) this.largeAppends.keep(streamId, append);
   }
 
   private coldRowsOnce: SqliteColdRows | null = null;
@@ -428,7 +381,7 @@ export class SqliteStore extends BatchedStore {
   }
 
   async readChunks(stream: StreamState, from: number, maxBytes: number): Promise<Array<{ start: number; data: Buffer }>> {
-    return this.readingTo(windowEnd(stream.tail, from, maxBytes), () => chunksFromChain(this.chunkSource, stream, from, maxBytes));
+    return this.indexed.readingTo(windowEnd(stream.tail, from, maxBytes), () => chunksFromChain(this.chunkSource, stream, from, maxBytes));
   }
 
   async snapshotBody(stream: StreamState): Promise<Buffer | null> {
@@ -452,7 +405,7 @@ export class SqliteStore extends BatchedStore {
   }
 
   async readRange(stream: StreamState, from: number, maxBytes: number): Promise<Buffer> {
-    return this.readingTo(windowEnd(stream.tail, from, maxBytes), () => readFromChain(this.chunkSource, stream, from, maxBytes));
+    return this.indexed.readingTo(windowEnd(stream.tail, from, maxBytes), () => readFromChain(this.chunkSource, stream, from, maxBytes));
   }
 
   async chunkAt(stream: StreamState, position: number): Promise<{ start: number; data: Buffer } | null> {
