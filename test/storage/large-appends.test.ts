@@ -104,10 +104,16 @@ describe('the large-append cache', () => {
 describe('large appends in a real SQLite store', () => {
   const dirs: string[] = [];
   afterEach(() => dirs.splice(0).forEach(removeDir));
-  const open = () => {
+  /** Runs `test` on a fresh store in a directory of its own, and closes the store after it. */
+  const withStore = async (test: (store: SqliteStore) => Promise<void>) => {
     const dataDir = tempDataDir();
     dirs.push(dataDir);
-    return new SqliteStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
+    const store = new SqliteStore({ dataDir, producers: DEFAULT_PRODUCER_SETTINGS });
+    try {
+      await test(store);
+    } finally {
+      await store.close();
+    }
   };
   const largeHits = (store: SqliteStore) => store.cacheCounters().largeAppendHits;
 
@@ -155,9 +161,8 @@ describe('large appends in a real SQLite store', () => {
     }
   });
 
-  it('a retention cut stored inside a kept append reads as the stored cut, not as the append kept before', async () => {
-    const store = open();
-    try {
+  it('a retention cut stored inside a kept append reads as the stored cut, not as the append kept before', () =>
+    withStore(async (store) => {
       const name = v1StreamKey('cut');
       const retention: RetentionPolicy = { maxBytes: MIB, maxMessages: null, maxAgeMs: null };
       await store.run('createStream', createRequest(name, { contentType: JSON_TYPE, retention }));
@@ -186,14 +191,10 @@ describe('large appends in a real SQLite store', () => {
       expect(stored?.data.toString()).toBe(body.slice(cut.earliestOffset));
       const rest = await store.readRange(cut, cut.earliestOffset, cut.tail - cut.earliestOffset);
       expect(rest.toString()).toBe(body.slice(cut.earliestOffset) + more);
-    } finally {
-      await store.close();
-    }
-  });
+    }));
 
-  it('keeps no append a read takes whole, only one a read cuts', async () => {
-    const store = open();
-    try {
+  it('keeps no append a read takes whole, only one a read cuts', () =>
+    withStore(async (store) => {
       const name = v1StreamKey('whole');
       await store.run('createStream', createRequest(name));
       const body = randomBytes(seededRandom(2), MIB + 3);
@@ -204,14 +205,10 @@ describe('large appends in a real SQLite store', () => {
       expect(store.cacheCounters().largeAppendBytes).toBe(0);
       expect((await store.readRange(stream, 5, 1000)).equals(body.subarray(5, 1005))).toBe(true);
       expect(store.cacheCounters().largeAppendBytes).toBe(body.length);
-    } finally {
-      await store.close();
-    }
-  });
+    }));
 
-  it('a stream dropped and made again under its name reads its new bytes', async () => {
-    const store = open();
-    try {
+  it('a stream dropped and made again under its name reads its new bytes', () =>
+    withStore(async (store) => {
       const name = v1StreamKey('again');
       await store.run('createStream', createRequest(name));
       expectAppended(await store.run('append', { name, request: appendRequest(Buffer.alloc(MIB + 1, 1)) }));
@@ -225,8 +222,5 @@ describe('large appends in a real SQLite store', () => {
       expectAppended(await store.run('append', { name, request: appendRequest(Buffer.alloc(MIB + 1, 2)) }));
       const second = await mustGet(store, name);
       expect((await store.readRange(second, 1024, 1024)).equals(Buffer.alloc(1024, 2))).toBe(true);
-    } finally {
-      await store.close();
-    }
-  });
+    }));
 });
