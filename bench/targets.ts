@@ -204,6 +204,15 @@ function logLevelOf(name: TargetName): string {
   return name.startsWith('rill') ? 'info' : 'warn';
 }
 
+/**
+ * What rill's processes get in their environment beyond the bench's own: what `npm start`
+ * sets (package.json), so the bench measures rill as it is run. glibc's malloc then asks
+ * for transparent huge pages, and a 32 MiB append or read faults in 64 pages instead of
+ * 8,192 (docs/operating.md, "Memory and large appends"). The other servers run as their
+ * authors ship them.
+ */
+export const RILL_ENV: Readonly<Record<string, string>> = { GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1' };
+
 async function spawnListening(command: string[], port: number, logLevel: string, startTimeoutMs: number, env: Record<string, string> = {}): Promise<Process> {
   const [program, ...args] = command;
   const child = spawn(program!, args, {
@@ -254,7 +263,8 @@ export async function startTarget(
   const s3 = name === 'rill-cold' ? await startBenchS3(startTimeoutMs) : null;
   let server: Process;
   try {
-    server = await spawnListening([...launcher, process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs], port, logLevelOf(name), startTimeoutMs, s3 ? s3Env(s3.url) : {});
+    const env = { ...(name.startsWith('rill') ? RILL_ENV : {}), ...(s3 ? s3Env(s3.url) : {}) };
+    server = await spawnListening([...launcher, process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs], port, logLevelOf(name), startTimeoutMs, env);
   } catch (error) {
     await s3?.stop(10_000);
     throw error;
@@ -513,7 +523,7 @@ async function startPostgresTarget(name: TargetName, extraArgs: string[], startT
       for (const port of ports) {
         const command = [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'postgres', '--postgres-url', database, ...extraArgs];
         // Level info: the nodes log their totals at their stop; otherwise only at their start.
-        started.push(await spawnListening([...launcher, process.execPath, ...allNodeFlags, ...rillNodeFlags, ...command], port, 'info', startTimeoutMs));
+        started.push(await spawnListening([...launcher, process.execPath, ...allNodeFlags, ...rillNodeFlags, ...command], port, 'info', startTimeoutMs, RILL_ENV));
       }
     } catch (error) {
       await Promise.all(started.map((n) => n.stop(10_000)));
