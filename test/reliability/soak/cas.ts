@@ -21,7 +21,7 @@ const MAX_ATTEMPTS = 500;
 async function readOn(ctx: SoakContext, rng: Rng, spec: StreamSpec, view: View, key: string): Promise<boolean> {
   let seen = false;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const out = await call(`${ctx.base}${spec.path}?offset=${pad20(view.offset)}`, { headers: { accept: 'application/x-ndjson' } });
+    const out = await call(`${ctx.nextBase()}${spec.path}?offset=${pad20(view.offset)}`, { headers: { accept: 'application/x-ndjson' } });
     if (out.kind === 'unknown') {
       // pacing: a retry's back-off, not a wait for an outcome
       await sleep(rng.int(30, 200));
@@ -50,7 +50,7 @@ type Attempt = 'acked' | 'conflict' | 'unknown' | 'refused';
 async function commitOnce(ctx: SoakContext, rng: Rng, spec: StreamSpec, record: WriteRecord, count: number): Promise<Attempt> {
   record.seqCandidates!.push(count);
   const headers = { 'content-type': 'application/json', 'stream-seq': pad20(count) };
-  const out = await call(ctx.base + spec.path, { method: 'POST', headers, body: `[${record.lines.join(',')}]` }, maybeLose(rng));
+  const out = await call(ctx.nextBase() + spec.path, { method: 'POST', headers, body: `[${record.lines.join(',')}]` }, maybeLose(rng));
   if (out.kind === 'unknown') {
     ctx.ledger.unknown(out.reason);
     return 'unknown';

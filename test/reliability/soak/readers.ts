@@ -22,7 +22,8 @@ export interface Reader {
 }
 
 export interface ReaderContext {
-  base: string;
+  /** As SoakContext.nextBase. */
+  nextBase: () => string;
   ledger: Ledger;
   /** Where the reader may stop: the stream's final tail, once the writers are done. */
   finalTail: (stream: string) => number | undefined;
@@ -47,7 +48,7 @@ export async function pagingReader(ctx: ReaderContext, rng: Rng, spec: StreamSpe
   while (!finished(ctx, reader)) {
     const live = longPoll && upToDate ? '&live=long-poll' : '';
     const from = reader.offset;
-    const out = await call(`${ctx.base}${spec.path}?offset=${pad20(from)}&max_bytes=${rng.int(1, 65_536)}${live}`, { headers: { accept: 'application/x-ndjson' } });
+    const out = await call(`${ctx.nextBase()}${spec.path}?offset=${pad20(from)}&max_bytes=${rng.int(1, 65_536)}${live}`, { headers: { accept: 'application/x-ndjson' } });
     if (out.kind === 'unknown') {
       // pacing: a retry's back-off, not a wait for an outcome
       await sleep(rng.int(30, 200));
@@ -94,7 +95,7 @@ async function followOnce(ctx: ReaderContext, spec: StreamSpec, reader: Reader):
   const abort = new AbortController();
   const watchdog = setInterval(() => finished(ctx, reader) && abort.abort(), 100);
   try {
-    const res = await fetch(`${ctx.base}${spec.path}?offset=${pad20(reader.offset)}&live=sse`, { signal: abort.signal });
+    const res = await fetch(`${ctx.nextBase()}${spec.path}?offset=${pad20(reader.offset)}&live=sse`, { signal: abort.signal });
     if (res.status !== 200 || !res.body) {
       ctx.ledger.violation(`${reader.label}: SSE answered ${res.status}`);
       return;

@@ -106,8 +106,8 @@ class Supervisor {
     this.restarts += 1;
   }
 
-  /** The next node's URL. */
-  get base(): string {
+  /** The next node's URL: each call moves on to the next node. */
+  nextBase(): string {
     this.turn = (this.turn + 1) % this.ports.length;
     return `http://127.0.0.1:${this.ports[this.turn]}`;
   }
@@ -127,7 +127,7 @@ class Supervisor {
 }
 
 async function setUp(ctx: SoakContext, rng: Rng): Promise<void> {
-  const bucket = await fetch(ctx.base + BUCKET, { method: 'PUT' });
+  const bucket = await fetch(ctx.nextBase() + BUCKET, { method: 'PUT' });
   if (bucket.status !== 201) throw new Error(`creating the soak bucket answered ${bucket.status}`);
   for (const spec of Object.values(STREAMS)) if (!(await createStream(ctx, rng, spec))) throw new Error(`could not create ${spec.path}`);
 }
@@ -180,7 +180,7 @@ async function crashLoop(p: Phase, ended: (nextGapMs: number) => boolean, gapMs:
     await sleep(p.rng.int(gapMs[0], gapMs[1]));
     await p.supervisor.crash(p.rng);
     const checkStarted = Date.now();
-    await checkAll(p.supervisor.base, p.ledger, p.readers);
+    await checkAll(p.supervisor.nextBase(), p.ledger, p.readers);
     p.checkMs.push(Date.now() - checkStarted);
     checks += 1;
     if (p.supervisor.restarts % 10 === 0) {
@@ -194,13 +194,13 @@ async function crashLoop(p: Phase, ended: (nextGapMs: number) => boolean, gapMs:
 /** After the load: one more crash at rest, then the readers finish and everything is checked. */
 async function finish(p: Phase, finalTails: Map<string, number>, setReaderDeadline: (ms: number) => void, readerRuns: Array<Promise<void>>): Promise<number> {
   await p.supervisor.crash(p.rng);
-  for (const [name, tail] of await checkAll(p.supervisor.base, p.ledger, p.readers)) finalTails.set(name, tail);
+  for (const [name, tail] of await checkAll(p.supervisor.nextBase(), p.ledger, p.readers)) finalTails.set(name, tail);
   setReaderDeadline(Date.now() + 60_000);
   await Promise.all(readerRuns);
   for (const r of p.readers) {
     if (r.offset !== finalTails.get(r.stream)) p.ledger.violation(`${r.label} stopped at ${r.offset}, the stream ends at ${finalTails.get(r.stream)}`);
   }
-  await checkAll(p.supervisor.base, p.ledger, p.readers);
+  await checkAll(p.supervisor.nextBase(), p.ledger, p.readers);
   for (const code of await p.supervisor.stop()) p.ledger.violation(`SIGTERM at the end exited with ${code}`);
   return 2;
 }
@@ -226,9 +226,10 @@ export async function runSoak(options: SoakOptions): Promise<SoakReport> {
   let stopping = false;
   let readerDeadline = Number.POSITIVE_INFINITY;
   const finalTails = new Map<string, number>();
-  // Each request asks for `base` anew, so requests go to the nodes in turn.
-  const ctx: SoakContext = { get base() { return supervisor.base; }, ledger: p.ledger, stopping: () => stopping };
-  const readerCtx: ReaderContext = { get base() { return supervisor.base; }, ledger: p.ledger, finalTail: (s) => finalTails.get(s), deadline: () => readerDeadline };
+  // Each request asks for its node anew, so requests go to the nodes in turn.
+  const nextBase = () => supervisor.nextBase();
+  const ctx: SoakContext = { nextBase, ledger: p.ledger, stopping: () => stopping };
+  const readerCtx: ReaderContext = { nextBase, ledger: p.ledger, finalTail: (s) => finalTails.get(s), deadline: () => readerDeadline };
   await supervisor.start();
   try {
     await setUp(ctx, rng);

@@ -15,7 +15,8 @@ import { jsonLine, receiptOf, textLine, type Ledger, type StreamSpec, type Write
 import { call, maybeLose, pad20, sleep, type Rng } from './support.js';
 
 export interface SoakContext {
-  base: string;
+  /** The URL of the node the next request goes to: each call moves on to the next node. */
+  nextBase: () => string;
   ledger: Ledger;
   stopping: () => boolean;
 }
@@ -43,7 +44,7 @@ async function untilAnswered(ctx: SoakContext, rng: Rng, url: string, init: Requ
 
 /** PUT until answered; records the stream's incarnation. */
 export async function createStream(ctx: SoakContext, rng: Rng, spec: StreamSpec): Promise<boolean> {
-  const res = await untilAnswered(ctx, rng, ctx.base + spec.path, { method: 'PUT', headers: { 'content-type': spec.contentType } });
+  const res = await untilAnswered(ctx, rng, ctx.nextBase() + spec.path, { method: 'PUT', headers: { 'content-type': spec.contentType } });
   if (res === null) return false;
   if (res.status !== 201 && res.status !== 200) {
     ctx.ledger.violation(`create ${spec.path} answered ${res.status}`);
@@ -59,7 +60,7 @@ export async function plainWriter(ctx: SoakContext, rng: Rng, spec: StreamSpec, 
     const key = `P.${id}.${n}`;
     const line = textLine(key, 0, rng.pad(8, 160));
     const record = ctx.ledger.sent({ key, stream: spec.name, lines: [line] });
-    const out = await call(ctx.base + spec.path, { method: 'POST', headers: { 'content-type': spec.contentType }, body: `${line}\n` }, maybeLose(rng));
+    const out = await call(ctx.nextBase() + spec.path, { method: 'POST', headers: { 'content-type': spec.contentType }, body: `${line}\n` }, maybeLose(rng));
     if (out.kind === 'unknown') {
       record.state = 'maybe';
       ctx.ledger.unknown(out.reason);
@@ -81,7 +82,7 @@ export async function jsonBatchWriter(ctx: SoakContext, rng: Rng, spec: StreamSp
     const key = `J.${id}.${n}`;
     const lines = Array.from({ length: rng.int(1, 5) }, (_, i) => jsonLine(key, i, rng.pad(0, 60)));
     const record = ctx.ledger.sent({ key, stream: spec.name, lines });
-    const out = await call(ctx.base + spec.path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `[${lines.join(',')}]` }, maybeLose(rng));
+    const out = await call(ctx.nextBase() + spec.path, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `[${lines.join(',')}]` }, maybeLose(rng));
     if (out.kind === 'unknown') {
       record.state = 'maybe';
       ctx.ledger.unknown(out.reason);
@@ -149,7 +150,7 @@ async function producerWrite(ctx: SoakContext, rng: Rng, spec: StreamSpec, opts:
   const line = textLine(key, 0, rng.pad(8, 120));
   const record = ctx.ledger.sent({ key, stream: spec.name, lines: [line] });
   const body = `${line}\n`;
-  const res = await untilAnswered(ctx, rng, ctx.base + spec.path, { method: 'POST', headers: producerHeaders(spec, opts, at, body, close), body });
+  const res = await untilAnswered(ctx, rng, ctx.nextBase() + spec.path, { method: 'POST', headers: producerHeaders(spec, opts, at, body, close), body });
   if (res === null) return false;
   const error = producerAnswerError(res, at, close);
   if (error) {
