@@ -201,7 +201,12 @@ const KEPT_OUTPUT_CHARS = 64 * 1024;
  * nothing per request either way.
  */
 function logLevelOf(name: TargetName): string {
-  return name.startsWith('rill') ? 'info' : 'warn';
+  return isRill(name) ? 'info' : 'warn';
+}
+
+/** Whether a target is rill itself, on any store, rather than a server it is compared with. */
+function isRill(name: TargetName): boolean {
+  return name.startsWith('rill');
 }
 
 /**
@@ -221,7 +226,7 @@ function startEnvironment(): Record<string, string> {
   return env;
 }
 
-export const RILL_ENV: Readonly<Record<string, string>> = startEnvironment();
+const RILL_ENV: Readonly<Record<string, string>> = startEnvironment();
 
 async function spawnListening(command: string[], port: number, logLevel: string, startTimeoutMs: number, env: Record<string, string> = {}): Promise<Process> {
   const [program, ...args] = command;
@@ -273,7 +278,7 @@ export async function startTarget(
   const s3 = name === 'rill-cold' ? await startBenchS3(startTimeoutMs) : null;
   let server: Process;
   try {
-    const env = { ...(name.startsWith('rill') ? RILL_ENV : {}), ...(s3 ? s3Env(s3.url) : {}) };
+    const env = { ...(isRill(name) ? RILL_ENV : {}), ...(s3 ? s3Env(s3.url) : {}) };
     server = await spawnListening([...launcher, process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs], port, logLevelOf(name), startTimeoutMs, env);
   } catch (error) {
     await s3?.stop(10_000);

@@ -35,7 +35,7 @@ export class IndexedReads {
     const kept = this.largeAppends.containing(streamId, position);
     if (kept !== undefined) {
       // A read that takes it to its end was its reader's last; another reader loads it again.
-      if (this.readEnd !== null && kept.start + kept.data.length <= this.readEnd) this.largeAppends.drop(streamId, kept);
+      if (this.readEnd !== null && !this.readCuts(kept)) this.largeAppends.drop(streamId, kept);
       return kept;
     }
     const row = this.sql.chunkContaining.get(streamId, position);
@@ -62,6 +62,11 @@ export class IndexedReads {
    * memory with what nobody asks for again.
    */
   private keepIfCut(streamId: number, append: StoredChunk): void {
-    if (this.readEnd !== null && append.start + append.data.length > this.readEnd) this.largeAppends.keep(streamId, append);
+    if (this.readCuts(append)) this.largeAppends.keep(streamId, append);
+  }
+
+  /** Whether a read of bytes runs now and ends inside `append`. */
+  private readCuts(append: StoredChunk): boolean {
+    return this.readEnd !== null && append.start + append.data.length > this.readEnd;
   }
 }
