@@ -65,6 +65,26 @@ describe('schema', () => {
   });
 });
 
+describe('chunk storage', () => {
+  const storage = async () => (await sql<{ storage: string }>(`SELECT attstorage AS storage FROM pg_attribute WHERE attrelid = 'chunks'::regclass AND attname = 'data'`))[0]!.storage;
+
+  it('stores chunk bytes out of line as they are, in a database made before too, so a slice reads only its part', async () => {
+    await (await node()).close();
+    expect(await storage()).toBe('e');
+    // PostgreSQL's default, which a database made before this kept.
+    await sql('ALTER TABLE chunks ALTER COLUMN data SET STORAGE EXTENDED');
+    const store = await node();
+    expect(await storage()).toBe('e');
+    const name = v1StreamKey('uncompressed');
+    await store.run('createStream', createRequest(name));
+    const text = Buffer.from('a line that PostgreSQL would compress well\n'.repeat(50_000));
+    expectAppended(await store.run('append', { name, request: appendRequest(text) }));
+    const stream = await mustGet(store, name);
+    expect(await sql('SELECT pg_column_compression(data) AS method, length(data) AS bytes FROM chunks WHERE stream_id = $1', [stream.id])).toEqual([{ method: null, bytes: text.length }]);
+    expect((await store.readRange(stream, 1_500_000, 65_536)).equals(text.subarray(1_500_000, 1_565_536))).toBe(true);
+  });
+});
+
 describe('schema 3: record coordinates', () => {
   it('numbers the retained records of streams stored before it, a fork\'s inherited ones too, and takes no receipt range it never had', async () => {
     const older = await sharedDatabase();
@@ -437,13 +457,17 @@ describe('large reads', () => {
 
   it('a read inside a large append takes only its window from PostgreSQL, small or in bulk, compressed or not; chunkAt still answers the whole append', async () => {
     const store = await node();
+    // As in a database written before rill stored chunk bytes uncompressed (schema.ts),
+    // whose compressed values it still reads: repeated text is compressed, random bytes
+    // are stored out of line as they are.
+    await sql('ALTER TABLE chunks ALTER COLUMN data SET STORAGE EXTENDED');
     const name = v1StreamKey('inside');
     await store.run('createStream', createRequest(name));
-    // Random bytes are stored out of line as they are; repeated text is compressed.
     const random = randomBytes(seededRandom(45), 2 * 1024 * 1024);
     const text = Buffer.from('a line that PostgreSQL compresses well\n'.repeat(60_000));
     for (const data of [random, text, Buffer.from('tail')]) expectAppended(await store.run('append', { name, request: appendRequest(data) }));
     const stream = await mustGet(store, name);
+    expect(await sql('SELECT pg_column_compression(data) AS method FROM chunks WHERE stream_id = $1 ORDER BY start', [stream.id])).toEqual([{ method: null }, { method: 'pglz' }, { method: null }]);
     const all = Buffer.concat([random, text, Buffer.from('tail')]);
     const textAt = random.length;
     // Inside each, below the bulk size and above it; one window across both, one past the last.
