@@ -83,6 +83,29 @@ describe('chunk storage', () => {
     expect(await sql('SELECT pg_column_compression(data) AS method, length(data) AS bytes FROM chunks WHERE stream_id = $1', [stream.id])).toEqual([{ method: null, bytes: text.length }]);
     expect((await store.readRange(stream, 1_500_000, 65_536)).equals(text.subarray(1_500_000, 1_565_536))).toBe(true);
   });
+
+  it('opens without waiting behind a long read of chunks, and sets the storage at a later open', async () => {
+    await (await node()).close();
+    await sql('ALTER TABLE chunks ALTER COLUMN data SET STORAGE EXTENDED');
+    // A catch-up's COPY holds the table this way for as long as it runs.
+    const reader = new pg.Client(url);
+    await reader.connect();
+    await reader.query('BEGIN');
+    await reader.query('LOCK TABLE chunks IN ACCESS SHARE MODE');
+    try {
+      const store = await node();
+      expect(await storage()).toBe('x');
+      const name = v1StreamKey('while-read');
+      await store.run('createStream', createRequest(name));
+      expectAppended(await store.run('append', { name, request: appendRequest('served') }));
+      expect((await readAll(store, name)).toString()).toBe('served');
+    } finally {
+      await reader.query('ROLLBACK');
+      await reader.end();
+    }
+    await (await node()).close();
+    expect(await storage()).toBe('e');
+  });
 });
 
 describe('schema 3: record coordinates', () => {

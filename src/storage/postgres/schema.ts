@@ -7,7 +7,7 @@
  * 0/1. Names and producer ids use the "C" collation: listings and eviction order compare
  * UTF-8 bytes, as SQLite's BINARY collation does.
  */
-import type { PoolClient } from 'pg';
+import pg, { type PoolClient } from 'pg';
 import { chunksFromChain } from '../chain.js';
 import { legacyRecords, withoutRecords, WITHOUT_RECORDS_SQL } from '../records-backfill.js';
 import { rowToStream, type StreamRow } from '../stream-columns.js';
@@ -17,6 +17,10 @@ export const SCHEMA_VERSION = 7;
 
 /** Any constant of our own: only rill's migrations take this advisory lock. */
 const MIGRATION_LOCK = 0x72696c6c;
+/** How long an open waits for the lock that storeChunksUncompressed's ALTER takes. */
+const STORAGE_LOCK_TIMEOUT = '1s';
+/** PostgreSQL's code for a lock not obtained within lock_timeout. */
+const LOCK_NOT_AVAILABLE = '55P03';
 
 const MIGRATIONS: Record<number, string> = {
   1: `
@@ -177,7 +181,20 @@ async function storeChunksUncompressed(client: PoolClient): Promise<void> {
   const { rows } = await client.query<{ storage: string }>(
     `SELECT attstorage AS storage FROM pg_attribute WHERE attrelid = 'chunks'::regclass AND attname = 'data'`,
   );
-  if (rows[0]?.storage !== 'e') await client.query('ALTER TABLE chunks ALTER COLUMN data SET STORAGE EXTERNAL');
+  if (rows[0]?.storage === 'e') return;
+  // The ALTER takes the table's strongest lock: waiting behind a long read of chunks (a
+  // catch-up's COPY), it would queue every node's reads and writes of chunks behind it.
+  // It gives up after STORAGE_LOCK_TIMEOUT instead, and a later open tries again.
+  await client.query('SAVEPOINT chunk_storage');
+  try {
+    await client.query(`SET LOCAL lock_timeout = '${STORAGE_LOCK_TIMEOUT}'`);
+    await client.query('ALTER TABLE chunks ALTER COLUMN data SET STORAGE EXTERNAL');
+    await client.query('SET LOCAL lock_timeout TO DEFAULT');
+    await client.query('RELEASE SAVEPOINT chunk_storage');
+  } catch (error) {
+    if (!(error instanceof pg.DatabaseError && error.code === LOCK_NOT_AVAILABLE)) throw error;
+    await client.query('ROLLBACK TO SAVEPOINT chunk_storage');
+  }
 }
 
 /**
