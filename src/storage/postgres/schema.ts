@@ -168,14 +168,10 @@ export async function migrate(client: PoolClient): Promise<void> {
 
 /**
  * Chunk bytes are stored out of line and uncompressed (`STORAGE EXTERNAL`), as SQLite
- * stores them. PostgreSQL compresses a value of about 2 KB or more by default, and a
- * slice of a compressed value is decompressed from its start: a 64 KiB read 24 MiB into
- * a 32 MiB append of text took 110 ms (a reader through it in 64 KiB windows, about 30 s
- * of the database's CPU), against 4.5 ms uncompressed, where PostgreSQL fetches only the
- * slice's part of the value; and compressing that append on write took about half its
- * 2.4 s. The cost is disk: that text took 12 MB compressed and 35 MB as it is. Not a
- * schema version: any rill reads either, so this applies to values written from now
- * on, and is set once (the ALTER locks the table).
+ * stores them: PostgreSQL decompresses a slice of a compressed value from its start, so a
+ * reader going through a large append in windows decompressed it again for each window
+ * (docs/decisions.md, "Large appends kept for reads", has the figures). Not a schema
+ * version: any rill reads either form, and this applies to values written from now on.
  */
 async function storeChunksUncompressed(client: PoolClient): Promise<void> {
   const { rows } = await client.query<{ storage: string }>(
