@@ -226,7 +226,12 @@ function startEnvironment(): Record<string, string> {
   return env;
 }
 
-const RILL_ENV: Readonly<Record<string, string>> = startEnvironment();
+let rillEnv: Readonly<Record<string, string>> | undefined;
+
+/** startEnvironment, read once, when a rill is first started: importing this module reads no file. */
+function rillEnvironment(): Readonly<Record<string, string>> {
+  return (rillEnv ??= startEnvironment());
+}
 
 async function spawnListening(command: string[], port: number, logLevel: string, startTimeoutMs: number, env: Record<string, string> = {}): Promise<Process> {
   const [program, ...args] = command;
@@ -278,7 +283,7 @@ export async function startTarget(
   const s3 = name === 'rill-cold' ? await startBenchS3(startTimeoutMs) : null;
   let server: Process;
   try {
-    const env = { ...(isRill(name) ? RILL_ENV : {}), ...(s3 ? s3Env(s3.url) : {}) };
+    const env = { ...(isRill(name) ? rillEnvironment() : {}), ...(s3 ? s3Env(s3.url) : {}) };
     server = await spawnListening([...launcher, process.execPath, ...flags, ...commandFor(name, port, dataDir), ...extraArgs], port, logLevelOf(name), startTimeoutMs, env);
   } catch (error) {
     await s3?.stop(10_000);
@@ -538,7 +543,7 @@ async function startPostgresTarget(name: TargetName, extraArgs: string[], startT
       for (const port of ports) {
         const command = [rillCli, 'serve', '--host', '127.0.0.1', '--port', String(port), '--store', 'postgres', '--postgres-url', database, ...extraArgs];
         // Level info: the nodes log their totals at their stop; otherwise only at their start.
-        started.push(await spawnListening([...launcher, process.execPath, ...allNodeFlags, ...rillNodeFlags, ...command], port, 'info', startTimeoutMs, RILL_ENV));
+        started.push(await spawnListening([...launcher, process.execPath, ...allNodeFlags, ...rillNodeFlags, ...command], port, 'info', startTimeoutMs, rillEnvironment()));
       }
     } catch (error) {
       await Promise.all(started.map((n) => n.stop(10_000)));
