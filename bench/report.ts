@@ -132,7 +132,7 @@ function sameRowRatio(rows: Row[]) {
 }
 
 /** The targets of issue 7, each judged on medians from this run. */
-export function checkTargets(rows: Row[], mid: number, large: number, spread: number): Check[] {
+export function checkTargets(rows: Row[], mid: number, large: number, spread: number, producerStreams: number): Check[] {
   const m = (key: string, t: TargetName) => medianOf(rows, key, t);
   const r = sameRowRatio(rows);
   const a = `appends-${mid}`;
@@ -143,6 +143,7 @@ export function checkTargets(rows: Row[], mid: number, large: number, spread: nu
     r('appends/s at 500 streams with the access log >= 0.95x with --access-log off (issue 41)', a, 'rill', 'rill-no-log', 0.95, '>='),
     r('appends/s at 500 streams >= 0.7x bare floor', a, 'rill', 'floor', 0.7, '>='),
     r('appends/s at 500 streams with auth on >= 0.9x auth off (issue 24)', a, 'rill-auth', 'rill', 0.9, '>='),
+    r(`producer appends/s at ${producerStreams} streams >= reference in-memory (issue 41)`, `producers-${producerStreams}`, 'rill', 'ref-memory', 1, '>='),
     check('append p99 at 50 connections < 10 ms', m(`${a}-p99`, 'rill'), 10, '<', 'p99 ms'),
     check('appends/s at 10,000 streams >= 0.9x of 500', m(`appends-${large}`, 'rill') / m(a, 'rill'), 0.9, '>=', 'ratio'),
     ratioCheck(

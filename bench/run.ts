@@ -550,7 +550,7 @@ async function main(): Promise<void> {
   }
   failures.push(...notStarted);
   const loadAfter = loadavg();
-  const checks = checkTargets(rows, mid, s.streamCounts[2] ?? NaN, s.spreadStreams);
+  const checks = checkTargets(rows, mid, s.streamCounts[2] ?? NaN, s.spreadStreams, s.producerStreams);
   const postgresChecks = checkPostgresTargets(rows, mid);
   const coldChecks = rows.some((r) => r.rounds['rill-cold']) ? checkColdTargets(rows) : [];
   const table = renderTable(rows);
