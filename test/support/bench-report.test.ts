@@ -10,7 +10,7 @@ function row(key: string, rounds: Row['rounds']): Row {
   return { key, label: key, unit: 'appends/s', better: 'higher', rounds };
 }
 
-/** PostgreSQL at 0.46x, 0.56x and 0.74x of SQLite round by round; 5,600 against 10,000 in the medians. */
+/** PostgreSQL at 0.46x, 0.56x and 0.74x of SQLite round by round; 5,920 against 10,000 in the medians. */
 const APPENDS = row('appends-500', {
   rill: [10_000, 12_000, 8_000],
   'rill-pg': [4_600, 6_720, 5_920],
