@@ -89,12 +89,11 @@ export function renderTable(rows: Row[]): string {
 }
 
 type Op = '>=' | '<' | '<=';
-const NOT_MEASURED = 'not measured in this run';
 
 function check(target: string, value: number, limit: number, op: Op, detail: string): Check {
   // A ratio or difference of figures, one of them not measured, is NaN: not measured either.
-  if (!Number.isFinite(value)) return { target, met: false, detail: NOT_MEASURED };
-  const met = Number.isFinite(value) && (op === '>=' ? value >= limit : op === '<=' ? value <= limit : value < limit);
+  if (!Number.isFinite(value)) return { target, met: false, detail: 'not measured in this run' };
+  const met = op === '>=' ? value >= limit : op === '<=' ? value <= limit : value < limit;
   return { target, met, detail: `${detail} = ${format(value)} (needs ${op} ${limit})` };
 }
 
@@ -119,9 +118,10 @@ export function roundRatios(rows: Row[], a: Figure, b: Figure): number[] {
 
 /** A target on the ratio of two medians, judged on that ratio; the range of the round-by-round ratios is given beside it. */
 function ratioCheck(target: string, rows: Row[], a: Figure, b: Figure, limit: number, op: Op): Check {
-  const judged = check(target, medianOf(rows, a.key, a.target) / medianOf(rows, b.key, b.target), limit, op, 'ratio');
+  const value = medianOf(rows, a.key, a.target) / medianOf(rows, b.key, b.target);
+  const judged = check(target, value, limit, op, 'ratio');
   const rounds = roundRatios(rows, a, b);
-  if (judged.detail === NOT_MEASURED || rounds.length < 2) return judged;
+  if (!Number.isFinite(value) || rounds.length < 2) return judged;
   return { ...judged, detail: `${judged.detail}; round by round ${format(Math.min(...rounds))}-${format(Math.max(...rounds))}` };
 }
 
