@@ -199,11 +199,12 @@ interface Process {
 const KEPT_OUTPUT_CHARS = 64 * 1024;
 
 /**
- * Where a server's standard output goes: a file on tmpfs, as an operator sends it to a file,
- * not a pipe into this process. At info rill writes an access line per request, about
- * 2.5 MB a second under the append loads, and a pipe made the load generator's process read
- * and decode all of it, CPU it took from the two cores the servers share with it, for rill
- * alone (the other servers log nothing per request). tmpfs, so that the log's writeback
+ * Where a server's standard output goes: a file on tmpfs, as `rill serve > rill.log` sends
+ * it to a file, not a pipe into this process. At info rill writes an access line per
+ * request, about 2.5 MB a second under the append loads. Through a pipe each write woke
+ * this process, which runs the load generator: that cost rill 4-9 µs of CPU per request and
+ * the load generator up to 8 more, for rill alone, as no other server logs per request
+ * (docs/performance.md, "The access log behind a pipe"). tmpfs, so that the log's writeback
  * does not share the disk with the servers' flushes.
  */
 const OUTPUT_DIR = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
